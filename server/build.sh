@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# build.sh — build pgcipher's PostgreSQL 17 into BUILD_DIR/install.
+#
+# Steps, each skipped when already up to date:
+#   1. fetch the pinned source (fetch-source.sh) and unpack it to BUILD_DIR/postgresql;
+#      the tree is unpacked afresh whenever the source or a patch changes;
+#   2. apply server/patches/*.patch (small hook patches, one per concern);
+#   3. overlay server/src/** into the tree as symbolic links, so editing one of
+#      our files and running this again rebuilds incrementally;
+#   4. configure (OpenSSL, lz4, zstd, ICU, TAP tests) with ccache, make, make install.
+#
+# Usage: server/build.sh BUILD_DIR
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?usage: build.sh BUILD_DIR}
+mkdir -p "$build"
+build=$(cd "$build" && pwd)
+tree=$build/postgresql
+prefix=$build/install
+jobs=${JOBS:-$(nproc)}
+
+"$here/fetch-source.sh" "$build"
+orig=$(ls "$build"/source/postgresql-17_*.orig.tar.bz2)
+
+# 1+2: unpack and patch when the tarball or any patch changed.
+tree_stamp=$( (sha256sum "$orig" | cut -d' ' -f1; find "$here/patches" -name '*.patch' | sort | xargs -r cat) | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$tree/.pgcipher-tree" 2>/dev/null)" != "$tree_stamp" ]; then
+    echo "build: unpacking $(basename "$orig") and applying $(ls "$here"/patches/*.patch 2>/dev/null | wc -l) patches"
+    rm -rf "$tree" "$tree.tmp"
+    mkdir -p "$tree.tmp"
+    tar -xjf "$orig" -C "$tree.tmp" --strip-components=1
+    for p in "$here"/patches/*.patch; do
+        [ -e "$p" ] || continue
+        patch -d "$tree.tmp" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
+            || { echo "build: patch $(basename "$p") does not apply" >&2; exit 1; }
+    done
+    echo "$tree_stamp" > "$tree.tmp/.pgcipher-tree"
+    mv "$tree.tmp" "$tree"
+fi
+
+# 3: overlay our own files (symbolic links keep rebuilds incremental).
+(cd "$here/src" && find . -type f) | while read -r f; do
+    dst=$tree/${f#./}
+    mkdir -p "$(dirname "$dst")"
+    if [ "$(readlink "$dst" 2>/dev/null)" != "$here/src/${f#./}" ]; then
+        [ -e "$dst" ] && [ ! -L "$dst" ] && { echo "build: overlay would replace upstream file ${f#./}; use a patch" >&2; exit 1; }
+        ln -sfn "$here/src/${f#./}" "$dst"
+    fi
+done
+
+# 4: configure once per set of options, then make.
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cc="gcc"
+command -v ccache >/dev/null && cc="ccache gcc"
+config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
+        --enable-tap-tests --enable-depend --enable-debug ${PGCIPHER_CONFIGURE_EXTRA:-})
+config_stamp=$(echo "$cc ${config[*]} CFLAGS=${CFLAGS:-}" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$tree/.pgcipher-config" 2>/dev/null)" != "$config_stamp" ]; then
+    echo "build: configure ${config[*]}"
+    (cd "$tree" && ./configure CC="$cc" "${config[@]}" > "$build/configure.log" 2>&1) \
+        || { tail -30 "$build/configure.log" >&2; echo "build: configure failed, see $build/configure.log" >&2; exit 1; }
+    echo "$config_stamp" > "$tree/.pgcipher-config"
+fi
+
+echo "build: make -j$jobs (log: $build/make.log)"
+if ! (cd "$tree" && make -j"$jobs" -s > "$build/make.log" 2>&1 \
+      && make -C contrib -j"$jobs" -s >> "$build/make.log" 2>&1 \
+      && make -s install >> "$build/make.log" 2>&1 \
+      && make -C contrib -s install >> "$build/make.log" 2>&1); then
+    grep -E 'error|Error' "$build/make.log" | head -40 >&2
+    echo "build: make failed, see $build/make.log" >&2
+    exit 1
+fi
+echo "build: installed into $prefix"

@@ -1,0 +1,209 @@
+/*-------------------------------------------------------------------------
+ *
+ * encryption.c
+ *	  pgcipher: load the data keys at start-up, before anything is written.
+ *
+ * InitializeDataEncryption() runs right after the process has moved into
+ * the data directory and before it creates postmaster.pid or touches any
+ * other file there.  pg_control says whether the cluster is encrypted; if
+ * so the key ring is read and checked, encryption_key_command is run, and
+ * the data keys are unwrapped.  Any failure is FATAL with a message that
+ * says what is wrong, so a wrong or missing key never gets as far as
+ * writing a byte.  In bootstrap mode (initdb) there is no pg_control yet:
+ * a key ring written by initdb is what asks for encryption, and
+ * BootStrapXLOG() records the cipher in the new pg_control.
+ *
+ * The keys live in a page of their own, excluded from core dumps and
+ * locked in memory where the kernel allows it.  Child processes inherit
+ * them through fork().
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/encryption.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
+#include "common/keyring.h"
+#include "storage/encryption.h"
+#include "utils/guc.h"
+
+/* GUC variables */
+char	   *encryption_key_command = NULL;
+int			encryption_key_command_timeout = 30;
+int			data_encryption_cipher = DATA_ENCRYPTION_OFF;
+
+/* The unwrapped key ring, in memory kept out of core dumps */
+static Keyring *keyring = NULL;
+
+static Keyring *
+allocate_keyring_memory(void)
+{
+	size_t		size = TYPEALIGN(sysconf(_SC_PAGESIZE), sizeof(Keyring));
+	void	   *mem;
+
+	mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		ereport(FATAL,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not allocate memory for encryption keys: %m")));
+#ifdef MADV_DONTDUMP
+	(void) madvise(mem, size, MADV_DONTDUMP);
+#endif
+	(void) mlock(mem, size);	/* best effort: keep keys out of swap */
+	return (Keyring *) mem;
+}
+
+static int
+keyring_errcode(KeyringErrorKind kind)
+{
+	switch (kind)
+	{
+		case KEYRING_ERR_COMMAND_FAILED:
+		case KEYRING_ERR_COMMAND_TIMEOUT:
+			return ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
+		case KEYRING_ERR_COMMAND_OUTPUT:
+			return ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION;
+		case KEYRING_ERR_FILE_MISSING:
+			return ERRCODE_UNDEFINED_FILE;
+		case KEYRING_ERR_FILE_CORRUPT:
+			return ERRCODE_DATA_CORRUPTED;
+		case KEYRING_ERR_WRONG_KEY:
+			return ERRCODE_INVALID_PASSWORD;
+		case KEYRING_ERR_IO:
+			return ERRCODE_IO_ERROR;
+		default:
+			return ERRCODE_INTERNAL_ERROR;
+	}
+}
+
+static void
+load_keyring(void)
+{
+	KeyringError err;
+
+	if (keyring == NULL)
+		keyring = allocate_keyring_memory();
+	if (!keyring_load(".", encryption_key_command,
+					  encryption_key_command_timeout, keyring, &err))
+		ereport(FATAL,
+				(errcode(keyring_errcode(err.kind)),
+				 errmsg("%s", err.message),
+				 err.detail[0] ? errdetail("%s", err.detail) : 0,
+				 err.hint[0] ? errhint("%s", err.hint) : 0));
+	if (keyring_get_key(keyring, KEY_RELATION) == NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" has no relation key", KEYRING_FILE)));
+}
+
+/*
+ * Called with the data directory as working directory, before the lock
+ * file is created; see the file header.
+ */
+void
+InitializeDataEncryption(bool bootstrap)
+{
+	struct stat st;
+	bool		have_keyring = (stat(KEYRING_FILE, &st) == 0);
+	int			cipher;
+
+	if (bootstrap)
+	{
+		if (!have_keyring)
+			return;
+		load_keyring();
+		cipher = keyring->cipher;
+	}
+	else
+	{
+		ControlFileData *control;
+		bool		crc_ok;
+
+		control = get_controlfile(".", &crc_ok);
+		if (!crc_ok)
+		{
+			/* ReadControlFile() will report this, before anything is written */
+			pfree(control);
+			return;
+		}
+		cipher = control->data_encryption_cipher;
+		pfree(control);
+
+		if (cipher == DATA_ENCRYPTION_OFF)
+		{
+			if (have_keyring)
+				ereport(FATAL,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("cluster is not encrypted, but it contains an encryption key file \"%s\"",
+								KEYRING_FILE),
+						 errhint("Remove the directory \"%s\" if it does not belong to this cluster.",
+								 KEYRING_DIR)));
+			return;
+		}
+		if (data_encryption_key_length(cipher) == 0)
+			ereport(FATAL,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("pg_control records unknown encryption cipher %d", cipher),
+					 errhint("This cluster may have been created by a newer version of pgcipher.")));
+		load_keyring();
+		if (keyring->cipher != (uint32) cipher)
+			ereport(FATAL,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("encryption key file is for %s, but pg_control records %s",
+							data_encryption_cipher_name(keyring->cipher),
+							data_encryption_cipher_name(cipher)),
+					 errhint("The key file \"%s\" does not belong to this cluster.", KEYRING_FILE)));
+	}
+
+	SetConfigOption("data_encryption", data_encryption_cipher_name(cipher),
+					PGC_INTERNAL, PGC_S_DYNAMIC_DEFAULT);
+	Assert(data_encryption_cipher == cipher);
+}
+
+/*
+ * ReadControlFile() calls this: a cluster whose pg_control says "encrypted"
+ * must never be opened without its keys, whatever path led here.
+ */
+void
+CheckDataEncryptionMatchesControlFile(uint32 control_cipher)
+{
+	if (control_cipher != (uint32) data_encryption_cipher)
+		ereport(FATAL,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("database files are encrypted with %s, but the server has loaded keys for %s",
+						data_encryption_cipher_name(control_cipher),
+						data_encryption_cipher_name(data_encryption_cipher)),
+				 errhint("The encryption keys must be loaded at start-up.")));
+}
+
+/* Key material for one purpose; NULL when the cluster is not encrypted */
+const unsigned char *
+GetDataEncryptionKey(uint32 id, int *len)
+{
+	const KeyringKey *key;
+
+	if (keyring == NULL || !DataEncryptionEnabled())
+		return NULL;
+	key = keyring_get_key(keyring, id);
+	if (key == NULL)
+		return NULL;
+	*len = key->len;
+	return key->key;
+}
+
+/* Values of the read-only data_encryption setting */
+const struct config_enum_entry data_encryption_options[] = {
+	{"off", DATA_ENCRYPTION_OFF, false},
+	{"aes-128", DATA_ENCRYPTION_AES128, false},
+	{"aes-256", DATA_ENCRYPTION_AES256, false},
+	{NULL, 0, false}
+};

@@ -1,0 +1,248 @@
+/*-------------------------------------------------------------------------
+ *
+ * data_encryption.c
+ *	  pgcipher: AES-XTS, AES key wrap with padding and scrypt via OpenSSL EVP.
+ *
+ * Used by the server (page encryption, key ring) and by frontend programs
+ * (initdb writes the key ring).  This file holds no policy: which bytes of
+ * a page are encrypted and with which tweak is decided by the storage
+ * layer (storage/encryption/pagecrypt.c); the key file format lives in
+ * keyring.c.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/common/data_encryption.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FRONTEND
+#include "postgres.h"
+#else
+#include "postgres_fe.h"
+#endif
+
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/crypto.h>
+
+#include "common/data_encryption.h"
+
+struct XtsCipher
+{
+	EVP_CIPHER_CTX *enc;		/* key schedule for encryption */
+	EVP_CIPHER_CTX *dec;		/* key schedule for decryption */
+};
+
+const char *
+data_encryption_cipher_name(int cipher)
+{
+	switch (cipher)
+	{
+		case DATA_ENCRYPTION_OFF:
+			return "off";
+		case DATA_ENCRYPTION_AES128:
+			return "aes-128";
+		case DATA_ENCRYPTION_AES256:
+			return "aes-256";
+	}
+	return "unknown";
+}
+
+/* Returns -1 for a name we do not know */
+int
+data_encryption_cipher_from_name(const char *name)
+{
+	if (pg_strcasecmp(name, "aes-128") == 0 || pg_strcasecmp(name, "aes128") == 0)
+		return DATA_ENCRYPTION_AES128;
+	if (pg_strcasecmp(name, "aes-256") == 0 || pg_strcasecmp(name, "aes256") == 0)
+		return DATA_ENCRYPTION_AES256;
+	if (pg_strcasecmp(name, "off") == 0)
+		return DATA_ENCRYPTION_OFF;
+	return -1;
+}
+
+/* Length of one AES key for the cipher; 0 when not encrypted */
+int
+data_encryption_key_length(int cipher)
+{
+	switch (cipher)
+	{
+		case DATA_ENCRYPTION_AES128:
+			return 16;
+		case DATA_ENCRYPTION_AES256:
+			return 32;
+	}
+	return 0;
+}
+
+static const EVP_CIPHER *
+xts_evp_cipher(int cipher)
+{
+	switch (cipher)
+	{
+		case DATA_ENCRYPTION_AES128:
+			return EVP_aes_128_xts();
+		case DATA_ENCRYPTION_AES256:
+			return EVP_aes_256_xts();
+	}
+	return NULL;
+}
+
+/*
+ * Set up an XTS cipher for the given key (two AES keys, 2 * key length
+ * bytes).  Returns NULL if OpenSSL refuses, e.g. for two identical halves.
+ * Allocated with malloc so the caller's memory context does not matter.
+ */
+XtsCipher *
+xts_cipher_create(int cipher, const unsigned char *key)
+{
+	const EVP_CIPHER *evp = xts_evp_cipher(cipher);
+	XtsCipher  *xts;
+
+	if (evp == NULL)
+		return NULL;
+	xts = malloc(sizeof(XtsCipher));
+	if (xts == NULL)
+		return NULL;
+	xts->enc = EVP_CIPHER_CTX_new();
+	xts->dec = EVP_CIPHER_CTX_new();
+	if (xts->enc == NULL || xts->dec == NULL ||
+		EVP_EncryptInit_ex(xts->enc, evp, NULL, key, NULL) != 1 ||
+		EVP_DecryptInit_ex(xts->dec, evp, NULL, key, NULL) != 1)
+	{
+		xts_cipher_free(xts);
+		return NULL;
+	}
+	return xts;
+}
+
+void
+xts_cipher_free(XtsCipher *xts)
+{
+	if (xts == NULL)
+		return;
+	EVP_CIPHER_CTX_free(xts->enc);	/* clears the key schedule */
+	EVP_CIPHER_CTX_free(xts->dec);
+	free(xts);
+}
+
+/*
+ * Encrypt or decrypt one data unit of len bytes (at least 16) under tweak.
+ * in and out may be the same buffer.  Only the tweak is reset per call.
+ */
+static bool
+xts_crypt(EVP_CIPHER_CTX *ctx, int enc, const unsigned char *tweak,
+		  const unsigned char *in, unsigned char *out, int len)
+{
+	int			outl;
+
+	if (EVP_CipherInit_ex(ctx, NULL, NULL, NULL, tweak, enc) != 1)
+		return false;
+	if (EVP_CipherUpdate(ctx, out, &outl, in, len) != 1 || outl != len)
+		return false;
+	return true;
+}
+
+bool
+xts_encrypt(XtsCipher *xts, const unsigned char *tweak,
+			const unsigned char *in, unsigned char *out, int len)
+{
+	return xts_crypt(xts->enc, 1, tweak, in, out, len);
+}
+
+bool
+xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
+			const unsigned char *in, unsigned char *out, int len)
+{
+	return xts_crypt(xts->dec, 0, tweak, in, out, len);
+}
+
+static const EVP_CIPHER *
+kwp_evp_cipher(int keklen)
+{
+	switch (keklen)
+	{
+		case 16:
+			return EVP_aes_128_wrap_pad();
+		case 24:
+			return EVP_aes_192_wrap_pad();
+		case 32:
+			return EVP_aes_256_wrap_pad();
+	}
+	return NULL;
+}
+
+static bool
+kwp_crypt(int enc, const unsigned char *kek, int keklen,
+		  const unsigned char *in, int inlen,
+		  unsigned char *out, int *outlen)
+{
+	const EVP_CIPHER *evp = kwp_evp_cipher(keklen);
+	EVP_CIPHER_CTX *ctx;
+	int			len1 = 0,
+				len2 = 0;
+	bool		ok = false;
+
+	if (evp == NULL || inlen <= 0)
+		return false;
+	ctx = EVP_CIPHER_CTX_new();
+	if (ctx == NULL)
+		return false;
+	EVP_CIPHER_CTX_set_flags(ctx, EVP_CIPHER_CTX_FLAG_WRAP_ALLOW);
+	if (EVP_CipherInit_ex(ctx, evp, NULL, kek, NULL, enc) == 1 &&
+		EVP_CipherUpdate(ctx, out, &len1, in, inlen) == 1 &&
+		EVP_CipherFinal_ex(ctx, out + len1, &len2) == 1)
+	{
+		*outlen = len1 + len2;
+		ok = true;
+	}
+	EVP_CIPHER_CTX_free(ctx);
+	return ok;
+}
+
+/* out must have room for KWP_WRAPPED_LEN(inlen) bytes */
+bool
+aes_key_wrap_pad(const unsigned char *kek, int keklen,
+				 const unsigned char *in, int inlen,
+				 unsigned char *out, int *outlen)
+{
+	return kwp_crypt(1, kek, keklen, in, inlen, out, outlen);
+}
+
+/*
+ * Returns false when the integrity check fails: wrong key-encryption key or
+ * damaged input.  out must have room for inlen bytes.
+ */
+bool
+aes_key_unwrap_pad(const unsigned char *kek, int keklen,
+				   const unsigned char *in, int inlen,
+				   unsigned char *out, int *outlen)
+{
+	if (inlen < 16 || inlen % 8 != 0)
+		return false;
+	return kwp_crypt(0, kek, keklen, in, inlen, out, outlen);
+}
+
+bool
+derive_key_scrypt(const char *passphrase, size_t passlen,
+				  const unsigned char *salt, size_t saltlen,
+				  uint32 log2_n, uint32 r, uint32 p,
+				  unsigned char *key, size_t keylen)
+{
+	uint64		n;
+	uint64		maxmem;
+
+	if (log2_n < 10 || log2_n > 24 || r == 0 || r > 64 || p == 0 || p > 16)
+		return false;
+	n = UINT64CONST(1) << log2_n;
+	/* scrypt needs 128 * r * (n + p + 2) bytes; allow that much */
+	maxmem = 128 * (uint64) r * (n + p + 2) + 1024 * 1024;
+	return EVP_PBE_scrypt(passphrase, passlen, salt, saltlen,
+						  n, r, p, maxmem, key, keylen) == 1;
+}
+
+void
+data_encryption_wipe(void *ptr, size_t len)
+{
+	OPENSSL_cleanse(ptr, len);
+}

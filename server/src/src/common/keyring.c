@@ -1,0 +1,767 @@
+/*-------------------------------------------------------------------------
+ *
+ * keyring.c
+ *	  pgcipher: the key ring file and the key-encryption key (KEK).
+ *
+ * The key ring holds the cluster's data keys, each wrapped with AES key
+ * wrap with padding (RFC 5649) under the KEK.  The KEK never touches disk:
+ * it comes from encryption_key_command, either as 64 hex digits (the key
+ * itself, e.g. from a KMS) or as a passphrase stretched with scrypt using
+ * the salt and cost stored in the file.
+ *
+ * File layout (all integers big-endian, so the file is portable):
+ *
+ *	 0	magic "PGCIPHKR"		 8 bytes
+ *	 8	format version			 4
+ *	12	cipher					 4	 DATA_ENCRYPTION_AES128/256
+ *	16	KEK source				 4	 KEK_SOURCE_HEX / _PASSPHRASE
+ *	20	scrypt log2(N), r, p	12
+ *	32	scrypt salt				16
+ *	48	number of keys			 4
+ *	52	per key: id (4), length (4), wrapped length (4), wrapped bytes
+ *	..	CRC-32C of everything above (4)
+ *
+ * What is wrapped is id || cipher || key, so a wrapped key cannot be moved
+ * to another slot or reinterpreted under another cipher without the unwrap
+ * failing.  The CRC tells a damaged file from a wrong key: a bad CRC means
+ * "corrupt", a good CRC with a failing unwrap means "wrong KEK".
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/common/keyring.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FRONTEND
+#include "postgres.h"
+#else
+#include "postgres_fe.h"
+#endif
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/keyring.h"
+#include "port/pg_crc32c.h"
+
+#define KEYRING_HEADER_LEN	52
+#define KEYRING_MAX_FILE	4096
+
+static void
+set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
+		  const char *fmt,...) pg_attribute_printf(4, 5);
+
+static void
+set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
+		  const char *fmt,...)
+{
+	va_list		ap;
+
+	err->kind = kind;
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	err->detail[0] = '\0';
+	strlcpy(err->hint, hint ? hint : "", sizeof(err->hint));
+}
+
+static void
+set_detail(KeyringError *err, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+set_detail(KeyringError *err, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err->detail, sizeof(err->detail), fmt, ap);
+	va_end(ap);
+}
+
+static void
+put32(unsigned char *p, uint32 v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+static uint32
+get32(const unsigned char *p)
+{
+	return ((uint32) p[0] << 24) | ((uint32) p[1] << 16) |
+		((uint32) p[2] << 8) | (uint32) p[3];
+}
+
+static int64
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Run command with /bin/sh, collect what it prints on stdout, and give up
+ * after timeout_s seconds (killing its whole process group).  stderr is
+ * left alone so the command's own complaints reach the server log.
+ */
+bool
+run_key_command(const char *command, int timeout_s,
+				char *out, size_t outsize, size_t *outlen,
+				KeyringError *err)
+{
+	const char *hint = "Check the setting of encryption_key_command.";
+	int			pipefd[2];
+	pid_t		pid;
+	int64		deadline;
+	size_t		len = 0;
+	bool		timed_out = false;
+	bool		too_long = false;
+	int			status = 0;
+
+	if (command == NULL || command[0] == '\0')
+	{
+		set_error(err, KEYRING_ERR_COMMAND_FAILED,
+				  "Set encryption_key_command in postgresql.conf to the command that prints the key or passphrase given to initdb.",
+				  "encryption_key_command is not set");
+		return false;
+	}
+	if (pipe(pipefd) != 0)
+	{
+		set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+				  "could not create pipe for encryption key command: %s", strerror(errno));
+		return false;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+	{
+		close(pipefd[0]);
+		close(pipefd[1]);
+		set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+				  "could not fork encryption key command: %s", strerror(errno));
+		return false;
+	}
+	if (pid == 0)
+	{
+		/* child: own process group, clean signal state, stdout to the pipe */
+		sigset_t	none;
+		int			devnull;
+
+		setpgid(0, 0);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		signal(SIGCHLD, SIG_DFL);
+		devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0)
+			dup2(devnull, 0);
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execl("/bin/sh", "sh", "-c", command, (char *) NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);			/* also from here, to avoid a race */
+	close(pipefd[1]);
+
+	deadline = now_ms() + (int64) timeout_s * 1000;
+	for (;;)
+	{
+		struct pollfd pfd = {.fd = pipefd[0],.events = POLLIN};
+		int64		left = deadline - now_ms();
+		int			rc;
+		ssize_t		n;
+		char		chunk[256];
+
+		if (left <= 0)
+		{
+			timed_out = true;
+			break;
+		}
+		rc = poll(&pfd, 1, (int) Min(left, 1000));
+		if (rc < 0 && errno != EINTR)
+			break;
+		if (rc <= 0)
+			continue;
+		n = read(pipefd[0], chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;				/* EOF (or error): the command is done */
+		if (len + n > outsize)
+		{
+			too_long = true;
+			break;
+		}
+		memcpy(out + len, chunk, n);
+		len += n;
+	}
+	close(pipefd[0]);
+
+	/* Reap the child, still within the deadline; kill it if it overstays */
+	for (;;)
+	{
+		pid_t		r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		if (timed_out || too_long || now_ms() >= deadline)
+		{
+			if (!too_long)
+				timed_out = true;
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		pg_usleep(10000);
+	}
+
+	if (timed_out)
+	{
+		data_encryption_wipe(out, outsize);
+		set_error(err, KEYRING_ERR_COMMAND_TIMEOUT,
+				  "Make sure the key command finishes without waiting for input, or raise encryption_key_command_timeout.",
+				  "encryption key command did not finish within %d seconds", timeout_s);
+		set_detail(err, "The command \"%s\" was killed.", command);
+		return false;
+	}
+	if (too_long)
+	{
+		data_encryption_wipe(out, outsize);
+		set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+				  "encryption key command printed more than %zu bytes", outsize);
+		return false;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	{
+		data_encryption_wipe(out, outsize);
+		set_error(err, KEYRING_ERR_COMMAND_FAILED, hint,
+				  "encryption key command \"%s\" failed", command);
+		if (WIFEXITED(status))
+			set_detail(err, "The command exited with status %d.", WEXITSTATUS(status));
+		else if (WIFSIGNALED(status))
+			set_detail(err, "The command was terminated by signal %d.", WTERMSIG(status));
+		return false;
+	}
+	*outlen = len;
+	return true;
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static bool
+is_hex_key(const char *s, size_t len)
+{
+	if (len != KEK_LEN * 2)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (hexval(s[i]) < 0)
+			return false;
+	return true;
+}
+
+/*
+ * Turn what the key command printed into the KEK.  One trailing newline is
+ * dropped; what is left must be one line of printable ASCII.  With
+ * choose_source (initdb) 64 hex digits select KEK_SOURCE_HEX and anything
+ * else a passphrase, for which a fresh salt is drawn; otherwise the source
+ * recorded in ring decides.
+ */
+bool
+kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
+						bool choose_source, unsigned char *kek,
+						KeyringError *err)
+{
+	const char *hint = "The key command must print the key (64 hexadecimal digits) or the passphrase given to initdb, on one line.";
+
+	if (outlen > 0 && out[outlen - 1] == '\n')
+		outlen--;
+	if (outlen > 0 && out[outlen - 1] == '\r')
+		outlen--;
+	if (outlen == 0)
+	{
+		set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+				  "encryption key command printed nothing");
+		return false;
+	}
+	for (size_t i = 0; i < outlen; i++)
+	{
+		unsigned char c = (unsigned char) out[i];
+
+		if (c < 0x20 || c > 0x7e)
+		{
+			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+					  "encryption key command printed invalid output");
+			set_detail(err, "Byte %zu of the output is 0x%02x, which is not a printable character.", i + 1, c);
+			return false;
+		}
+	}
+
+	if (choose_source)
+	{
+		if (is_hex_key(out, outlen))
+			ring->kek_source = KEK_SOURCE_HEX;
+		else
+		{
+			if (outlen < 8)
+			{
+				set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+						  "encryption passphrase is too short");
+				set_detail(err, "A passphrase needs at least 8 characters; the command printed %zu.", outlen);
+				return false;
+			}
+			ring->kek_source = KEK_SOURCE_PASSPHRASE;
+			ring->scrypt_log2_n = KEYRING_SCRYPT_LOG2_N;
+			ring->scrypt_r = KEYRING_SCRYPT_R;
+			ring->scrypt_p = KEYRING_SCRYPT_P;
+			if (!pg_strong_random(ring->salt, KEYRING_SALT_LEN))
+			{
+				set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random salt");
+				return false;
+			}
+		}
+	}
+
+	if (ring->kek_source == KEK_SOURCE_HEX)
+	{
+		if (!is_hex_key(out, outlen))
+		{
+			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+					  "encryption key command printed invalid output");
+			set_detail(err, "The cluster was initialized with a hexadecimal key; expected 64 hexadecimal digits, got %zu characters.", outlen);
+			return false;
+		}
+		for (int i = 0; i < KEK_LEN; i++)
+			kek[i] = (hexval(out[2 * i]) << 4) | hexval(out[2 * i + 1]);
+		return true;
+	}
+	if (ring->kek_source == KEK_SOURCE_PASSPHRASE)
+	{
+		if (!derive_key_scrypt(out, outlen, ring->salt, KEYRING_SALT_LEN,
+							   ring->scrypt_log2_n, ring->scrypt_r,
+							   ring->scrypt_p, kek, KEK_LEN))
+		{
+			set_error(err, KEYRING_ERR_CRYPTO, NULL,
+					  "could not derive key from passphrase with scrypt");
+			set_detail(err, "scrypt parameters: log2(N) = %u, r = %u, p = %u.",
+					   ring->scrypt_log2_n, ring->scrypt_r, ring->scrypt_p);
+			return false;
+		}
+		return true;
+	}
+	set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
+			  "unknown key source %u in key ring", ring->kek_source);
+	return false;
+}
+
+/* Plaintext of a wrapped key: id || cipher || key */
+static int
+wrap_input(const Keyring *ring, const KeyringKey *key, unsigned char *buf)
+{
+	put32(buf, key->id);
+	put32(buf + 4, ring->cipher);
+	memcpy(buf + 8, key->key, key->len);
+	return 8 + key->len;
+}
+
+/* Returns the file's length, or 0 on failure */
+size_t
+keyring_serialize(const Keyring *ring, const unsigned char *kek,
+				  unsigned char *buf, size_t bufsize, KeyringError *err)
+{
+	size_t		off;
+	pg_crc32c	crc;
+
+	if (bufsize < KEYRING_MAX_FILE || ring->nkeys > KEYRING_MAX_KEYS)
+	{
+		set_error(err, KEYRING_ERR_CRYPTO, NULL, "key ring too large");
+		return 0;
+	}
+	memset(buf, 0, bufsize);
+	memcpy(buf, KEYRING_MAGIC, 8);
+	put32(buf + 8, KEYRING_VERSION);
+	put32(buf + 12, ring->cipher);
+	put32(buf + 16, ring->kek_source);
+	put32(buf + 20, ring->scrypt_log2_n);
+	put32(buf + 24, ring->scrypt_r);
+	put32(buf + 28, ring->scrypt_p);
+	memcpy(buf + 32, ring->salt, KEYRING_SALT_LEN);
+	put32(buf + 48, ring->nkeys);
+	off = KEYRING_HEADER_LEN;
+	for (uint32 i = 0; i < ring->nkeys; i++)
+	{
+		unsigned char plain[8 + DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+		int			plainlen = wrap_input(ring, &ring->keys[i], plain);
+		int			wrappedlen;
+
+		put32(buf + off, ring->keys[i].id);
+		put32(buf + off + 4, ring->keys[i].len);
+		if (!aes_key_wrap_pad(kek, KEK_LEN, plain, plainlen, buf + off + 12, &wrappedlen))
+		{
+			data_encryption_wipe(plain, sizeof(plain));
+			set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not wrap data key");
+			return 0;
+		}
+		data_encryption_wipe(plain, sizeof(plain));
+		put32(buf + off + 8, wrappedlen);
+		off += 12 + wrappedlen;
+	}
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, off);
+	FIN_CRC32C(crc);
+	put32(buf + off, crc);
+	return off + 4;
+}
+
+/*
+ * Check the file's structure and CRC and fill ring's header fields; with a
+ * KEK also unwrap every data key.  Without one (kek == NULL) this is what
+ * tells a corrupt file from a wrong key before the key command runs.
+ */
+bool
+keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
+			  Keyring *ring, KeyringError *err)
+{
+	const char *hint = "Restore the file " KEYRING_FILE " from a backup of this cluster.";
+	pg_crc32c	crc;
+	size_t		off;
+
+	memset(ring, 0, sizeof(Keyring));
+	if (len < KEYRING_HEADER_LEN + 4)
+	{
+		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+				  "encryption key file \"%s\" is truncated", KEYRING_FILE);
+		set_detail(err, "The file has %zu bytes.", len);
+		return false;
+	}
+	if (memcmp(buf, KEYRING_MAGIC, 8) != 0)
+	{
+		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+				  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+		set_detail(err, "The file does not start with the key ring's magic number.");
+		return false;
+	}
+	if (get32(buf + 8) != KEYRING_VERSION)
+	{
+		set_error(err, KEYRING_ERR_FILE_CORRUPT,
+				  "The key ring was written by a different version of pgcipher.",
+				  "encryption key file \"%s\" has unsupported format version %u",
+				  KEYRING_FILE, get32(buf + 8));
+		return false;
+	}
+
+	/* Walk the key entries to find where the CRC must be */
+	off = KEYRING_HEADER_LEN;
+	ring->nkeys = get32(buf + 48);
+	if (ring->nkeys == 0 || ring->nkeys > KEYRING_MAX_KEYS)
+		goto truncated_or_corrupt;
+	for (uint32 i = 0; i < ring->nkeys; i++)
+	{
+		uint32		wrappedlen;
+
+		if (off + 12 > len)
+			goto truncated_or_corrupt;
+		wrappedlen = get32(buf + off + 8);
+		if (wrappedlen > KWP_WRAPPED_LEN(8 + DATA_ENCRYPTION_MAX_XTS_KEY_LEN) ||
+			off + 12 + wrappedlen > len)
+			goto truncated_or_corrupt;
+		off += 12 + wrappedlen;
+	}
+	if (off + 4 != len)
+		goto truncated_or_corrupt;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, off);
+	FIN_CRC32C(crc);
+	if (crc != get32(buf + off))
+	{
+		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+				  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+		set_detail(err, "Its CRC-32C is %08x, but the file records %08x.", crc, get32(buf + off));
+		return false;
+	}
+
+	ring->cipher = get32(buf + 12);
+	ring->kek_source = get32(buf + 16);
+	ring->scrypt_log2_n = get32(buf + 20);
+	ring->scrypt_r = get32(buf + 24);
+	ring->scrypt_p = get32(buf + 28);
+	memcpy(ring->salt, buf + 32, KEYRING_SALT_LEN);
+	if (data_encryption_key_length(ring->cipher) == 0 ||
+		(ring->kek_source != KEK_SOURCE_HEX && ring->kek_source != KEK_SOURCE_PASSPHRASE))
+	{
+		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+				  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+		set_detail(err, "Unknown cipher %u or key source %u.", ring->cipher, ring->kek_source);
+		return false;
+	}
+	if (kek == NULL)
+		return true;
+
+	off = KEYRING_HEADER_LEN;
+	for (uint32 i = 0; i < ring->nkeys; i++)
+	{
+		KeyringKey *key = &ring->keys[i];
+		uint32		wrappedlen = get32(buf + off + 8);
+		unsigned char plain[KWP_WRAPPED_LEN(8 + DATA_ENCRYPTION_MAX_XTS_KEY_LEN)];
+		int			plainlen;
+
+		key->id = get32(buf + off);
+		key->len = get32(buf + off + 4);
+		if (!aes_key_unwrap_pad(kek, KEK_LEN, buf + off + 12, wrappedlen, plain, &plainlen))
+		{
+			set_error(err, KEYRING_ERR_WRONG_KEY,
+					  "encryption_key_command must print the same key or passphrase that was given to initdb.",
+					  "could not unwrap the data encryption keys: wrong key-encryption key");
+			set_detail(err, "The integrity check of the AES key wrap of key %u failed.", key->id);
+			data_encryption_wipe(ring, sizeof(Keyring));
+			return false;
+		}
+		if (key->len > DATA_ENCRYPTION_MAX_XTS_KEY_LEN || plainlen != 8 + (int) key->len ||
+			get32(plain) != key->id || get32(plain + 4) != ring->cipher)
+		{
+			data_encryption_wipe(plain, sizeof(plain));
+			data_encryption_wipe(ring, sizeof(Keyring));
+			set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+					  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+			set_detail(err, "A wrapped key does not match its slot or the cipher.");
+			return false;
+		}
+		memcpy(key->key, plain + 8, key->len);
+		data_encryption_wipe(plain, sizeof(plain));
+		off += 12 + wrappedlen;
+	}
+	return true;
+
+truncated_or_corrupt:
+	set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+			  "encryption key file \"%s\" is truncated or corrupt", KEYRING_FILE);
+	set_detail(err, "The key entries do not fit the file's %zu bytes.", len);
+	return false;
+}
+
+bool
+keyring_read_file(const char *path, unsigned char *buf, size_t bufsize,
+				  size_t *len, KeyringError *err)
+{
+	int			fd;
+	ssize_t		n;
+	size_t		total = 0;
+
+	fd = open(path, O_RDONLY | PG_BINARY, 0);
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			set_error(err, KEYRING_ERR_FILE_MISSING,
+					  "The cluster was initialized with encryption; restore " KEYRING_FILE " from a backup of this cluster.",
+					  "encryption key file \"%s\" is missing", path);
+		else
+			set_error(err, KEYRING_ERR_IO, NULL,
+					  "could not open encryption key file \"%s\": %s", path, strerror(errno));
+		return false;
+	}
+	while ((n = read(fd, buf + total, bufsize - total)) > 0)
+	{
+		total += n;
+		if (total == bufsize)
+			break;
+	}
+	if (n < 0)
+	{
+		set_error(err, KEYRING_ERR_IO, NULL,
+				  "could not read encryption key file \"%s\": %s", path, strerror(errno));
+		close(fd);
+		return false;
+	}
+	close(fd);
+	if (total == bufsize)
+	{
+		set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
+				  "encryption key file \"%s\" is too large", path);
+		return false;
+	}
+	*len = total;
+	return true;
+}
+
+/*
+ * Write the key ring crash-safely: a temporary file, fsync, rename over the
+ * target, fsync of the directory.  A crash leaves the old or the new file.
+ */
+bool
+keyring_write_file(const char *path, const unsigned char *buf, size_t len,
+				   KeyringError *err)
+{
+	char		tmppath[MAXPGPATH];
+	char		dirpath[MAXPGPATH];
+	char	   *slash;
+	int			fd;
+
+	snprintf(tmppath, sizeof(tmppath), "%s.tmp", path);
+	strlcpy(dirpath, path, sizeof(dirpath));
+	slash = strrchr(dirpath, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		strlcpy(dirpath, ".", sizeof(dirpath));
+
+	fd = open(tmppath, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		goto fail;
+	if (write(fd, buf, len) != (ssize_t) len)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		close(fd);
+		goto fail;
+	}
+	if (fsync(fd) != 0 || close(fd) != 0)
+		goto fail;
+	if (rename(tmppath, path) != 0)
+		goto fail;
+	fd = open(dirpath, O_RDONLY, 0);
+	if (fd < 0 || fsync(fd) != 0)
+	{
+		if (fd >= 0)
+			close(fd);
+		goto fail;
+	}
+	close(fd);
+	return true;
+
+fail:
+	set_error(err, KEYRING_ERR_IO, NULL,
+			  "could not write encryption key file \"%s\": %s", path, strerror(errno));
+	unlink(tmppath);
+	return false;
+}
+
+const KeyringKey *
+keyring_get_key(const Keyring *ring, uint32 id)
+{
+	for (uint32 i = 0; i < ring->nkeys; i++)
+		if (ring->keys[i].id == id)
+			return &ring->keys[i];
+	return NULL;
+}
+
+/*
+ * initdb: run the key command, draw fresh data keys and write the key ring
+ * into datadir.  On success ring holds the unwrapped keys.
+ */
+bool
+keyring_create(const char *datadir, int cipher, const char *command,
+			   int timeout_s, Keyring *ring, KeyringError *err)
+{
+	static const uint32 ids[] = {KEY_RELATION, KEY_WAL, KEY_TEMPFILE};
+	char		out[KEY_COMMAND_MAX_OUTPUT];
+	size_t		outlen;
+	unsigned char kek[KEK_LEN];
+	unsigned char file[KEYRING_MAX_FILE];
+	size_t		filelen;
+	char		path[MAXPGPATH];
+	int			keylen = data_encryption_key_length(cipher);
+	bool		ok;
+
+	memset(ring, 0, sizeof(Keyring));
+	ring->cipher = cipher;
+	if (keylen == 0)
+	{
+		set_error(err, KEYRING_ERR_CRYPTO, NULL, "invalid cipher %d", cipher);
+		return false;
+	}
+	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
+		return false;
+	ok = kek_from_command_output(out, outlen, ring, true, kek, err);
+	data_encryption_wipe(out, sizeof(out));
+	if (!ok)
+		return false;
+
+	for (int i = 0; i < lengthof(ids); i++)
+	{
+		KeyringKey *key = &ring->keys[i];
+
+		key->id = ids[i];
+		key->len = 2 * keylen;
+		/* XTS refuses a key whose two halves are equal: draw again */
+		do
+		{
+			if (!pg_strong_random(key->key, key->len))
+			{
+				data_encryption_wipe(kek, sizeof(kek));
+				set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random data key");
+				return false;
+			}
+		} while (memcmp(key->key, key->key + keylen, keylen) == 0);
+	}
+	ring->nkeys = lengthof(ids);
+
+	filelen = keyring_serialize(ring, kek, file, sizeof(file), err);
+	data_encryption_wipe(kek, sizeof(kek));
+	if (filelen == 0)
+		return false;
+
+	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_DIR);
+	if (mkdir(path, S_IRWXU) != 0 && errno != EEXIST)
+	{
+		set_error(err, KEYRING_ERR_IO, NULL,
+				  "could not create directory \"%s\": %s", path, strerror(errno));
+		return false;
+	}
+	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	return keyring_write_file(path, file, filelen, err);
+}
+
+/*
+ * Server start-up: read and check the key ring, then run the key command
+ * and unwrap the data keys.  The file is checked first, so a corrupt or
+ * missing file is reported as such whatever the command prints.
+ */
+bool
+keyring_load(const char *datadir, const char *command, int timeout_s,
+			 Keyring *ring, KeyringError *err)
+{
+	char		out[KEY_COMMAND_MAX_OUTPUT];
+	size_t		outlen;
+	unsigned char kek[KEK_LEN];
+	unsigned char file[KEYRING_MAX_FILE];
+	size_t		filelen;
+	char		path[MAXPGPATH];
+	bool		ok;
+
+	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	if (!keyring_read_file(path, file, sizeof(file), &filelen, err))
+		return false;
+	if (!keyring_parse(file, filelen, NULL, ring, err))
+		return false;
+	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
+		return false;
+	ok = kek_from_command_output(out, outlen, ring, false, kek, err);
+	data_encryption_wipe(out, sizeof(out));
+	if (!ok)
+		return false;
+	ok = keyring_parse(file, filelen, kek, ring, err);
+	data_encryption_wipe(kek, sizeof(kek));
+	return ok;
+}

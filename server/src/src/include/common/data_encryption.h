@@ -1,0 +1,71 @@
+/*-------------------------------------------------------------------------
+ *
+ * data_encryption.h
+ *	  pgcipher: the ciphers of transparent data encryption, shared by the
+ *	  server and the frontend programs (initdb, and later the tools).
+ *
+ * Everything here is a thin wrapper around OpenSSL's EVP interface: AES-XTS
+ * for data pages, AES key wrap with padding (RFC 5649) for the data keys,
+ * and scrypt for turning a passphrase into a key-encryption key.  No
+ * primitive is implemented here.  See docs/design.md for why each was chosen.
+ *
+ * src/include/common/data_encryption.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DATA_ENCRYPTION_H
+#define DATA_ENCRYPTION_H
+
+/*
+ * Cipher of a cluster, as stored in pg_control and in the key ring.  Zero
+ * means "not encrypted", so a zeroed field reads as the stock behaviour.
+ */
+#define DATA_ENCRYPTION_OFF		0
+#define DATA_ENCRYPTION_AES128	1
+#define DATA_ENCRYPTION_AES256	2
+
+/* Longest AES key we use, and the XTS key (two AES keys) built from it */
+#define DATA_ENCRYPTION_MAX_KEY_LEN		32
+#define DATA_ENCRYPTION_MAX_XTS_KEY_LEN	(2 * DATA_ENCRYPTION_MAX_KEY_LEN)
+
+/* XTS tweaks are one AES block */
+#define XTS_TWEAK_LEN	16
+
+/* AES key wrap with padding adds one 8-byte integrity block, rounded up */
+#define KWP_WRAPPED_LEN(len)	((((len) + 7) / 8) * 8 + 8)
+
+extern const char *data_encryption_cipher_name(int cipher);
+extern int	data_encryption_cipher_from_name(const char *name);
+extern int	data_encryption_key_length(int cipher);
+
+/*
+ * An AES-XTS cipher with its key schedule set up once.  Encrypting a data
+ * unit only resets the tweak: no allocation, no key expansion per call.
+ */
+typedef struct XtsCipher XtsCipher;
+
+extern XtsCipher *xts_cipher_create(int cipher, const unsigned char *key);
+extern void xts_cipher_free(XtsCipher *xts);
+extern bool xts_encrypt(XtsCipher *xts, const unsigned char *tweak,
+						const unsigned char *in, unsigned char *out, int len);
+extern bool xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
+						const unsigned char *in, unsigned char *out, int len);
+
+/* AES key wrap with padding (RFC 5649); keklen is 16, 24 or 32 */
+extern bool aes_key_wrap_pad(const unsigned char *kek, int keklen,
+							 const unsigned char *in, int inlen,
+							 unsigned char *out, int *outlen);
+extern bool aes_key_unwrap_pad(const unsigned char *kek, int keklen,
+							   const unsigned char *in, int inlen,
+							   unsigned char *out, int *outlen);
+
+/* scrypt (RFC 7914) from OpenSSL: passphrase -> key-encryption key */
+extern bool derive_key_scrypt(const char *passphrase, size_t passlen,
+							  const unsigned char *salt, size_t saltlen,
+							  uint32 log2_n, uint32 r, uint32 p,
+							  unsigned char *key, size_t keylen);
+
+/* Overwrite secret memory in a way the compiler cannot optimise away */
+extern void data_encryption_wipe(void *ptr, size_t len);
+
+#endif							/* DATA_ENCRYPTION_H */

@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ *
+ * keyring.h
+ *	  pgcipher: the key ring — data keys wrapped by a key-encryption key
+ *	  (KEK) — and how the KEK is obtained from encryption_key_command.
+ *
+ * Shared by initdb (creates the key ring) and the server (loads it at
+ * start-up); later the tools that need the key use it too.  Functions here
+ * never ereport: they fill a KeyringError that the caller turns into its
+ * own kind of message, so a failure is always explained and never crashes.
+ * The file format is described in docs/design.md ("Key file").
+ *
+ * src/include/common/keyring.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KEYRING_H
+#define KEYRING_H
+
+#include "common/data_encryption.h"
+
+/* Where the key ring lives, relative to the data directory */
+#define KEYRING_DIR			"pg_encryption"
+#define KEYRING_FILE		"pg_encryption/keyring"
+
+#define KEYRING_MAGIC		"PGCIPHKR"
+#define KEYRING_VERSION		1
+
+/* How the KEK is obtained from the key command's output */
+#define KEK_SOURCE_HEX			1	/* 64 hex digits: the KEK itself */
+#define KEK_SOURCE_PASSPHRASE	2	/* anything else printable: scrypt */
+
+#define KEK_LEN				32	/* AES-256 key wrap */
+#define KEYRING_SALT_LEN	16
+
+/* scrypt cost used by initdb for passphrases (stored in the file) */
+#define KEYRING_SCRYPT_LOG2_N	16	/* N = 65536: 64 MB, ~0.2 s */
+#define KEYRING_SCRYPT_R		8
+#define KEYRING_SCRYPT_P		1
+
+/* Purposes of the data keys; each is two AES keys long (XTS-sized) */
+#define KEY_RELATION		1	/* relation files (all forks) */
+#define KEY_WAL				2	/* write-ahead log (reserved) */
+#define KEY_TEMPFILE		3	/* temporary and spill files (reserved) */
+#define KEYRING_MAX_KEYS	8
+
+/* Longest output accepted from the key command */
+#define KEY_COMMAND_MAX_OUTPUT	1024
+
+/* What went wrong; the server maps each to its own SQLSTATE */
+typedef enum KeyringErrorKind
+{
+	KEYRING_OK = 0,
+	KEYRING_ERR_COMMAND_FAILED,	/* could not run, or non-zero exit */
+	KEYRING_ERR_COMMAND_TIMEOUT,	/* did not finish in time */
+	KEYRING_ERR_COMMAND_OUTPUT,	/* printed something unusable */
+	KEYRING_ERR_FILE_MISSING,	/* no key ring file */
+	KEYRING_ERR_FILE_CORRUPT,	/* bad magic, version, size or CRC */
+	KEYRING_ERR_WRONG_KEY,		/* KEK does not unwrap the data keys */
+	KEYRING_ERR_IO,				/* reading or writing failed */
+	KEYRING_ERR_CRYPTO			/* OpenSSL failed (should not happen) */
+} KeyringErrorKind;
+
+typedef struct KeyringError
+{
+	KeyringErrorKind kind;
+	char		message[256];
+	char		detail[512];
+	char		hint[256];
+} KeyringError;
+
+typedef struct KeyringKey
+{
+	uint32		id;				/* KEY_RELATION, ... */
+	uint32		len;			/* bytes of key */
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+} KeyringKey;
+
+/* The key ring in memory: header fields and unwrapped data keys */
+typedef struct Keyring
+{
+	uint32		cipher;			/* DATA_ENCRYPTION_AES128/256 */
+	uint32		kek_source;		/* KEK_SOURCE_* */
+	uint32		scrypt_log2_n;
+	uint32		scrypt_r;
+	uint32		scrypt_p;
+	unsigned char salt[KEYRING_SALT_LEN];
+	uint32		nkeys;
+	KeyringKey	keys[KEYRING_MAX_KEYS];
+} Keyring;
+
+/* Running the key command and turning its output into a KEK */
+extern bool run_key_command(const char *command, int timeout_s,
+							char *out, size_t outsize, size_t *outlen,
+							KeyringError *err);
+extern bool kek_from_command_output(const char *out, size_t outlen,
+									Keyring *ring, bool choose_source,
+									unsigned char *kek, KeyringError *err);
+
+/* The file format */
+extern size_t keyring_serialize(const Keyring *ring, const unsigned char *kek,
+								unsigned char *buf, size_t bufsize,
+								KeyringError *err);
+extern bool keyring_parse(const unsigned char *buf, size_t len,
+						  const unsigned char *kek, Keyring *ring,
+						  KeyringError *err);
+extern bool keyring_read_file(const char *path, unsigned char *buf,
+							  size_t bufsize, size_t *len, KeyringError *err);
+extern bool keyring_write_file(const char *path, const unsigned char *buf,
+							   size_t len, KeyringError *err);
+
+/* What initdb and the server call */
+extern bool keyring_create(const char *datadir, int cipher,
+						   const char *command, int timeout_s,
+						   Keyring *ring, KeyringError *err);
+extern bool keyring_load(const char *datadir, const char *command,
+						 int timeout_s, Keyring *ring, KeyringError *err);
+extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);
+
+#endif							/* KEYRING_H */

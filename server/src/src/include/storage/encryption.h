@@ -1,0 +1,61 @@
+/*-------------------------------------------------------------------------
+ *
+ * encryption.h
+ *	  pgcipher: transparent data encryption in the server.
+ *
+ * The key ring is loaded once, early in start-up (postmaster, single-user
+ * backend, bootstrap), before anything is written to the data directory;
+ * every process forked afterwards inherits the keys.  The storage manager
+ * encrypts blocks on their way to disk and decrypts them on the way back.
+ *
+ * src/include/storage/encryption.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STORAGE_ENCRYPTION_H
+#define STORAGE_ENCRYPTION_H
+
+#include "common/data_encryption.h"
+#include "common/relpath.h"
+#include "storage/block.h"
+#include "storage/relfilelocator.h"
+
+/* GUC variables */
+extern PGDLLIMPORT char *encryption_key_command;
+extern PGDLLIMPORT int encryption_key_command_timeout;
+extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
+
+#define DataEncryptionEnabled() (data_encryption_cipher != DATA_ENCRYPTION_OFF)
+
+/*
+ * Bytes at the start of every encrypted page that stay in clear: pd_lsn,
+ * pd_checksum, pd_flags, pd_lower and pd_upper.  Tools that work without the
+ * key (pg_checksums, base backup checksum checks, pg_rewind) need the LSN,
+ * the checksum and PageIsNew(); see docs/design.md for what this leaks.
+ */
+#define PAGE_ENCRYPTION_OFFSET	16
+
+/* encryption.c: start-up */
+extern void InitializeDataEncryption(bool bootstrap);
+extern void CheckDataEncryptionMatchesControlFile(uint32 control_cipher);
+extern const unsigned char *GetDataEncryptionKey(uint32 id, int *len);
+
+/* pagecrypt.c: the storage manager's hooks */
+extern const void **EncryptBlocksForWrite(RelFileLocator rlocator,
+										  ForkNumber forknum,
+										  BlockNumber blocknum,
+										  const void **buffers,
+										  BlockNumber nblocks);
+extern void DecryptBlocksAfterRead(RelFileLocator rlocator,
+								   ForkNumber forknum,
+								   BlockNumber blocknum,
+								   void **buffers,
+								   BlockNumber nblocks);
+
+/* One page, for tests and benchmarks; in and out may be the same */
+extern void EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
+						BlockNumber blocknum, const char *in, char *out);
+extern void DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
+						BlockNumber blocknum, char *page);
+
+#endif							/* STORAGE_ENCRYPTION_H */
