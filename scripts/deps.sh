@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# deps.sh — install the Debian packages pgcipher needs to build, test and
+# benchmark.  With --check, only report what is missing.
+set -euo pipefail
+
+packages=(build-essential ccache bison flex pkg-config perl
+          libssl-dev openssl liblz4-dev libzstd-dev libicu-dev libreadline-dev zlib1g-dev
+          libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
+          python3 procps)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} = 0 ] && exit 0
+
+if [ "${1:-}" = --check ]; then
+    echo "pgcipher: missing Debian packages: ${missing[*]}" >&2
+    echo "pgcipher: run 'sudo ./pgcipher deps' first" >&2
+    exit 1
+fi
+[ "$(id -u)" = 0 ] || { echo "pgcipher: installing packages needs root: sudo $0" >&2; exit 1; }
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
