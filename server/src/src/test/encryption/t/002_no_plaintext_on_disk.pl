@@ -14,6 +14,7 @@
 # (see docs/design.md, "What is encrypted").
 use strict;
 use warnings FATAL => 'all';
+use Cwd qw(realpath);
 use File::Find;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -42,7 +43,7 @@ sub scan_for_markers
 				return unless defined $content;
 				foreach my $m (@$markers)
 				{
-					push @{ $found{ $m->{name} } }, $File::Find::name
+					push @{ $found{ $m->{name} } }, realpath($File::Find::name)
 					  if index($content, $m->{bytes}) >= 0;
 				}
 			}
@@ -90,12 +91,18 @@ sub run_cluster
 	$m = $marker->('hash', relation => 'hash_i', bytes => pack('l<', $hash));
 	$node->safe_psql('postgres', "CREATE TABLE hash_t(k text); CREATE INDEX hash_i ON hash_t USING hash(k); INSERT INTO hash_t VALUES ('PGCM_hash_$run')");
 
-	# TOAST: lz4-compressed, pglz-compressed (its literals are 8 bytes between control bytes) and uncompressed
+	# TOAST: compressed out of line with lz4 and with pglz (whose literals
+	# come 8 at a time between control bytes, hence an 8-byte marker), and
+	# uncompressed.  Each md5 repeated twice compresses to about half: too
+	# big to stay inline.
+	my $halfcompressible = "(SELECT string_agg(md5(g::text) || md5(g::text), '') FROM generate_series(1, 2000) g)";
 	$m = $marker->('toast_lz4', relation => 'toast:toast_lz4_t');
-	$node->safe_psql('postgres', "CREATE TABLE toast_lz4_t(v text COMPRESSION lz4); INSERT INTO toast_lz4_t VALUES ('$m' || repeat('abcdefgh', 20000))");
+	$node->safe_psql('postgres', "CREATE TABLE toast_lz4_t(v text COMPRESSION lz4); INSERT INTO toast_lz4_t VALUES ('$m' || $halfcompressible)");
 	my $pglz = substr($run, 0, 4) . 'Pglz';
 	$m = $marker->('toast_pglz', relation => 'toast:toast_pglz_t', bytes => $pglz);
-	$node->safe_psql('postgres', "CREATE TABLE toast_pglz_t(v text COMPRESSION pglz); INSERT INTO toast_pglz_t VALUES ('$pglz' || repeat('abcdefgh', 20000))");
+	$node->safe_psql('postgres', "CREATE TABLE toast_pglz_t(v text COMPRESSION pglz); INSERT INTO toast_pglz_t VALUES ('$pglz' || $halfcompressible)");
+	is($node->safe_psql('postgres', "SELECT pg_column_compression(v) || ' ' || pg_column_compression(w) FROM toast_lz4_t, (SELECT v AS w FROM toast_pglz_t) p"),
+		'lz4 pglz', "$label: TOAST values compressed with lz4 and pglz");
 	$m = $marker->('toast_external', relation => 'toast:toast_ext_t');
 	$node->safe_psql('postgres', "CREATE TABLE toast_ext_t(v text); ALTER TABLE toast_ext_t ALTER v SET STORAGE EXTERNAL; INSERT INTO toast_ext_t SELECT '$m' || string_agg(md5(g::text), '') FROM generate_series(1, 200) g");
 
@@ -151,7 +158,7 @@ sub run_cluster
 		  ? "(SELECT reltoastrelid FROM pg_class WHERE relname = '$1')"
 		  : "'$rel'::regclass";
 		my $path = $node->safe_psql($mk->{db}, "SELECT pg_relation_filepath($expr)");
-		$mk->{file} = $path =~ m{^/} ? $path : $node->data_dir . "/$path";
+		$mk->{file} = realpath($path =~ m{^/} ? $path : $node->data_dir . "/$path");
 	}
 
 	# A temporary table, spilled from local buffers; scanned while it exists
@@ -160,7 +167,7 @@ sub run_cluster
 	$session->query_safe("CREATE TEMP TABLE temp_t(v text); INSERT INTO temp_t SELECT '$m' || g FROM generate_series(1, 50000) g");
 	my $temp_path = $session->query_safe("SELECT pg_relation_filepath('temp_t')");
 	$temp_path =~ s/\s+$//;
-	$markers[-1]{file} = $node->data_dir . "/$temp_path";
+	$markers[-1]{file} = realpath($node->data_dir . "/$temp_path");
 
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	my @dirs = ($node->data_dir, $tsdir);
@@ -180,7 +187,7 @@ sub run_cluster
 		"$label: moved table readable after restart");
 	is($node->safe_psql('postgres', "SELECT count(*) FROM unlogged_t"), '100',
 		"$label: unlogged table readable after clean restart");
-	is($node->safe_psql('postgres', "SELECT length(v) FROM toast_lz4_t"), length("PGCM_toast_lz4_$run") + 160000,
+	is($node->safe_psql('postgres', "SELECT length(v) FROM toast_lz4_t"), length("PGCM_toast_lz4_$run") + 128000,
 		"$label: TOAST value readable after restart");
 	is($node->safe_psql('db_file_copy', "SELECT v FROM own_t"), "PGCM_db_file_copy_$run",
 		"$label: FILE_COPY database readable after restart");

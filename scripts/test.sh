@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# test.sh — build pgcipher and run every test; prints one line per suite
+# and a closing "N passed, M failed" line.
+#
+#   encryption-tap     our TAP tests: crypto vectors and key ring (001), no
+#                      plaintext on disk with an unencrypted control (002),
+#                      start-up refusals leaving the data directory untouched (003)
+#   regress-aes128     PostgreSQL's own regression suite (make check) on
+#   regress-aes256     encrypted clusters, through PG_TEST_INITDB_EXTRA_OPTS
+#   regress-off        ...and on an unencrypted cluster built from our tree
+#   tap-initdb         PostgreSQL's TAP suites of initdb, pg_checksums and
+#   tap-pg_checksums   pg_controldata against encrypted clusters
+#   tap-pg_controldata
+#
+# Usage: test.sh [SUITE...]   (default: all)
+set -uo pipefail
+top=${PGCIPHER_TOP:?}
+build=${PGCIPHER_BUILD:?}
+tree=$build/postgresql
+logs=$build/test-logs
+jobs=${JOBS:-$(nproc)}
+
+"$top/scripts/build.sh" || { echo "test: build failed"; echo "suites: 0 passed, 1 failed"; exit 1; }
+
+mkdir -p "$logs" "$build/test-keys"
+kek=$build/test-keys/kek
+[ -s "$kek" ] || { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; echo; } > "$kek"
+chmod 600 "$kek"
+enc_opts() { echo "--encryption=$1 --encryption-key-command='cat $kek'"; }
+
+passed=0; failed=0; failed_names=()
+suite() {
+    local name=$1; shift
+    local start=$SECONDS
+    printf 'test: %-20s ... ' "$name"
+    if "$@" > "$logs/$name.log" 2>&1; then
+        printf 'ok (%ds)\n' $((SECONDS - start))
+        passed=$((passed + 1))
+    else
+        printf 'FAILED (%ds), log: %s\n' $((SECONDS - start)) "$logs/$name.log"
+        tail -n 30 "$logs/$name.log" | sed 's/^/    /'
+        failed=$((failed + 1)); failed_names+=("$name")
+    fi
+}
+
+regress() {
+    # $1: initdb options ("" for none); reuses tmp_install after the first run
+    local opts=$1
+    local diffs=$tree/src/test/regress/regression.diffs
+    rm -f "$diffs"
+    if ! PG_TEST_INITDB_EXTRA_OPTS="$opts" make -C "$tree/src/test/regress" check \
+            NO_TEMP_INSTALL=${have_tmp_install:-} MAXCONNOPT=--max-connections=$((jobs * 4)); then
+        [ -f "$diffs" ] && head -100 "$diffs"
+        return 1
+    fi
+    have_tmp_install=1
+}
+
+tap() {
+    # $1: directory under the tree; $2: initdb options
+    PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check NO_TEMP_INSTALL=${have_tmp_install:-}
+    local rc=$?
+    have_tmp_install=1
+    return $rc
+}
+
+selected=("$@")
+sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
+
+sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
+sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
+sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256)"
+sel regress-off        && suite regress-off        regress ""
+sel tap-initdb         && suite tap-initdb         tap src/bin/initdb "$(enc_opts aes-256)"
+sel tap-pg_checksums   && suite tap-pg_checksums   tap src/bin/pg_checksums "$(enc_opts aes-256)"
+sel tap-pg_controldata && suite tap-pg_controldata tap src/bin/pg_controldata "$(enc_opts aes-128)"
+
+echo
+[ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"
+echo "suites: $passed passed, $failed failed"
+[ $failed -eq 0 ]
