@@ -750,7 +750,10 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	char		path[MAXPGPATH];
 	bool		ok;
 
-	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	if (strcmp(datadir, ".") == 0)
+		strlcpy(path, KEYRING_FILE, sizeof(path));	/* the server's messages */
+	else
+		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
 	if (!keyring_read_file(path, file, sizeof(file), &filelen, err))
 		return false;
 	if (!keyring_parse(file, filelen, NULL, ring, err))
