@@ -5,7 +5,7 @@
 # sources.list, lists and cache), so the machine's apt setup is never
 # edited.  The mirror is the one this machine's apt already uses for
 # Debian; only the suite (trixie) and the type (deb-src) differ.
-# Verifies the orig tarball's sha256 and unpacks it to $BUILD/postgresql-17.
+# Verifies the orig tarball's sha256; build.sh unpacks it.
 #
 # Usage: server/fetch-source.sh BUILD_DIR
 set -euo pipefail

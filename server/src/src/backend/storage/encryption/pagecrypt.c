@@ -130,7 +130,8 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt block %u of relation file %u fork %d",
 						blocknum, relnumber, forknum)));
-	if (DataChecksumsEnabled())
+	/* (a "new" page that is not all zeros is damaged: no checksum to keep) */
+	if (DataChecksumsEnabled() && !PageIsNew((Page) in))
 		((PageHeader) out)->pd_checksum = pg_checksum_page(out, blocknum);
 }
 
@@ -139,13 +140,15 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 			BlockNumber blocknum, char *page)
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
-	bool		checksums = DataChecksumsEnabled();
+	bool		checksums;
 	bool		intact = true;
 
 	if (unlikely(relation_cipher == NULL))
 		InitializePageCipher();
 	if (page_is_unused(page))
 		return;
+	/* pd_upper is in clear: a "new" page that is not all zeros is damaged */
+	checksums = DataChecksumsEnabled() && !PageIsNew((Page) page);
 	if (checksums)
 		intact = (pg_checksum_page(page, blocknum) == ((PageHeader) page)->pd_checksum);
 	page_tweak(tweak, relnumber, forknum, blocknum);
