@@ -45,6 +45,7 @@ if [ ! -f "$orig" ] || ! verify "$orig"; then
               -o Dir::Etc::SourceParts="$apt_dir/sources.list.d"
               -o Dir::State::Lists="$apt_dir/lists"
               -o Dir::Cache="$apt_dir/cache"
+              -o Dir::Cache::Archives="$apt_dir/cache/archives"
               -o Acquire::Languages=none
               -o APT::Sandbox::User=root)
     echo "fetch-source: fetching $PG_SRC_PACKAGE=$PG_SRC_VERSION (trixie) with a private apt configuration"

@@ -9,6 +9,7 @@
 # checks are tested too.
 use strict;
 use warnings FATAL => 'all';
+use Cwd;
 use Digest::SHA;
 use File::Copy;
 use File::Find;
@@ -170,5 +171,37 @@ ok(!-d "$d/d", 'initdb removed the data directory after the failure');
 set_key_command_body('echo short');
 command_fails_like([ 'initdb', '-D', "$d/e", '--encryption=aes-256', "--encryption-key-command=$keyscript" ],
 	qr/passphrase is too short/, 'initdb refuses a short passphrase');
+
+# pg_resetwal shows the cipher, and keeps it when it must guess pg_control
+($stdout, $stderr) = PostgreSQL::Test::Utils::run_command([ 'pg_resetwal', '-n', $node->data_dir ]);
+like($stdout, qr/^Data encryption:\s+aes-256$/m, 'pg_resetwal -n shows the cipher');
+{
+	my $pass_dir = $pass_node->data_dir;
+	truncate("$pass_dir/global/pg_control", 0) or die;
+	set_key_command_body('echo "correct horse battery staple"');
+	command_ok([ 'pg_resetwal', '-f', $pass_dir ], 'pg_resetwal -f rebuilds a lost pg_control');
+	($stdout, $stderr) = PostgreSQL::Test::Utils::run_command([ 'pg_controldata', $pass_dir ]);
+	like($stdout, qr/^Data encryption:\s+aes-128$/m, 'the rebuilt pg_control keeps the cipher from the key ring');
+}
+
+# pg_upgrade copies data files as they are: it must refuse encrypted clusters
+{
+	my $old = PostgreSQL::Test::Cluster->new('upgrade_old');
+	$old->init;
+	my $new = PostgreSQL::Test::Cluster->new('upgrade_new');
+	set_key_command_body("echo $good_key");
+	$new->init(extra => [ '--encryption=aes-256', "--encryption-key-command=$keyscript" ]);
+	my $bindir = $old->config_data('--bindir');
+	my $cwd = Cwd::getcwd();
+	chdir $tmp;
+	my ($out, $err);
+	my $ok = IPC::Run::run(
+		[ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
+		  '-b', $bindir, '-B', $bindir, '-s', $tmp, '-p', $old->port, '-P', $new->port, '--check' ],
+		'>', \$out, '2>', \$err);
+	ok(!$ok, 'pg_upgrade refuses to upgrade into an encrypted cluster');
+	like($out . $err, qr/pg_upgrade cannot upgrade into an encrypted cluster yet/, 'pg_upgrade says why');
+	chdir $cwd;
+}
 
 done_testing();
