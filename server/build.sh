@@ -51,6 +51,8 @@ done
 
 # 4: configure once per set of options, then make.
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the build directory, so other checkouts hit the same cache
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cc="gcc"
 command -v ccache >/dev/null && cc="ccache gcc"
 config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
