@@ -9,28 +9,40 @@
 #      our files and running this again rebuilds incrementally;
 #   4. configure (OpenSSL, lz4, zstd, ICU, TAP tests) with ccache, make, make install.
 #
-# Usage: server/build.sh BUILD_DIR
+# With --stock, build the same source with the same compiler and flags but
+# without our patches and files, into BUILD_DIR/stock/install: the baseline
+# of the benchmarks.
+#
+# Usage: server/build.sh BUILD_DIR [--stock]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:?usage: build.sh BUILD_DIR}
+build=${1:?usage: build.sh BUILD_DIR [--stock]}
+stock=${2:-}
 mkdir -p "$build"
 build=$(cd "$build" && pwd)
+src_build=$build
+if [ "$stock" = --stock ]; then
+    build=$build/stock
+    mkdir -p "$build"
+fi
 tree=$build/postgresql
 prefix=$build/install
 jobs=${JOBS:-$(nproc)}
 
-"$here/fetch-source.sh" "$build"
-orig=$(ls "$build"/source/postgresql-17_*.orig.tar.bz2)
+"$here/fetch-source.sh" "$src_build"
+orig=$(ls "$src_build"/source/postgresql-17_*.orig.tar.bz2)
+patches=$here/patches
+[ "$stock" = --stock ] && patches=/nonexistent
 
 # 1+2: unpack and patch when the tarball or any patch changed.
-tree_stamp=$( (sha256sum "$orig" | cut -d' ' -f1; find "$here/patches" -name '*.patch' | sort | xargs -r cat) | sha256sum | cut -d' ' -f1)
+tree_stamp=$( (sha256sum "$orig" | cut -d' ' -f1; find "$patches" -name '*.patch' 2>/dev/null | sort | xargs -r cat) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$tree/.pgcipher-tree" 2>/dev/null)" != "$tree_stamp" ]; then
-    echo "build: unpacking $(basename "$orig") and applying $(ls "$here"/patches/*.patch 2>/dev/null | wc -l) patches"
+    echo "build: unpacking $(basename "$orig") and applying $(ls "$patches"/*.patch 2>/dev/null | wc -l) patches"
     rm -rf "$tree" "$tree.tmp"
     mkdir -p "$tree.tmp"
     tar -xjf "$orig" -C "$tree.tmp" --strip-components=1
-    for p in "$here"/patches/*.patch; do
+    for p in "$patches"/*.patch; do
         [ -e "$p" ] || continue
         patch -d "$tree.tmp" -p1 --quiet --forward --no-backup-if-mismatch < "$p" \
             || { echo "build: patch $(basename "$p") does not apply" >&2; exit 1; }
@@ -40,7 +52,7 @@ if [ "$(cat "$tree/.pgcipher-tree" 2>/dev/null)" != "$tree_stamp" ]; then
 fi
 
 # 3: overlay our own files (symbolic links keep rebuilds incremental).
-(cd "$here/src" && find . -type f) | while read -r f; do
+[ "$stock" = --stock ] || (cd "$here/src" && find . -type f) | while read -r f; do
     dst=$tree/${f#./}
     mkdir -p "$(dirname "$dst")"
     if [ "$(readlink "$dst" 2>/dev/null)" != "$here/src/${f#./}" ]; then

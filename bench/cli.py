@@ -1,0 +1,91 @@
+"""python -m bench run --profile quick|full [--scenario NAME ...]
+python -m bench report RESULTS_DIR"""
+import argparse
+import os
+import secrets
+import sys
+import traceback
+
+from bench import sysinfo
+from bench.cluster import Install
+from bench.report import write_report
+from bench.runner import Progress, Run, save_results, timestamp
+from bench.scenarios import SCENARIOS
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
+
+# --tiny: the smoke test's overrides, to prove every output is produced
+TINY = {
+    "cybertec-pgbench": dict(scales={"above": 1}, clients=[1], repetitions=2, seconds=1, shared_buffers_mb=16,
+                             configs=["stock", "aes-256"], workloads=["select-only", "tpcb-like"]),
+    "cybertec-1mb": dict(scale=1, repetitions=2, seconds=1, configs=[("off", False), ("aes-256", True)]),
+    "tproc-c": dict(warehouses=1, ramp=[1], ramp_seconds=2, steady_seconds=2, steady_vus=1, repetitions=1),
+    "micro": dict(seconds=0.05, repetitions=2),
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run the benchmarks and write results and report")
+    r.add_argument("--profile", choices=["quick", "full"], default="quick")
+    r.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default: all")
+    r.add_argument("--out", help="results directory (default bench/results/<timestamp>)")
+    r.add_argument("--pgcipher", default=os.path.join(BUILD, "install"), help="pgcipher install prefix")
+    r.add_argument("--stock", default=os.path.join(BUILD, "stock", "install"), help="stock install prefix")
+    r.add_argument("--micro-bench", default=os.path.join(BUILD, "postgresql", "src", "test", "encryption", "bench_pagecrypt"))
+    r.add_argument("--workdir", default=os.path.join(BUILD, "bench-work"), help="where clusters are created")
+    r.add_argument("--tiny", action="store_true", help="tiny sizes and durations (smoke test)")
+    rp = sub.add_parser("report", help="write report.md and plots from a results directory")
+    rp.add_argument("results_dir")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "report":
+        print(write_report(args.results_dir))
+        return 0
+
+    installs = {"pgcipher": Install("pgcipher", args.pgcipher), "stock": Install("stock", args.stock)}
+    installs["pgcipher"].micro_bench = args.micro_bench
+    names = args.scenario or list(SCENARIOS)
+    params = {}
+    for n in names:
+        params[n] = SCENARIOS[n].plan(args.profile, TINY.get(n) if args.tiny else None)
+    out = args.out or os.path.join(TOP, "bench", "results", timestamp().replace(":", ""))
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(args.workdir, exist_ok=True)
+    key_file = os.path.join(args.workdir, "kek")
+    with open(key_file, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    os.chmod(key_file, 0o600)
+
+    total = sum(p["steps"] for p in params.values())
+    est = sum(p["seconds"] for p in params.values())
+    progress = Progress(total, est)
+    meta = {"profile": args.profile + (" (tiny)" if args.tiny else ""), "started": timestamp(),
+            "system": sysinfo.collect(installs), "scenarios": params}
+    progress.note(f"bench: {args.profile} profile, scenarios {', '.join(names)}, {total} measurements, "
+                  f"estimated {est / 60:.0f} min; results in {out}")
+    run = Run(out, installs, args.profile, key_file, args.workdir, progress)
+    failed = []
+    try:
+        for n in names:
+            progress.note(f"== {n}: {SCENARIOS[n].TITLE}")
+            try:
+                SCENARIOS[n].run(run, params[n])
+            except Exception:
+                traceback.print_exc()
+                failed.append(n)
+                progress.note(f"{n} FAILED; continuing with the next scenario")
+            save_results(out, meta, run.rows, run.commands, run.settings)
+    finally:
+        run.cleanup()
+    meta["finished"] = timestamp()
+    save_results(out, meta, run.rows, run.commands, run.settings)
+    path = write_report(out)
+    progress.note(f"report: {path}")
+    if failed:
+        print(f"bench: scenarios failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

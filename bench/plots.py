@@ -1,0 +1,104 @@
+"""PNG plots for the report (matplotlib, no display needed)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench import stats  # noqa: E402
+
+COLORS = {"stock": "#444444", "pgcipher-off": "#1f77b4", "aes-128": "#2ca02c", "aes-256": "#d62728"}
+
+
+def _color(name, i):
+    return COLORS.get(name, f"C{i}")
+
+
+def tps_vs_clients(rows, workload, scale, configs, path, title):
+    pts = [r for r in rows if r["metric"] == "tps" and r.get("workload") == workload and r.get("scale") == scale]
+    clients = sorted({r["clients"] for r in pts})
+    if not pts:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, cfg in enumerate(configs):
+        ys = [stats.median([r["value"] for r in pts if r["config"] == cfg and r["clients"] == n]) for n in clients]
+        ax.plot(clients, ys, marker="o", label=cfg, color=_color(cfg, i))
+    ax.set_xlabel("clients")
+    ax.set_ylabel("TPS (median)")
+    ax.set_title(title)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(clients)
+    ax.set_xticklabels([str(c) for c in clients])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def overhead_bars(summaries, path, title):
+    """summaries: {(group tuple, config): stats.summarize(...)}; bars of the
+    ratio - 1 in percent, with the CI as error bars."""
+    if not summaries:
+        return False
+    labels, vals, lo, hi, colors = [], [], [], [], []
+    for i, ((group, cfg), s) in enumerate(summaries.items()):
+        if s["ratio"] != s["ratio"]:  # NaN
+            continue
+        labels.append(" ".join(str(g) for g in group) + f" {cfg}")
+        v = (s["ratio"] - 1) * 100
+        vals.append(v)
+        lo.append(v - (s["ci_low"] - 1) * 100)
+        hi.append((s["ci_high"] - 1) * 100 - v)
+        colors.append(_color(cfg, i))
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.28 * len(labels) + 1.2)))
+    y = range(len(labels))
+    ax.barh(list(y), vals, xerr=[lo, hi], color=colors, alpha=0.8, capsize=2)
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("difference from baseline, % (negative = slower)")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def ramp(rows, metric, configs, path, title, xkey="vus"):
+    pts = [r for r in rows if r["metric"] == metric and r.get("phase") == "ramp"]
+    if not pts:
+        return False
+    xs = sorted({r[xkey] for r in pts})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, cfg in enumerate(configs):
+        ys = [stats.median([r["value"] for r in pts if r["config"] == cfg and r[xkey] == x]) for x in xs]
+        ax.plot(xs, ys, marker="o", label=cfg, color=_color(cfg, i))
+    ax.set_xlabel("virtual users")
+    ax.set_ylabel(metric.upper() + " (median)")
+    ax.set_title(title)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def bars(labels, values, path, title, xlabel):
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.35 * len(labels) + 1)))
+    ax.barh(range(len(labels)), values, color=[f"C{i % 10}" for i in range(len(labels))])
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,48 @@
+"""What the report states about the machine and the software."""
+import os
+import platform
+import subprocess
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _cmd(args):
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def collect(installs):
+    cpuinfo = _read("/proc/cpuinfo")
+    model = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")), platform.processor())
+    flags = next((l.split(":", 1)[1].split() for l in cpuinfo.splitlines() if l.startswith("flags")), [])
+    mem_kb = next((int(l.split()[1]) for l in _read("/proc/meminfo").splitlines() if l.startswith("MemTotal")), 0)
+    info = {
+        "cpu_model": model,
+        "cpu_count": os.cpu_count(),
+        "aes_ni": "aes" in flags,
+        "vaes": "vaes" in flags,
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "os": _read("/etc/os-release").split("PRETTY_NAME=")[-1].splitlines()[0].strip('"') if "PRETTY_NAME=" in _read("/etc/os-release") else platform.platform(),
+        "openssl": _cmd(["openssl", "version"]),
+        "python": platform.python_version(),
+        "installs": {},
+    }
+    for name, inst in installs.items():
+        info["installs"][name] = {
+            "prefix": inst.prefix,
+            "version": inst.pg_config("--version"),
+            "cc": inst.pg_config("--cc"),
+            "cflags": inst.pg_config("--cflags"),
+            "configure": inst.pg_config("--configure"),
+            "compiler_version": _cmd([inst.pg_config("--cc").split()[-1], "--version"]).splitlines()[0] if inst.pg_config("--cc") else "",
+        }
+    return info
