@@ -61,7 +61,7 @@ def main(argv=None):
     os.chmod(key_file, 0o600)
 
     total = sum(p["steps"] for p in params.values())
-    est = sum(p["seconds"] for p in params.values())
+    est = sum(p["est_seconds"] for p in params.values())
     progress = Progress(total, est)
     meta = {"profile": args.profile + (" (tiny)" if args.tiny else ""), "started": timestamp(),
             "system": sysinfo.collect(installs), "scenarios": params}

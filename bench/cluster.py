@@ -121,12 +121,12 @@ class Cluster:
         return r.stdout
 
     def pgbench(self, args, timeout=None):
-        """Run pgbench; returns (parsed metrics, command line, output)."""
+        """Run pgbench; returns (parsed metrics or {} for -i, command line, output)."""
         cmd = [self.install.bin("pgbench"), *self.conninfo(), *args, "postgres"]
         r = self._run(cmd, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"pgbench on {self.config.name} failed: {r.stderr.strip()[-1500:]}")
-        return parse_pgbench(r.stdout), " ".join(cmd), r.stdout
+        return ({} if "-i" in args else parse_pgbench(r.stdout)), " ".join(cmd), r.stdout
 
     def buffer_hit_ratio(self):
         return float(self.psql(

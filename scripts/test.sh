@@ -6,7 +6,7 @@
 #                      plaintext on disk with an unencrypted control (002),
 #                      start-up refusals leaving the data directory untouched (003)
 #   regress-aes128     PostgreSQL's own regression suite (make check) on
-#   regress-aes256     encrypted clusters, through PG_TEST_INITDB_EXTRA_OPTS
+#   regress-aes256     encrypted clusters (aes-256 with data checksums), through PG_TEST_INITDB_EXTRA_OPTS
 #   regress-off        ...and on an unencrypted cluster built from our tree
 #   tap-initdb         PostgreSQL's TAP suites of initdb, pg_checksums and
 #   tap-pg_checksums   pg_controldata against encrypted clusters
@@ -69,7 +69,7 @@ sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
-sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256)"
+sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"
 sel regress-off        && suite regress-off        regress ""
 sel tap-initdb         && suite tap-initdb         tap src/bin/initdb "$(enc_opts aes-256)"
 sel tap-pg_checksums   && suite tap-pg_checksums   tap src/bin/pg_checksums "$(enc_opts aes-256)"

@@ -36,7 +36,7 @@ patches=$here/patches
 [ "$stock" = --stock ] && patches=/nonexistent
 
 # 1+2: unpack and patch when the tarball or any patch changed.
-tree_stamp=$( (sha256sum "$orig" | cut -d' ' -f1; find "$patches" -name '*.patch' 2>/dev/null | sort | xargs -r cat) | sha256sum | cut -d' ' -f1)
+tree_stamp=$( (sha256sum "$orig" | cut -d' ' -f1; { find "$patches" -name '*.patch' 2>/dev/null || true; } | sort | xargs -r cat) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$tree/.pgcipher-tree" 2>/dev/null)" != "$tree_stamp" ]; then
     echo "build: unpacking $(basename "$orig") and applying $(ls "$patches"/*.patch 2>/dev/null | wc -l) patches"
     rm -rf "$tree" "$tree.tmp"

@@ -1,7 +1,7 @@
 """One module per scenario.  Each has NAME, TITLE, SEED (the vendor report
 it reproduces, under shared/seeds/), and three functions:
 
-    plan(profile) -> dict of parameters, with "steps" and "seconds" estimates
+    plan(profile) -> dict of parameters, with "steps" and "est_seconds" estimates
     run(run, params)                  measures and calls run.record(...)
     report(rows, params, out_dir)     -> (markdown, [png file names])
 

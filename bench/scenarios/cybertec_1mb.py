@@ -45,7 +45,7 @@ def plan(profile, overrides=None):
     p = dict(PROFILES[profile])
     p.update(overrides or {})
     p["steps"] = len(p["configs"]) * p["repetitions"]
-    p["seconds"] = p["steps"] * (p["seconds"] + 2) + len(p["configs"]) * p["scale"] * 2.5
+    p["est_seconds"] = p["steps"] * (p["seconds"] + 2) + len(p["configs"]) * p["scale"] * 2.5
     return p
 
 

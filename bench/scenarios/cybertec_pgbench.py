@@ -36,7 +36,7 @@ def plan(profile, overrides=None):
     p.update(overrides or {})
     n = len(p["configs"]) * len(p["scales"]) * len(p["clients"]) * len(p["workloads"]) * p["repetitions"]
     p["steps"] = n
-    p["seconds"] = n * (p["seconds"] + 1) + len(p["configs"]) * sum(p["scales"].values()) * 2.5
+    p["est_seconds"] = n * (p["seconds"] + 1) + len(p["configs"]) * sum(p["scales"].values()) * 2.5
     return p
 
 

@@ -18,7 +18,7 @@ def plan(profile, overrides=None):
     p = dict(PROFILES[profile])
     p.update(overrides or {})
     p["steps"] = p["repetitions"] * 2
-    p["seconds"] = p["repetitions"] * (8 * p["seconds"] + 2 * p["seconds"])
+    p["est_seconds"] = p["repetitions"] * (8 * p["seconds"] + 2 * p["seconds"])
     return p
 
 

@@ -45,7 +45,7 @@ def plan(profile, overrides=None):
     n_ramp = len(p["configs"]) * len(p["ramp"]) * p["repetitions"]
     n_steady = len(p["configs"]) * p["repetitions"] if p["steady_seconds"] else 0
     p["steps"] = n_ramp + n_steady
-    p["seconds"] = n_ramp * (p["ramp_seconds"] + 3) + n_steady * (p["steady_seconds"] + 3) + \
+    p["est_seconds"] = n_ramp * (p["ramp_seconds"] + 3) + n_steady * (p["steady_seconds"] + 3) + \
         len(p["configs"]) * p["warehouses"] * 30
     return p
 

@@ -52,6 +52,9 @@ extern void DecryptBlocksAfterRead(RelFileLocator rlocator,
 								   void **buffers,
 								   BlockNumber nblocks);
 
+/* bufpage.c: did the page just decrypted pass its ciphertext checksum? */
+extern bool PageChecksumVerifiedOnRead(const void *page, uint16 *computed);
+
 /* One page, for tests and benchmarks; in and out may be the same */
 extern void EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 						BlockNumber blocknum, const char *in, char *out);

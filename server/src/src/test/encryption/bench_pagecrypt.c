@@ -7,7 +7,8 @@
  * src/common/data_encryption.c, tweak reset per page, bytes 16..8191):
  *   xts-encrypt / xts-decrypt   the cipher alone
  *   write-path                  encrypt + checksum over the ciphertext
- *   read-path                   checksum check + decrypt + plaintext checksum
+ *   read-path                   checksum check over the ciphertext + decrypt
+ * (the server computes no plaintext checksum when encryption is on)
  * Compare the cipher alone with `openssl speed -evp aes-256-xts -bytes 8192`
  * on the same machine: that is the physical limit.
  *
@@ -53,6 +54,8 @@ tweak_for(unsigned char *tweak, uint32 block)
 	tweak[4] = 0x39;			/* some relfilenumber */
 }
 
+static long failures = 0;
+
 static double
 run_case(XtsCipher *xts, Case c, double seconds, char *pages, char *out, int npages)
 {
@@ -65,9 +68,9 @@ run_case(XtsCipher *xts, Case c, double seconds, char *pages, char *out, int npa
 	{
 		for (int i = 0; i < 1024; i++)
 		{
-			uint32		blk = (uint32) (done + i);
-			char	   *in = pages + (size_t) (blk % npages) * BLCKSZ;
-			char	   *dst = out + (size_t) (blk % npages) * BLCKSZ;
+			uint32		blk = (uint32) ((done + i) % npages);
+			char	   *in = pages + (size_t) blk * BLCKSZ;
+			char	   *dst = out + (size_t) blk * BLCKSZ;
 
 			tweak_for(tweak, blk);
 			switch (c)
@@ -88,11 +91,13 @@ run_case(XtsCipher *xts, Case c, double seconds, char *pages, char *out, int npa
 					break;
 				case READ_PATH:
 					{
-						bool		intact = pg_checksum_page(dst, blk) == ((PageHeader) dst)->pd_checksum;
+						/* verify, decrypt a copy (the ciphertext must survive the loop) */
+						char		plain[BLCKSZ] pg_attribute_aligned(16);
 
+						if (pg_checksum_page(dst, blk) != ((PageHeader) dst)->pd_checksum)
+							failures++;
 						xts_decrypt(xts, tweak, (unsigned char *) dst + OFFSET,
-									(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
-						((PageHeader) dst)->pd_checksum = intact ? pg_checksum_page(dst, blk) : 0;
+									(unsigned char *) plain + OFFSET, BLCKSZ - OFFSET);
 					}
 					break;
 			}
@@ -132,12 +137,15 @@ main(int argc, char **argv)
 		{
 			double		ns;
 
-			/* decrypt cases need ciphertext in out[] */
+			/* decrypt cases need ciphertext (with checksums) in out[] */
 			if (c == XTS_DECRYPT || c == READ_PATH)
 				run_case(xts, WRITE_PATH, 0.05, pages, out, npages);
+			failures = 0;
 			ns = run_case(xts, c, seconds, pages, out, npages);
 			printf("%-8s %-12s %10.0f %10.2f\n", data_encryption_cipher_name(cipher),
 				   case_names[c], ns, BLCKSZ / ns);
+			if (c == READ_PATH && failures > 0)
+				fprintf(stderr, "read-path: %ld checksum failures (benchmark bug)\n", failures);
 			snprintf(json + strlen(json), sizeof(json) - strlen(json),
 					 "{\"cipher\": \"%s\", \"case\": \"%s\", \"ns_per_page\": %.1f, \"gb_per_s\": %.3f}\n",
 					 data_encryption_cipher_name(cipher), case_names[c], ns, BLCKSZ / ns);

@@ -23,9 +23,12 @@
  *
  * With data checksums on, the checksum stored in the page is computed over
  * the ciphertext, so pg_checksums and base backups verify pages without
- * the key.  On read we verify the ciphertext checksum, decrypt, and store
- * the plaintext page's checksum (or a wrong one, if the ciphertext was
- * damaged) so that bufmgr's usual verification reports damage as always.
+ * the key.  It is computed once per write, here (bufpage.c skips its
+ * plaintext checksum), and verified once per read, here: the verdict is
+ * kept until bufmgr's PageIsVerifiedExtended() asks for it through
+ * PageChecksumVerifiedOnRead(), so damage is reported, counted and
+ * handled (ignore_checksum_failure) exactly as without encryption.  In
+ * memory, pd_checksum keeps the value read from disk.
  *
  * The cipher context and a write buffer of PG_IOV_MAX pages are set up
  * once per process: nothing is allocated and no key is expanded per page.
@@ -48,6 +51,60 @@
 
 static XtsCipher *relation_cipher = NULL;
 static char *write_buffer = NULL;	/* PG_IOV_MAX encrypted pages */
+
+/*
+ * Pages whose ciphertext checksum failed on their latest read, until
+ * PageIsVerifiedExtended() looks at them (right after the read, in this
+ * process).  A later intact read into the same buffer clears its entry.
+ */
+typedef struct FailedPage
+{
+	const void *page;
+	uint16		computed;		/* checksum of the ciphertext as read */
+} FailedPage;
+
+static FailedPage failed_pages[PG_IOV_MAX];
+static int	nfailed_pages = 0;
+
+static void
+forget_failed_page(const void *page)
+{
+	for (int i = 0; i < nfailed_pages; i++)
+	{
+		if (failed_pages[i].page == page)
+		{
+			failed_pages[i] = failed_pages[--nfailed_pages];
+			return;
+		}
+	}
+}
+
+static void
+remember_failed_page(const void *page, uint16 computed)
+{
+	forget_failed_page(page);
+	if (nfailed_pages == PG_IOV_MAX)	/* cannot happen: oldest goes */
+		memmove(&failed_pages[0], &failed_pages[1], sizeof(FailedPage) * --nfailed_pages);
+	failed_pages[nfailed_pages].page = page;
+	failed_pages[nfailed_pages].computed = computed;
+	nfailed_pages++;
+}
+
+bool
+PageChecksumVerifiedOnRead(const void *page, uint16 *computed)
+{
+	for (int i = 0; i < nfailed_pages; i++)
+	{
+		if (failed_pages[i].page == page)
+		{
+			*computed = failed_pages[i].computed;
+			failed_pages[i] = failed_pages[--nfailed_pages];
+			return false;
+		}
+	}
+	*computed = ((PageHeader) page)->pd_checksum;
+	return true;
+}
 
 static void
 InitializePageCipher(void)
@@ -141,7 +198,7 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
 	bool		checksums;
-	bool		intact = true;
+	uint16		computed = 0;
 
 	if (unlikely(relation_cipher == NULL))
 		InitializePageCipher();
@@ -150,7 +207,16 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 	/* pd_upper is in clear: a "new" page that is not all zeros is damaged */
 	checksums = DataChecksumsEnabled() && !PageIsNew((Page) page);
 	if (checksums)
-		intact = (pg_checksum_page(page, blocknum) == ((PageHeader) page)->pd_checksum);
+	{
+		computed = pg_checksum_page(page, blocknum);
+		if (computed == ((PageHeader) page)->pd_checksum)
+		{
+			if (unlikely(nfailed_pages > 0))
+				forget_failed_page(page);
+		}
+		else
+			remember_failed_page(page, computed);
+	}
 	page_tweak(tweak, relnumber, forknum, blocknum);
 	if (!xts_decrypt(relation_cipher, tweak,
 					 (unsigned char *) page + PAGE_ENCRYPTION_OFFSET,
@@ -160,13 +226,6 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not decrypt block %u of relation file %u fork %d",
 						blocknum, relnumber, forknum)));
-	if (checksums)
-	{
-		uint16		plain = pg_checksum_page(page, blocknum);
-
-		/* a damaged ciphertext must fail bufmgr's check, as it would unencrypted */
-		((PageHeader) page)->pd_checksum = intact ? plain : (uint16) ~plain;
-	}
 }
 
 /*
