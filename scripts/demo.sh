@@ -1,21 +1,13 @@
 #!/usr/bin/env bash
 # demo.sh — the main job: build pgcipher, start an aes-256 cluster whose key
 # comes from a passphrase file, load data, show queries working and grep
-# finding nothing in the data files, then say what encryption costs:
-# pgbench select-only and tpcb-like, unencrypted vs aes-256 from the same
-# binaries, interleaved (A B A B ...), and the page cipher's ns per page
-# beside `openssl speed` on this machine.
-#
-# Environment: DEMO_SECONDS (30) per pgbench run, DEMO_ROUNDS (2),
-# DEMO_SCALE (20, ~300 MB: bigger than shared_buffers, so pages are really
-# read and written through the cipher), DEMO_CLIENTS (nproc).
+# finding nothing in the data files, then say what encryption costs with the
+# benchmark suite's quick profile: stock PostgreSQL vs aes-256, interleaved
+# (A B A B ...), pgbench select-only and tpcb-like 30 s each, and the page
+# cipher's ns per page beside `openssl speed` on this machine.
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
-seconds=${DEMO_SECONDS:-30}
-rounds=${DEMO_ROUNDS:-2}
-scale=${DEMO_SCALE:-20}
-clients=${DEMO_CLIENTS:-$(nproc)}
 
 "$top/scripts/build.sh"
 export PATH=$build/install/bin:$PATH
@@ -77,50 +69,29 @@ echo "first bytes of block 0 of the table on disk (LSN, checksum, flags, lower, 
 od -An -tx1 -N48 "$demo/enc/data/$(psql_enc -At -c "SELECT pg_relation_filepath('cards')")" | sed 's/^/   /'
 [ "$rel_hits" = 0 ] || { echo "demo: plaintext found in relation files!" >&2; exit 1; }
 
-step "4. What it costs: pgbench, unencrypted vs aes-256, same binaries, interleaved"
-initdb -D "$demo/plain/data" --data-checksums -A trust -U postgres > "$demo/initdb-plain.log"
-plain_port=$(start plain)
-echo "scale $scale (about $((scale * 15)) MB, shared_buffers 128MB), $clients clients, ${seconds}s per run, $rounds rounds"
-for name in plain enc; do
-    port=$([ $name = enc ] && echo "$enc_port" || echo "$plain_port")
-    pgbench -i -q -s "$scale" -h "$demo/$name" -p "$port" -U postgres postgres > "$demo/$name/pgbench-init.log" 2>&1
-    psql -X -q -h "$demo/$name" -p "$port" -U postgres -d postgres -c "VACUUM ANALYZE" -c "CHECKPOINT"
-done
-results=$demo/pgbench.csv
-echo "workload,config,round,tps" > "$results"
-for workload in select-only tpcb-like; do
-    flag=$([ $workload = select-only ] && echo "-S" || echo "")
-    for round in $(seq 1 "$rounds"); do
-        for name in plain enc; do
-            port=$([ $name = enc ] && echo "$enc_port" || echo "$plain_port")
-            tps=$(pgbench $flag -n -T "$seconds" -c "$clients" -j "$clients" -h "$demo/$name" -p "$port" -U postgres postgres 2>&1 \
-                  | awk '/^tps = /{print $3}')
-            label=$([ $name = enc ] && echo aes-256 || echo unencrypted)
-            printf '   %-12s round %d  %-12s %10.1f tps\n' "$workload" "$round" "$label" "$tps"
-            echo "$workload,$label,$round,$tps" >> "$results"
-        done
-    done
-done
-python3 - "$results" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-print("\n   %-12s %14s %14s %8s" % ("workload", "unencrypted", "aes-256", "ratio"))
-for w in dict.fromkeys(r["workload"] for r in rows):
-    med = {c: statistics.median(float(r["tps"]) for r in rows if r["workload"] == w and r["config"] == c)
-           for c in ("unencrypted", "aes-256")}
-    print("   %-12s %10.1f tps %10.1f tps %7.3fx" % (w, med["unencrypted"], med["aes-256"], med["aes-256"] / med["unencrypted"]))
-print("   (median of rounds; ratio = aes-256 / unencrypted; the full benchmark suite is in bench/)")
+pg_ctl -D "$demo/enc/data" stop -m fast >/dev/null
+
+step "4. What it costs: the benchmark suite's quick profile (about 8 minutes)"
+echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs:"
+echo "pgbench select-only and tpcb-like 30 s each, CYBERTEC's 1MB-shared_buffers test, a TPROC-C-like"
+echo "mix, and the page cipher's ns per 8 kB page beside openssl speed."
+"$top/scripts/bench.sh" --profile quick --out "$demo/bench"
+echo
+python3 - "$demo/bench/results.json" <<'PY'
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))["results"]
+def med(**kw):
+    v = [r["value"] for r in d if all(r.get(k) == x for k, x in kw.items())]
+    return statistics.median(v) if v else float("nan")
+print("   headline (median aes-256 / stock):")
+for w in ("select-only", "tpcb-like"):
+    s, e = med(scenario="cybertec-pgbench", workload=w, config="stock", metric="tps"), med(scenario="cybertec-pgbench", workload=w, config="aes-256", metric="tps")
+    print(f"   pgbench {w:12s} {s:10,.0f} tps stock {e:10,.0f} tps aes-256   ratio {e / s:.3f}")
+s, e = med(scenario="tproc-c", config="stock", metric="nopm"), med(scenario="tproc-c", config="aes-256", metric="nopm")
+print(f"   TPROC-C-like NOPM    {s:10,.0f} stock     {e:10,.0f} aes-256       ratio {e / s:.3f}")
+x, o = med(scenario="micro", config="aes-256", case="xts-encrypt", metric="ns_per_page"), med(scenario="micro", config="aes-256", case="openssl-speed", metric="ns_per_page")
+print(f"   AES-256-XTS per 8 kB page: {x:,.0f} ns (openssl speed: {o:,.0f} ns, {x / o:.2f}x)")
 PY
-
-pg_ctl -D "$demo/plain/data" stop -m fast >/dev/null; pg_ctl -D "$demo/enc/data" stop -m fast >/dev/null
-
-step "5. The page cipher against the machine's limit"
-make -s -C "$build/postgresql/src/test/encryption" bench_pagecrypt >/dev/null
-"$build/postgresql/src/test/encryption/bench_pagecrypt" 1 | grep -v '^{'
-for c in aes-128-xts aes-256-xts; do
-    openssl speed -evp "$c" -bytes 8192 -seconds 1 2>/dev/null | awk -v c=$c '
-        toupper($1) == toupper(c) { v=$2; sub(/k$/, "", v); gbs = v * 1000 / 1e9;
-            printf "openssl speed %s, 8192-byte blocks: %.0f ns/8kB, %.2f GB/s\n", c, 8192 / gbs, gbs }'
-done
+echo "   full report: $demo/bench/report.md"
 
 step "Done. Data and logs: $demo"

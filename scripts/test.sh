@@ -8,6 +8,9 @@
 #   regress-aes128     PostgreSQL's own regression suite (make check) on
 #   regress-aes256     encrypted clusters (aes-256 with data checksums), through PG_TEST_INITDB_EXTRA_OPTS
 #   regress-off        ...and on an unencrypted cluster built from our tree
+#   bench              the benchmark suite's unit tests (statistics, interleaving,
+#                      report on recorded data, TPROC-C checks) and a smoke run of
+#                      the quick profile with tiny sizes against both builds
 #   tap-initdb         PostgreSQL's TAP suites of initdb, pg_checksums and
 #   tap-pg_checksums   pg_controldata against encrypted clusters
 #   tap-pg_controldata
@@ -71,6 +74,12 @@ sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"
 sel regress-off        && suite regress-off        regress ""
+bench_suite() {
+    "$top/server/build.sh" "$build" --stock && "$top/scripts/venv.sh" &&
+    (cd "$top" && BENCH_SMOKE=1 "$build/venv/bin/python" -m pytest -p no:cacheprovider -q bench/tests)
+}
+
+sel bench              && suite bench              bench_suite
 sel tap-initdb         && suite tap-initdb         tap src/bin/initdb "$(enc_opts aes-256)"
 sel tap-pg_checksums   && suite tap-pg_checksums   tap src/bin/pg_checksums "$(enc_opts aes-256)"
 sel tap-pg_controldata && suite tap-pg_controldata tap src/bin/pg_controldata "$(enc_opts aes-128)"

@@ -24,7 +24,7 @@ VENDOR = {
 
 PROFILES = {
     "quick": dict(configs=["stock", "aes-256"], shared_buffers_mb=128, scales={"above": 20},
-                  clients=[2], workloads=["select-only", "tpcb-like"], repetitions=2, seconds=10),
+                  clients=[2], workloads=["select-only", "tpcb-like"], repetitions=2, seconds=30),
     "full": dict(configs=["stock", "pgcipher-off", "aes-128", "aes-256"], shared_buffers_mb=256,
                  scales={"below": 2, "at-90%": 14, "above": 40},
                  clients=[1, 2, 4, 8, 16], workloads=["select-only", "tpcb-like"], repetitions=2, seconds=6),
