@@ -46,7 +46,7 @@ def overhead_bars(summaries, path, title):
     for i, ((group, cfg), s) in enumerate(summaries.items()):
         if s["ratio"] != s["ratio"]:  # NaN
             continue
-        labels.append(" ".join(str(g) for g in group) + f" {cfg}")
+        labels.append(" ".join([str(g) for g in group] + [cfg]))
         v = (s["ratio"] - 1) * 100
         vals.append(v)
         lo.append(v - (s["ci_low"] - 1) * 100)
@@ -77,6 +77,7 @@ def ramp(rows, metric, configs, path, title, xkey="vus"):
     for i, cfg in enumerate(configs):
         ys = [stats.median([r["value"] for r in pts if r["config"] == cfg and r[xkey] == x]) for x in xs]
         ax.plot(xs, ys, marker="o", label=cfg, color=_color(cfg, i))
+    ax.set_xticks(xs)
     ax.set_xlabel("virtual users")
     ax.set_ylabel(metric.upper() + " (median)")
     ax.set_title(title)

@@ -98,7 +98,7 @@ def report(rows, p, out_dir):
                 continue
             s = stats.summarize(vals, baseline)
             if name != base:
-                summaries[((enc, "checksums" if checksums else "no checksums"), name)] = s
+                summaries[((), name)] = s
             cells += [f"{s['median']:,.1f}",
                       f"{s['ratio'] * 100:.2f} % ({s['ci_low'] * 100:.1f}–{s['ci_high'] * 100:.1f})"]
         cells.append(f"{stats.median(hits):.1%}" if hits else "–")
