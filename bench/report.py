@@ -12,7 +12,7 @@ def write_report(out_dir):
     md = [f"# pgcipher benchmark report ({meta['profile']} profile)", "",
           f"Run {meta['started']} – {meta.get('finished', '?')}.  Stock PostgreSQL and pgcipher built from the "
           "same source with the same compiler and flags; each comparison uses a fresh cluster per "
-          "configuration with identical postgresql.conf, a warm-up, and configurations interleaved "
+          "configuration with identical postgresql.conf (warm-up runs as each scenario states), and configurations interleaved "
           "(A B A B …) over the rounds.  Numbers are medians of the rounds; ratios come with a 95% "
           "percentile-bootstrap confidence interval (2000 resamples).  Raw repetitions: `results.csv`, "
           "`results.json`.", "",

@@ -28,9 +28,9 @@ VENDOR = {
 }
 
 PROFILES = {
-    "quick": dict(scale=10, clients=3, repetitions=2, seconds=10,
+    "quick": dict(scale=10, clients=3, repetitions=2, seconds=10, warmup_seconds=5,
                   configs=[("off", False), ("off", True), ("aes-256", False), ("aes-256", True)]),
-    "full": dict(scale=50, clients=3, repetitions=2, seconds=30,
+    "full": dict(scale=50, clients=3, repetitions=2, seconds=30, warmup_seconds=10,
                  configs=[("off", False), ("off", True), ("aes-128", False), ("aes-128", True),
                           ("aes-256", False), ("aes-256", True)]),
 }
@@ -60,6 +60,9 @@ def run(run, p):
             c.start()
             clusters[cfg.name] = c
         common.pgbench_init(run, NAME, clusters, p["scale"])
+        for c in clusters.values():
+            if p.get("warmup_seconds"):
+                c.pgbench(["-N", "-n", "-T", str(p["warmup_seconds"]), "-c", str(p["clients"]), "-j", str(p["clients"])])
         for rep, _, cfg in interleaved(cfgs, p["repetitions"]):
             c = clusters[cfg.name]
             c.reset_stats()
@@ -79,7 +82,9 @@ def report(rows, p, out_dir):
     cfgs = [_config(e, c) for e, c in p["configs"]]
     base = "off"
     md = [f"shared_buffers = 1MB, pgbench scale {p['scale']}, `-N`, {p['clients']} clients, "
-          f"{p['repetitions']} interleaved rounds of {p['seconds']} s; medians; % of the baseline "
+          f"{p['repetitions']} interleaved rounds of {p['seconds']} s"
+          + (f" after a {p['warmup_seconds']} s warm-up run per cluster" if p.get("warmup_seconds") else ", no warm-up run")
+          + "; medians; % of the baseline "
           f"(no encryption, no checksums) with 95% bootstrap CI.\n",
           "Layout as in CYBERTEC's table: rows are the cipher, columns without / with data checksums.\n",
           "| encryption | no checksums TPS | % | data checksums TPS | % | buffer hit ratio |",

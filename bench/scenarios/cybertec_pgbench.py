@@ -72,7 +72,8 @@ def report(rows, p, out_dir):
     cfgs = [c for c in p["configs"]]
     md = [f"Configurations: {', '.join(cfgs)}; shared_buffers = {p['shared_buffers_mb']} MB; scales "
           + ", ".join(f"{v} ({k} shared_buffers)" for k, v in p["scales"].items())
-          + f"; {p['repetitions']} interleaved rounds of {p['seconds']} s per point; TPS medians; "
+          + f"; {p['repetitions']} interleaved rounds of {p['seconds']} s per point after a 2 s select-only "
+          "warm-up run per cluster; TPS medians; "
           "ratios against stock with 95% bootstrap confidence intervals.\n"]
     table, summaries = common.ratio_table(rows, "stock", cfgs, ["workload", "scale", "clients"])
     md.append(table)

@@ -32,9 +32,9 @@ MIX = [("neword", 45), ("payment", 43), ("ostat", 4), ("delivery", 4), ("slev", 
 VENDOR = {"steady_vus": 75, "overhead_pct": 7.3, "warehouses": 2000}
 
 PROFILES = {
-    "quick": dict(configs=["stock", "aes-256"], warehouses=1, shared_buffers_mb=64, ramp=[2],
+    "quick": dict(configs=["stock", "aes-256"], warehouses=1, shared_buffers_mb=64, ramp=[2], warmup_seconds=5,
                   ramp_seconds=15, steady_vus=2, steady_seconds=0, repetitions=1),
-    "full": dict(configs=["stock", "aes-256"], warehouses=4, shared_buffers_mb=128, ramp=[1, 2, 4, 8],
+    "full": dict(configs=["stock", "aes-256"], warehouses=4, shared_buffers_mb=128, ramp=[1, 2, 4, 8], warmup_seconds=10,
                  ramp_seconds=20, steady_vus=4, steady_seconds=90, repetitions=2),
 }
 
@@ -123,6 +123,9 @@ def run(run, p):
                 raise RuntimeError(f"TPROC-C initial row counts wrong on {name}: {bad}")
             run.progress.note(f"{NAME}: {name} loaded {p['warehouses']} warehouse(s): "
                               + ", ".join(f"{t} {n}" for t, n in counts.items()))
+        for c in clusters.values():
+            if p.get("warmup_seconds"):
+                measure(run, c, max(p["ramp"]), p["warmup_seconds"], p["warehouses"])
         for rep, vus, cfg in interleaved(cfgs, p["repetitions"], p["ramp"]):
             m = measure(run, clusters[cfg.name], vus, p["ramp_seconds"], p["warehouses"])
             for k, v in m.items():
@@ -150,7 +153,9 @@ def report(rows, p, out_dir):
     md = [f"{p['warehouses']} warehouse(s), shared_buffers = {p['shared_buffers_mb']} MB; ramp of "
           f"{', '.join(map(str, p['ramp']))} virtual users, {p['ramp_seconds']} s each"
           + (f"; steady state {p['steady_vus']} VUs for {p['steady_seconds']} s" if p["steady_seconds"] else "")
-          + f"; {p['repetitions']} interleaved round(s); medians; ratio to stock with 95% bootstrap CI.\n"]
+          + f"; {p['repetitions']} interleaved round(s)"
+          + (f" after a {p['warmup_seconds']} s warm-up run per cluster" if p.get("warmup_seconds") else ", no warm-up run")
+          + "; medians; ratio to stock with 95% bootstrap CI.\n"]
     ramp_rows = [r for r in rows if r.get("phase") == "ramp"]
     table, summaries = common.ratio_table(ramp_rows, "stock", cfgs, ["vus"], metric="nopm")
     md.append("NOPM by virtual users (ramp):\n\n" + table)
