@@ -13,21 +13,18 @@ def _color(name, i):
     return COLORS.get(name, f"C{i}")
 
 
-def tps_vs_clients(rows, workload, scale, configs, path, title):
-    pts = [r for r in rows if r["metric"] == "tps" and r.get("workload") == workload and r.get("scale") == scale]
-    clients = sorted({r["clients"] for r in pts})
-    if not pts:
-        return False
+def _lines(xs, series, path, title, xlabel, ylabel, log2=False):
+    """One line per configuration: series is [(name, [y per x])]."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, cfg in enumerate(configs):
-        ys = [stats.median([r["value"] for r in pts if r["config"] == cfg and r["clients"] == n]) for n in clients]
-        ax.plot(clients, ys, marker="o", label=cfg, color=_color(cfg, i))
-    ax.set_xlabel("clients")
-    ax.set_ylabel("TPS (median)")
+    for i, (name, ys) in enumerate(series):
+        ax.plot(xs, ys, marker="o", label=name, color=_color(name, i))
+    if log2:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(x) for x in xs])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(clients)
-    ax.set_xticklabels([str(c) for c in clients])
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -35,6 +32,20 @@ def tps_vs_clients(rows, workload, scale, configs, path, title):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _median_series(points, configs, xkey, xs):
+    return [(cfg, [stats.median([r["value"] for r in points if r["config"] == cfg and r[xkey] == x]) for x in xs])
+            for cfg in configs]
+
+
+def tps_vs_clients(rows, workload, scale, configs, path, title):
+    pts = [r for r in rows if r["metric"] == "tps" and r.get("workload") == workload and r.get("scale") == scale]
+    if not pts:
+        return False
+    clients = sorted({r["clients"] for r in pts})
+    return _lines(clients, _median_series(pts, configs, "clients", clients), path, title,
+                  "clients", "TPS (median)", log2=True)
 
 
 def overhead_bars(summaries, path, title):
@@ -73,21 +84,8 @@ def ramp(rows, metric, configs, path, title, xkey="vus"):
     if not pts:
         return False
     xs = sorted({r[xkey] for r in pts})
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, cfg in enumerate(configs):
-        ys = [stats.median([r["value"] for r in pts if r["config"] == cfg and r[xkey] == x]) for x in xs]
-        ax.plot(xs, ys, marker="o", label=cfg, color=_color(cfg, i))
-    ax.set_xticks(xs)
-    ax.set_xlabel("virtual users")
-    ax.set_ylabel(metric.upper() + " (median)")
-    ax.set_title(title)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _lines(xs, _median_series(pts, configs, xkey, xs), path, title,
+                  "virtual users", metric.upper() + " (median)")
 
 
 def bars(labels, values, path, title, xlabel):
