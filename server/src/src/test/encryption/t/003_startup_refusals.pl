@@ -72,6 +72,8 @@ like($stdout, qr/^Data encryption:\s+aes-256$/m, 'pg_controldata shows the ciphe
 
 my $datadir = $node->data_dir;
 my $keyring = "$datadir/pg_encryption/keyring";
+is(sprintf('%04o', (stat($keyring))[2] & 07777), '0600', 'key ring is readable by its owner only');
+ok(!-e "$keyring.tmp", 'no temporary key ring left behind (written to a temporary file, then renamed)');
 my $pristine = snapshot($datadir);
 
 # Try to start; expect failure with a message matching $expect and no file changed
