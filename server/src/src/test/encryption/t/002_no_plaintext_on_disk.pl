@@ -194,6 +194,13 @@ sub run_cluster
 	is($node->safe_psql('postgres', "SELECT last_value FROM seq_s"), $seqval,
 		"$label: sequence readable after restart");
 	$node->safe_psql('postgres', 'SET enable_seqscan = off; SELECT count(*) FROM btree_t WHERE k > \'\'');
+
+	# Crash recovery replays full-page images and writes the pages again
+	$node->safe_psql('postgres', "CHECKPOINT; UPDATE heap_t SET id = id + 1000; INSERT INTO heap_t SELECT g, 'after' FROM generate_series(1, 5000) g");
+	$node->stop('immediate');
+	$node->start;
+	is($node->safe_psql('postgres', "SELECT count(*), sum(id) FROM heap_t"), '5100|12607550',
+		"$label: data intact after crash recovery");
 	$node->stop;
 
 	return (\@markers, $while_running, $after_stop);
