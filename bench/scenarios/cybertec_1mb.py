@@ -45,7 +45,7 @@ def plan(profile, overrides=None):
     p = dict(PROFILES[profile])
     p.update(overrides or {})
     p["steps"] = len(p["configs"]) * p["repetitions"]
-    p["est_seconds"] = p["steps"] * (p["seconds"] + 2) + len(p["configs"]) * p["scale"] * 2.5
+    p["est_seconds"] = p["steps"] * (p["seconds"] + 2) + len(p["configs"]) * (p["scale"] * 0.8 + p.get("warmup_seconds", 0))
     return p
 
 
@@ -73,7 +73,8 @@ def run(run, p):
             for metric, value in m.items():
                 run.record(NAME, cfg.name, rep, metric, value, encryption=cfg.encryption or "off", checksums=cfg.checksums)
             run.record(NAME, cfg.name, rep, "buffer_hit_ratio", hit, encryption=cfg.encryption or "off", checksums=cfg.checksums)
-            run.progress.step(f"{NAME} {cfg.name} round {rep}: {m['tps']:,.0f} tps, buffer hit ratio {hit:.1%}")
+            run.progress.step(f"{NAME} {cfg.name} round {rep}: {m['tps']:,.0f} tps, buffer hit ratio {hit:.1%}",
+                              p["est_seconds"] / p["steps"])
     finally:
         common.stop_all(clusters)
 

@@ -36,7 +36,7 @@ def plan(profile, overrides=None):
     p.update(overrides or {})
     n = len(p["configs"]) * len(p["scales"]) * len(p["clients"]) * len(p["workloads"]) * p["repetitions"]
     p["steps"] = n
-    p["est_seconds"] = n * (p["seconds"] + 1) + len(p["configs"]) * sum(p["scales"].values()) * 2.5
+    p["est_seconds"] = n * (p["seconds"] + 1) + len(p["configs"]) * sum(p["scales"].values()) * 0.8
     return p
 
 
@@ -63,7 +63,7 @@ def run(run, p):
                     run.record(NAME, cfg.name, rep, metric, value, workload=workload, scale_label=scale_label,
                                scale=scale, clients=clients)
                 run.progress.step(f"{NAME} {workload} scale {scale} ({scale_label}) {clients} clients "
-                                  f"{cfg.name} round {rep}: {m['tps']:,.0f} tps")
+                                  f"{cfg.name} round {rep}: {m['tps']:,.0f} tps", p["est_seconds"] / p["steps"])
         finally:
             common.stop_all(clusters)
 

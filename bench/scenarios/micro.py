@@ -18,7 +18,7 @@ def plan(profile, overrides=None):
     p = dict(PROFILES[profile])
     p.update(overrides or {})
     p["steps"] = p["repetitions"] * 2
-    p["est_seconds"] = p["repetitions"] * (8 * p["seconds"] + 2 * p["seconds"])
+    p["est_seconds"] = p["repetitions"] * (8 * p["seconds"] + 2 * max(1, int(p["seconds"])))
     return p
 
 
@@ -43,13 +43,13 @@ def run(run, p):
                 d = json.loads(line)
                 for metric in ("ns_per_page", "gb_per_s"):
                     run.record(NAME, d["cipher"], rep, metric, d[metric], case=d["case"])
-        run.progress.step(f"{NAME} page cipher round {rep}")
+        run.progress.step(f"{NAME} page cipher round {rep}", 8 * p["seconds"])
         for cipher in ("aes-128-xts", "aes-256-xts"):
             d = openssl_speed(cipher, p["seconds"])
             run.command(f"openssl speed -evp {cipher} -bytes 8192")
             for metric, value in d.items():
                 run.record(NAME, cipher.replace("-xts", ""), rep, metric, value, case="openssl-speed")
-        run.progress.step(f"{NAME} openssl speed round {rep}")
+        run.progress.step(f"{NAME} openssl speed round {rep}", 2 * max(1, int(p["seconds"])))
 
 
 def report(rows, p, out_dir):

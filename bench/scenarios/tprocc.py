@@ -46,7 +46,8 @@ def plan(profile, overrides=None):
     n_steady = len(p["configs"]) * p["repetitions"] if p["steady_seconds"] else 0
     p["steps"] = n_ramp + n_steady
     p["est_seconds"] = n_ramp * (p["ramp_seconds"] + 3) + n_steady * (p["steady_seconds"] + 3) + \
-        len(p["configs"]) * p["warehouses"] * 30
+        len(p["configs"]) * (p["warehouses"] * 30 + p.get("warmup_seconds", 0))
+    p["load_share"] = len(p["configs"]) * (p["warehouses"] * 30 + p.get("warmup_seconds", 0)) / p["steps"]
     return p
 
 
@@ -130,14 +131,15 @@ def run(run, p):
             m = measure(run, clusters[cfg.name], vus, p["ramp_seconds"], p["warehouses"])
             for k, v in m.items():
                 run.record(NAME, cfg.name, rep, k, v, phase="ramp", vus=vus)
-            run.progress.step(f"{NAME} ramp {vus} VU {cfg.name} round {rep}: {m['nopm']:,.0f} NOPM, {m['tpm']:,.0f} TPM")
+            run.progress.step(f"{NAME} ramp {vus} VU {cfg.name} round {rep}: {m['nopm']:,.0f} NOPM, {m['tpm']:,.0f} TPM",
+                              p["ramp_seconds"] + 3 + p["load_share"])
         if p["steady_seconds"]:
             for rep, _, cfg in interleaved(cfgs, p["repetitions"]):
                 m = measure(run, clusters[cfg.name], p["steady_vus"], p["steady_seconds"], p["warehouses"])
                 for k, v in m.items():
                     run.record(NAME, cfg.name, rep, k, v, phase="steady", vus=p["steady_vus"])
                 run.progress.step(f"{NAME} steady {p['steady_vus']} VU {cfg.name} round {rep}: "
-                                  f"{m['nopm']:,.0f} NOPM")
+                                  f"{m['nopm']:,.0f} NOPM", p["steady_seconds"] + 3 + p["load_share"])
         for name, c in clusters.items():
             result = consistency(c)
             ok = all(v == 0 for v in result.values())
