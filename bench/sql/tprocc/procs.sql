@@ -52,11 +52,20 @@ BEGIN
   END;
 END $$;
 
+-- Payment and Order-Status by last name (clause 2.5.2.2): the customer at
+-- position ceil(n / 2) of those with that name, sorted by first name.
+CREATE FUNCTION tpcc_customer_by_name(p_w int, p_d int, p_name_n int, p_default int)
+RETURNS int LANGUAGE sql STABLE AS $$
+  SELECT coalesce(ids[(array_length(ids, 1) + 1) / 2], p_default)
+  FROM (SELECT array_agg(c_id ORDER BY c_first) AS ids FROM customer
+        WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = tpcc_lastname(p_name_n)) x
+$$;
+
 -- Payment (clause 2.5): 60% by last name, 15% for a customer of another warehouse.
 CREATE FUNCTION tpcc_payment(p_w int, p_d int, p_c int, p_by_name boolean, p_name_n int, p_amount numeric, p_warehouses int)
 RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
-  v_c_w int := p_w; v_c_d int := p_d; v_c int := p_c; v_credit char(2); v_ids int[];
+  v_c_w int := p_w; v_c_d int := p_d; v_c int := p_c;
 BEGIN
   IF p_warehouses > 1 AND random() < 0.15 THEN
     v_c_w := 1 + (p_w + floor(random() * (p_warehouses - 1))::int) % p_warehouses;
@@ -65,11 +74,7 @@ BEGIN
   UPDATE warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w;
   UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w AND d_id = p_d;
   IF p_by_name THEN
-    SELECT array_agg(c_id ORDER BY c_first) INTO v_ids FROM customer
-      WHERE c_w_id = v_c_w AND c_d_id = v_c_d AND c_last = tpcc_lastname(p_name_n);
-    IF v_ids IS NOT NULL THEN
-      v_c := v_ids[(array_length(v_ids, 1) + 1) / 2];
-    END IF;
+    v_c := tpcc_customer_by_name(v_c_w, v_c_d, p_name_n, p_c);
   END IF;
   UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount,
                       c_payment_cnt = c_payment_cnt + 1,
@@ -85,14 +90,10 @@ END $$;
 CREATE FUNCTION tpcc_ostat(p_w int, p_d int, p_c int, p_by_name boolean, p_name_n int)
 RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
-  v_c int := p_c; v_ids int[]; v_o int; v_lines int;
+  v_c int := p_c; v_o int; v_lines int;
 BEGIN
   IF p_by_name THEN
-    SELECT array_agg(c_id ORDER BY c_first) INTO v_ids FROM customer
-      WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = tpcc_lastname(p_name_n);
-    IF v_ids IS NOT NULL THEN
-      v_c := v_ids[(array_length(v_ids, 1) + 1) / 2];
-    END IF;
+    v_c := tpcc_customer_by_name(p_w, p_d, p_name_n, p_c);
   END IF;
   PERFORM c_balance, c_first, c_middle, c_last FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
   SELECT o_id INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c ORDER BY o_id DESC LIMIT 1;
