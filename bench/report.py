@@ -1,5 +1,6 @@
 """report.md (and the plots) from a results directory."""
 import os
+import re
 
 from bench.runner import load_results
 from bench.scenarios import SCENARIOS
@@ -45,7 +46,8 @@ def write_report(out_dir):
         if settings:
             md += ["postgresql.conf for every configuration of this scenario (on top of initdb's): "
                    + ", ".join(f"`{k} = {v}`" for k, v in settings.items()), ""]
-    md += ["## Commands run", "", "```"] + data["commands"] + ["```", ""]
+    commands = list(dict.fromkeys(re.sub(r" -p \d+ ", " -p $PORT ", c) for c in data["commands"]))
+    md += ["## Commands run", "", "```"] + commands + ["```", ""]
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as f:
         f.write("\n".join(md))

@@ -62,3 +62,20 @@ def ratio_table(rows, baseline, configs_order, group_keys, metric="tps", fmt_val
             cells.append(f"{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})" if vals[c] and vals[baseline] else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines), summaries
+
+
+def geomean_summary(summaries, configs_order, baseline):
+    """One line per configuration: geometric mean of its per-point ratios,
+    with the range of the points; pgcipher-off against stock shows how much
+    two identical servers differ on this machine (the noise floor)."""
+    import math
+    lines = []
+    for c in configs_order:
+        if c == baseline:
+            continue
+        ratios = [s["ratio"] for (g, cfg), s in summaries.items() if cfg == c and s["ratio"] == s["ratio"]]
+        if ratios:
+            gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            lines.append(f"- {c} / {baseline}: geometric mean {gm:.3f} over {len(ratios)} points "
+                         f"(points range {min(ratios):.3f}–{max(ratios):.3f})")
+    return "\n".join(lines)

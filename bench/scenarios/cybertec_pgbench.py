@@ -77,6 +77,8 @@ def report(rows, p, out_dir):
           "ratios against stock with 95% bootstrap confidence intervals.\n"]
     table, summaries = common.ratio_table(rows, "stock", cfgs, ["workload", "scale", "clients"])
     md.append(table)
+    md.append("\nSummary over all points (each point a median of its rounds):\n")
+    md.append(common.geomean_summary(summaries, cfgs, "stock"))
     md.append("\nCYBERTEC's published numbers for reference (scale 50, 16-core Ryzen 5950X, TPS; "
               "TDE built with gcc 4.8):\n")
     md.append("| workload | clients | stock | TDE off | TDE on | TDE on / stock |\n|---|---|---|---|---|---|")
