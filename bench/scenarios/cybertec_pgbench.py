@@ -95,7 +95,10 @@ def report(rows, p, out_dir):
             if plots.tps_vs_clients(rows, w, scale, cfgs, os.path.join(out_dir, name),
                                     f"pgbench {w}, scale {scale} ({label} shared_buffers)"):
                 pngs.append(name)
-    name = f"{NAME}-overhead.png"
-    if plots.overhead_bars(summaries, os.path.join(out_dir, name), "TPS ratio to stock (95% CI)"):
-        pngs.append(name)
+    for label, scale in p["scales"].items():
+        part = {((g[0], f"{g[2]} clients"), c): v for (g, c), v in summaries.items() if g[1] == scale}
+        name = f"{NAME}-overhead-scale{scale}.png"
+        if plots.overhead_bars(part, os.path.join(out_dir, name),
+                               f"TPS vs stock, scale {scale} ({label} shared_buffers), 95% CI"):
+            pngs.append(name)
     return "\n".join(md), pngs
