@@ -63,13 +63,20 @@ def overhead_bars(summaries, path, title):
         lo.append(v - (s["ci_low"] - 1) * 100)
         hi.append((s["ci_high"] - 1) * 100 - v)
         colors.append(_color(cfg, i))
+    return _hbars(labels, vals, path, title, "difference from baseline, % (negative = slower)",
+                  colors, xerr=[lo, hi])
+
+
+def _hbars(labels, values, path, title, xlabel, colors, xerr=None):
+    """Horizontal bars, first label on top; with xerr, error bars and a zero line."""
     fig, ax = plt.subplots(figsize=(8, max(3, 0.28 * len(labels) + 1.2)))
-    y = range(len(labels))
-    ax.barh(list(y), vals, xerr=[lo, hi], color=colors, alpha=0.8, capsize=2)
-    ax.set_yticks(list(y))
+    y = list(range(len(labels)))
+    ax.barh(y, values, xerr=xerr, color=colors, alpha=0.8, capsize=2)
+    ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("difference from baseline, % (negative = slower)")
+    if xerr is not None:
+        ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     ax.invert_yaxis()
@@ -89,15 +96,4 @@ def ramp(rows, metric, configs, path, title, xkey="vus"):
 
 
 def bars(labels, values, path, title, xlabel):
-    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.35 * len(labels) + 1)))
-    ax.barh(range(len(labels)), values, color=[f"C{i % 10}" for i in range(len(labels))])
-    ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_title(title)
-    ax.grid(axis="x", alpha=0.3)
-    ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _hbars(labels, values, path, title, xlabel, [f"C{i % 10}" for i in range(len(labels))])
