@@ -113,16 +113,17 @@ class Cluster:
             raise RuntimeError(f"psql on {self.config.name} failed: {r.stderr.strip()}\nSQL: {sql[:500]}")
         return r.stdout.strip()
 
-    def psql_file(self, path, db="postgres", timeout=3600):
-        r = self._run([self.install.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+    def psql_file(self, path, db="postgres", timeout=3600, variables=None):
+        setvars = [a for k, v in (variables or {}).items() for a in ("-v", f"{k}={v}")]
+        r = self._run([self.install.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", *setvars,
                        *self.conninfo(), "-d", db, "-f", path], timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"psql -f {path} on {self.config.name} failed: {r.stderr.strip()}")
         return r.stdout
 
-    def pgbench(self, args, timeout=None):
+    def pgbench(self, args, timeout=None, db="postgres"):
         """Run pgbench; returns (parsed metrics or {} for -i, command line, output)."""
-        cmd = [self.install.bin("pgbench"), *self.conninfo(), *args, "postgres"]
+        cmd = [self.install.bin("pgbench"), *self.conninfo(), *args, db]
         r = self._run(cmd, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"pgbench on {self.config.name} failed: {r.stderr.strip()[-1500:]}")

@@ -24,7 +24,7 @@ from bench import plots, stats
 NAME = "tproc-c"
 TITLE = "TPROC-C-like workload: NOPM ramp and steady state (EDB, HammerDB, EPAS 15 TDE)"
 SEED = "000_c1582bea573e2ad9.txt"
-SQL_DIR = os.path.join(os.path.dirname(__file__), "..", "sql", "tprocc")
+SQL_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "sql", "tprocc"))
 MIX = [("neword", 45), ("payment", 43), ("ostat", 4), ("delivery", 4), ("slev", 4)]
 
 # EDB's published numbers (2000 warehouses, EPAS 15): steady state at 75 VUs
@@ -55,11 +55,8 @@ def load(run, c, warehouses):
     c.psql("CREATE DATABASE tpcc")
     c.psql_file(os.path.join(SQL_DIR, "schema.sql"), db="tpcc")
     c.psql_file(os.path.join(SQL_DIR, "procs.sql"), db="tpcc")
-    # psql -v for the :warehouses variable in load.sql
-    r = c._run([c.install.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"warehouses={warehouses}",
-                *c.conninfo(), "-d", "tpcc", "-f", os.path.join(SQL_DIR, "load.sql")], timeout=7200)
-    if r.returncode != 0:
-        raise RuntimeError(f"TPROC-C load failed on {c.config.name}: {r.stderr}")
+    c.psql_file(os.path.join(SQL_DIR, "load.sql"), db="tpcc", timeout=7200,
+                variables={"warehouses": warehouses})
     c.psql("CHECKPOINT")
 
 
@@ -94,17 +91,12 @@ def check_initial_counts(counts, warehouses):
 def measure(run, c, vus, seconds, warehouses):
     before = int(c.psql("SELECT sum(d_next_o_id) FROM district", db="tpcc"))
     args = ["-n", "-T", str(seconds), "-c", str(vus), "-j", str(min(vus, os.cpu_count() or 1)),
-            "-D", f"warehouses={warehouses}", "--max-tries=10", "-d", "tpcc"]
+            "-D", f"warehouses={warehouses}", "--max-tries=10"]
     for script, weight in MIX:
         args += ["-f", f"{os.path.join(SQL_DIR, script)}.sql@{weight}"]
-    cmd = [c.install.bin("pgbench"), *c.conninfo(), *args]
-    r = c._run(cmd, timeout=seconds * 10 + 300)
-    if r.returncode != 0:
-        raise RuntimeError(f"TPROC-C run failed on {c.config.name}: {r.stderr[-1500:]}")
-    run.command(" ".join(cmd).replace(c.dir, "$CLUSTER").replace(os.path.abspath(SQL_DIR), "bench/sql/tprocc"))
+    m, cmd, _ = c.pgbench(args, timeout=seconds * 10 + 300, db="tpcc")
+    run.command(cmd.replace(c.dir, "$CLUSTER").replace(SQL_DIR, "bench/sql/tprocc"))
     after = int(c.psql("SELECT sum(d_next_o_id) FROM district", db="tpcc"))
-    from bench.cluster import parse_pgbench
-    m = parse_pgbench(r.stdout)
     minutes = seconds / 60.0
     return {"nopm": (after - before) / minutes, "tpm": m["tps"] * 60, "latency_ms": m.get("latency_ms", 0)}
 

@@ -66,44 +66,49 @@ typedef struct FailedPage
 static FailedPage failed_pages[PG_IOV_MAX];
 static int	nfailed_pages = 0;
 
-static void
-forget_failed_page(const void *page)
+/* Index of page in failed_pages, or -1 */
+static inline int
+find_failed_page(const void *page)
 {
 	for (int i = 0; i < nfailed_pages; i++)
-	{
 		if (failed_pages[i].page == page)
-		{
-			failed_pages[i] = failed_pages[--nfailed_pages];
-			return;
-		}
-	}
+			return i;
+	return -1;
+}
+
+static inline void
+drop_failed_page(int i)
+{
+	failed_pages[i] = failed_pages[--nfailed_pages];
 }
 
 static void
 remember_failed_page(const void *page, uint16 computed)
 {
-	forget_failed_page(page);
-	if (nfailed_pages == PG_IOV_MAX)	/* cannot happen: oldest goes */
-		memmove(&failed_pages[0], &failed_pages[1], sizeof(FailedPage) * --nfailed_pages);
-	failed_pages[nfailed_pages].page = page;
-	failed_pages[nfailed_pages].computed = computed;
-	nfailed_pages++;
+	int			i = find_failed_page(page);
+
+	if (i < 0)
+	{
+		/* full only if bufmgr never verified earlier reads: reuse a slot */
+		i = (nfailed_pages < PG_IOV_MAX) ? nfailed_pages++ : 0;
+	}
+	failed_pages[i].page = page;
+	failed_pages[i].computed = computed;
 }
 
 bool
 PageChecksumVerifiedOnRead(const void *page, uint16 *computed)
 {
-	for (int i = 0; i < nfailed_pages; i++)
+	int			i = find_failed_page(page);
+
+	if (i < 0)
 	{
-		if (failed_pages[i].page == page)
-		{
-			*computed = failed_pages[i].computed;
-			failed_pages[i] = failed_pages[--nfailed_pages];
-			return false;
-		}
+		*computed = ((PageHeader) page)->pd_checksum;
+		return true;
 	}
-	*computed = ((PageHeader) page)->pd_checksum;
-	return true;
+	*computed = failed_pages[i].computed;
+	drop_failed_page(i);
+	return false;
 }
 
 static void
@@ -211,8 +216,11 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		computed = pg_checksum_page(page, blocknum);
 		if (computed == ((PageHeader) page)->pd_checksum)
 		{
-			if (unlikely(nfailed_pages > 0))
-				forget_failed_page(page);
+			int			i;
+
+			/* an intact re-read clears what an earlier failed read left */
+			if (unlikely(nfailed_pages > 0) && (i = find_failed_page(page)) >= 0)
+				drop_failed_page(i);
 		}
 		else
 			remember_failed_page(page, computed);
