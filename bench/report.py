@@ -17,6 +17,8 @@ def write_report(out_dir):
           "(A B A B …) over the rounds.  Numbers are medians of the rounds; ratios come with a 95% "
           "percentile-bootstrap confidence interval (2000 resamples).  Raw repetitions: `results.csv`, "
           "`results.json`.", "",
+          *[f"Amended: {a}" for a in meta.get("amendments", [])],
+          *([""] if meta.get("amendments") else []),
           "## Machine and software", "",
           "| | |", "|---|---|",
           f"| CPU | {info['cpu_model']}, {info['cpu_count']} logical CPUs, AES-NI: {'yes' if info['aes_ni'] else 'no'}"
