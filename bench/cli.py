@@ -21,6 +21,8 @@ TINY = {
                              configs=["stock", "aes-256"], workloads=["select-only", "tpcb-like"]),
     "cybertec-1mb": dict(scale=1, repetitions=2, seconds=1, configs=[("off", False), ("aes-256", True)]),
     "tproc-c": dict(warehouses=1, ramp=[1], ramp_seconds=2, steady_seconds=2, steady_vus=1, repetitions=1),
+    "wal-heavy": dict(size_mb=2, scale=1, clients=2, seconds=1, warmup_seconds=1, repetitions=2,
+                      shared_buffers_mb=16, max_wal_size="1GB", configs=["stock", "aes-256"]),
     "micro": dict(seconds=0.05, repetitions=2),
 }
 

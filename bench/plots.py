@@ -48,15 +48,18 @@ def tps_vs_clients(rows, workload, scale, configs, path, title):
                   "clients", "TPS (median)", log2=True)
 
 
-def overhead_bars(summaries, path, title):
+def overhead_bars(summaries, path, title, targets=None):
     """summaries: {(group tuple, config): stats.summarize(...)}; bars of the
-    ratio - 1 in percent, with the CI as error bars."""
+    ratio - 1 in percent, with the CI as error bars.  targets: optional
+    {group tuple: ratio}, drawn as a mark on each bar of that group."""
     if not summaries:
         return False
-    labels, vals, lo, hi, colors = [], [], [], [], []
+    labels, vals, lo, hi, colors, marks = [], [], [], [], [], []
     for i, ((group, cfg), s) in enumerate(summaries.items()):
         if s["ratio"] != s["ratio"]:  # NaN
             continue
+        if targets and group in targets:
+            marks.append((len(labels), (targets[group] - 1) * 100))
         labels.append(" ".join([str(g) for g in group] + [cfg]))
         v = (s["ratio"] - 1) * 100
         vals.append(v)
@@ -64,14 +67,19 @@ def overhead_bars(summaries, path, title):
         hi.append((s["ci_high"] - 1) * 100 - v)
         colors.append(_color(cfg, i))
     return _hbars(labels, vals, path, title, "difference from baseline, % (negative = slower)",
-                  colors, xerr=[lo, hi])
+                  colors, xerr=[lo, hi], marks=marks)
 
 
-def _hbars(labels, values, path, title, xlabel, colors, xerr=None):
-    """Horizontal bars, first label on top; with xerr, error bars and a zero line."""
+def _hbars(labels, values, path, title, xlabel, colors, xerr=None, marks=None):
+    """Horizontal bars, first label on top; with xerr, error bars and a zero
+    line; marks: [(bar index, x)] drawn as black ticks (targets)."""
     fig, ax = plt.subplots(figsize=(8, max(3, 0.28 * len(labels) + 1.2)))
     y = list(range(len(labels)))
     ax.barh(y, values, xerr=xerr, color=colors, alpha=0.8, capsize=2)
+    if marks:
+        ax.plot([x for _, x in marks], [i for i, _ in marks], linestyle="none", marker="|",
+                markersize=14, markeredgewidth=2, color="darkorange", label="target")
+        ax.legend(fontsize=7)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
     if xerr is not None:

@@ -1,11 +1,11 @@
 """One module per scenario.  Each has NAME, TITLE, SEED (the vendor report
 it reproduces, under shared/seeds/), and three functions:
 
-    plan(profile) -> dict of parameters, with "steps" and "est_seconds" estimates
+    plan(profile, overrides=None) -> dict of parameters, with "steps" and "est_seconds" estimates
     run(run, params)                  measures and calls run.record(...)
     report(rows, params, out_dir)     -> (markdown, [png file names])
 
 Adding a scenario is adding a module and listing it here."""
-from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, micro
+from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro
 
-SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, micro)}
+SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro)}

@@ -25,7 +25,7 @@ def test_quick_profile_smoke(tmp_path):
     assert "elapsed" in r.stdout and "left]" in r.stdout          # progress lines
     data = json.loads((out / "results.json").read_text())
     scenarios = set(data["meta"]["scenarios"])
-    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "micro"}
+    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "micro"}
     assert {row["scenario"] for row in data["results"]} == scenarios
     assert all(isinstance(row["value"], (int, float)) for row in data["results"])
     with open(out / "results.csv") as f:
@@ -40,3 +40,8 @@ def test_quick_profile_smoke(tmp_path):
     checks = [row for row in data["results"] if row["metric"] == "consistency_ok"]
     assert checks and all(row["value"] == 1 for row in checks)
     assert not os.path.exists(os.path.join(work, "cybertec-pgbench")), "clusters left behind"
+    assert not os.path.exists(os.path.join(work, "wal-heavy")), "clusters or COPY input left behind"
+    wal = {(row["workload"], row["metric"]) for row in data["results"] if row["scenario"] == "wal-heavy"}
+    for w in ("copy", "ctas", "vacuum-full"):
+        assert (w, "mb_per_s") in wal and (w, "wal_mb") in wal
+    assert ("tpcb", "tps") in wal
