@@ -157,6 +157,75 @@ xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
 	return xts_crypt(xts->dec, 0, tweak, in, out, len);
 }
 
+/*
+ * AES-CTR, for the WAL.  One context, key schedule set once; every call
+ * sets the IV (a 128-bit big-endian counter block) and may start skip
+ * bytes (0..15) into the first block, so any byte range can be handled.
+ */
+struct CtrCipher
+{
+	EVP_CIPHER_CTX *ctx;
+};
+
+CtrCipher *
+ctr_cipher_create(int cipher, const unsigned char *key)
+{
+	const EVP_CIPHER *evp;
+	CtrCipher  *ctr;
+
+	switch (cipher)
+	{
+		case DATA_ENCRYPTION_AES128:
+			evp = EVP_aes_128_ctr();
+			break;
+		case DATA_ENCRYPTION_AES256:
+			evp = EVP_aes_256_ctr();
+			break;
+		default:
+			return NULL;
+	}
+	ctr = malloc(sizeof(CtrCipher));
+	if (ctr == NULL)
+		return NULL;
+	ctr->ctx = EVP_CIPHER_CTX_new();
+	if (ctr->ctx == NULL ||
+		EVP_EncryptInit_ex(ctr->ctx, evp, NULL, key, NULL) != 1)
+	{
+		ctr_cipher_free(ctr);
+		return NULL;
+	}
+	return ctr;
+}
+
+void
+ctr_cipher_free(CtrCipher *ctr)
+{
+	if (ctr == NULL)
+		return;
+	EVP_CIPHER_CTX_free(ctr->ctx);
+	free(ctr);
+}
+
+/* Encryption and decryption are the same operation; in may equal out */
+bool
+ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
+		  const unsigned char *in, unsigned char *out, int len)
+{
+	static const unsigned char zeros[16];
+	unsigned char discard[16];
+	int			outl;
+
+	Assert(skip >= 0 && skip < 16);
+	if (EVP_EncryptInit_ex(ctr->ctx, NULL, NULL, NULL, iv) != 1)
+		return false;
+	if (skip > 0 &&
+		EVP_EncryptUpdate(ctr->ctx, discard, &outl, zeros, skip) != 1)
+		return false;
+	if (EVP_EncryptUpdate(ctr->ctx, out, &outl, in, len) != 1 || outl != len)
+		return false;
+	return true;
+}
+
 static const EVP_CIPHER *
 kwp_evp_cipher(int keklen)
 {

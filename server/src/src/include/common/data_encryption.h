@@ -51,6 +51,14 @@ extern bool xts_encrypt(XtsCipher *xts, const unsigned char *tweak,
 extern bool xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
 						const unsigned char *in, unsigned char *out, int len);
 
+/* AES-CTR (WAL): a context with its key schedule, reused for every call */
+typedef struct CtrCipher CtrCipher;
+
+extern CtrCipher *ctr_cipher_create(int cipher, const unsigned char *key);
+extern void ctr_cipher_free(CtrCipher *ctr);
+extern bool ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
+					  const unsigned char *in, unsigned char *out, int len);
+
 /* AES key wrap with padding (RFC 5649); keklen is 16, 24 or 32 */
 extern bool aes_key_wrap_pad(const unsigned char *kek, int keklen,
 							 const unsigned char *in, int inlen,

@@ -15,6 +15,7 @@
 #ifndef STORAGE_ENCRYPTION_H
 #define STORAGE_ENCRYPTION_H
 
+#include "access/xlogdefs.h"
 #include "common/data_encryption.h"
 #include "common/relpath.h"
 #include "storage/block.h"
@@ -39,6 +40,15 @@ extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
 extern void InitializeDataEncryption(bool bootstrap);
 extern void CheckDataEncryptionMatchesControlFile(uint32 control_cipher);
 extern const unsigned char *GetDataEncryptionKey(uint32 id, int *len);
+
+/* walcrypt.c: XLogWrite() and XLogFileCopy() hooks */
+extern void InitializeWALEncryption(void);
+extern void ChooseWALEncryptionEpoch(void);
+extern ssize_t WriteWALPages(int fd, char *buf, size_t nbytes, off_t offset,
+							 XLogSegNo segno, XLogRecPtr valid_end);
+extern void ResetWALPageEpoch(char *page);
+extern void CopyWALPagePrefix(int srcfd, const char *path, char *page,
+							  off_t offset, int upto, XLogSegNo segno);
 
 /* pagecrypt.c: the storage manager's hooks */
 extern const void **EncryptBlocksForWrite(RelFileLocator rlocator,

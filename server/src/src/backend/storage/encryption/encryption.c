@@ -167,6 +167,7 @@ InitializeDataEncryption(bool bootstrap)
 	SetConfigOption("data_encryption", data_encryption_cipher_name(cipher),
 					PGC_INTERNAL, PGC_S_DYNAMIC_DEFAULT);
 	Assert(data_encryption_cipher == cipher);
+	InitializeWALEncryption();
 }
 
 /*

@@ -1,0 +1,200 @@
+/*-------------------------------------------------------------------------
+ *
+ * walcrypt.c
+ *	  pgcipher: the server's side of WAL encryption.
+ *
+ * XLogWrite() hands its pages to WriteWALPages() instead of pg_pwrite():
+ * the pages are encrypted into a scratch buffer of this process and that
+ * is written, so the WAL buffers in shared memory stay plaintext (inserters
+ * keep filling the last page, and logical decoding may read them).  Bytes
+ * after the end of the write request go out as zeros.  The cipher work is
+ * done under WALWriteLock, like the write itself; at about 1 us per 8 kB
+ * page it is small next to the write and fsync (see the wal-heavy
+ * benchmark).
+ *
+ * Epochs.  Each page is encrypted under the epoch recorded in its header
+ * padding; a page that has none (a fresh page) takes the epoch of this
+ * server incarnation, chosen at random by the postmaster at start and
+ * again before the startup process runs after a crash.  The page that
+ * holds the end of WAL when recovery ends is given the new epoch
+ * (ResetWALPageEpoch), because what follows the end of WAL there may have
+ * been written before with other contents; after a clean shutdown that
+ * page keeps its epoch, so that a standby which already holds its first
+ * part can still decrypt what follows.  XLogFileCopy() re-encrypts the
+ * page holding the switch point of a new timeline under the new epoch
+ * (CopyWALPagePrefix), so the new timeline's file is consistent from the
+ * moment it exists.
+ *
+ * Decryption happens in the WAL reader (xlogreader.c, xlogrecovery.c);
+ * the pages and tweaks are defined in common/wal_encryption.c.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/walcrypt.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "common/keyring.h"
+#include "common/wal_encryption.h"
+#include "storage/encryption.h"
+
+/* pages encrypted per write call; XLogWrite() loops over short writes */
+#define WAL_SCRATCH_PAGES	64
+
+static char *wal_scratch = NULL;
+
+/* epoch for pages first written by this server incarnation; never 0 */
+static uint32 wal_write_epoch = 0;
+
+/*
+ * Called by the postmaster before each start of the startup process, and
+ * by InitializeWALEncryption(); processes forked later inherit it.
+ */
+void
+ChooseWALEncryptionEpoch(void)
+{
+	do
+	{
+		if (!pg_strong_random(&wal_write_epoch, sizeof(wal_write_epoch)))
+			ereport(FATAL,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random WAL encryption epoch")));
+	} while (wal_write_epoch == 0);
+}
+
+/*
+ * Called by InitializeDataEncryption() once the key ring is loaded, in the
+ * postmaster (or a single-user or bootstrap backend), before any WAL is
+ * written; children inherit the cipher, the epoch and the buffer.
+ */
+void
+InitializeWALEncryption(void)
+{
+	const unsigned char *key;
+	int			keylen;
+
+	key = GetDataEncryptionKey(KEY_WAL, &keylen);
+	if (key == NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" has no WAL key", KEYRING_FILE)));
+	if (!wal_encryption_set_key(data_encryption_cipher, key))
+		ereport(FATAL,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not set up the WAL cipher")));
+	ChooseWALEncryptionEpoch();
+	if (wal_scratch == NULL)
+	{
+		wal_scratch = aligned_alloc(PG_IO_ALIGN_SIZE,
+									WAL_SCRATCH_PAGES * XLOG_BLCKSZ);
+		if (wal_scratch == NULL)
+			ereport(FATAL,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+	}
+}
+
+/* Encrypt a page of the WAL buffers into out, giving it an epoch if new */
+static void
+encrypt_wal_buffer_page(char *page, char *out, XLogRecPtr pageptr,
+						XLogRecPtr valid_end)
+{
+	uint32		epoch = wal_page_epoch(page);
+	int			valid;
+
+	if (epoch == 0)
+	{
+		/* only XLogWrite, under WALWriteLock, reads or sets this field */
+		epoch = wal_write_epoch;
+		wal_page_set_epoch(page, epoch);
+	}
+	if (valid_end >= pageptr + XLOG_BLCKSZ)
+		valid = XLOG_BLCKSZ;
+	else if (valid_end > pageptr)
+		valid = valid_end - pageptr;
+	else
+		valid = 0;
+	wal_encrypt_page(page, out, pageptr, epoch, valid);
+}
+
+/*
+ * pg_pwrite() of WAL: nbytes of buf go to offset of segment segno; WAL is
+ * valid up to valid_end (XLogWrite's WriteRqst.Write).  buf points into
+ * the WAL buffers, where the page holding it starts offset % XLOG_BLCKSZ
+ * bytes earlier.  May write less than asked, like pg_pwrite().
+ */
+ssize_t
+WriteWALPages(int fd, char *buf, size_t nbytes, off_t offset,
+			  XLogSegNo segno, XLogRecPtr valid_end)
+{
+	XLogRecPtr	lsn;
+	size_t		pre;
+	int			npages;
+	size_t		len;
+
+	if (!wal_encryption_enabled())
+		return pg_pwrite(fd, buf, nbytes, offset);
+
+	XLogSegNoOffsetToRecPtr(segno, offset, wal_segment_size, lsn);
+	pre = lsn % XLOG_BLCKSZ;
+	npages = (pre + nbytes + XLOG_BLCKSZ - 1) / XLOG_BLCKSZ;
+	if (npages > WAL_SCRATCH_PAGES)
+		npages = WAL_SCRATCH_PAGES;
+	for (int i = 0; i < npages; i++)
+		encrypt_wal_buffer_page(buf - pre + (Size) i * XLOG_BLCKSZ,
+								wal_scratch + (Size) i * XLOG_BLCKSZ,
+								lsn - pre + (XLogRecPtr) i * XLOG_BLCKSZ,
+								valid_end);
+	len = Min(nbytes, (size_t) npages * XLOG_BLCKSZ - pre);
+	return pg_pwrite(fd, wal_scratch + pre, len, offset);
+}
+
+/*
+ * StartupXLOG() has copied the page holding the end of WAL into the WAL
+ * buffers; after recovery it gets the new epoch (see the file header).
+ */
+void
+ResetWALPageEpoch(char *page)
+{
+	wal_page_set_epoch(page, 0);
+}
+
+/*
+ * XLogFileCopy() has read the first upto bytes of the page at offset of the
+ * source segment into page, and zeroed the rest.  Re-read the whole page,
+ * decrypt it, and encrypt its first upto bytes again under this
+ * incarnation's epoch, the one the new timeline's first write will use.
+ */
+void
+CopyWALPagePrefix(int srcfd, const char *path, char *page, off_t offset,
+				  int upto, XLogSegNo segno)
+{
+	XLogRecPtr	pageptr;
+	ssize_t		r;
+
+	if (!wal_encryption_enabled() || upto <= 0 || upto >= XLOG_BLCKSZ)
+		return;
+
+	XLogSegNoOffsetToRecPtr(segno, offset, wal_segment_size, pageptr);
+	r = pg_pread(srcfd, page, XLOG_BLCKSZ, offset);
+	if (r != XLOG_BLCKSZ)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": read %d of %d",
+						path, (int) r, XLOG_BLCKSZ)));
+	if (!wal_page_is_encrypted(page))
+	{
+		/* a page pg_resetwal wrote in clear */
+		memset(page + upto, 0, XLOG_BLCKSZ - upto);
+		return;
+	}
+	(void) wal_decrypt_page(page, pageptr, XLOG_BLCKSZ);
+	wal_encrypt_page(page, wal_scratch, pageptr, wal_write_epoch, upto);
+	memcpy(page, wal_scratch, XLOG_BLCKSZ);
+}

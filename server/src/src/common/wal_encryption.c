@@ -1,0 +1,259 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal_encryption.c
+ *	  pgcipher: encrypt and decrypt WAL pages.
+ *
+ * The server encrypts in XLogWrite() (storage/encryption/walcrypt.c) and
+ * decrypts in the WAL reader (xlogreader.c, xlogrecovery.c).  Frontend
+ * programs that decode WAL load the WAL key with wal_encryption_load_keys(),
+ * the way the server does: the key ring of a data directory and the key
+ * command from its postgresql.conf (or an explicit command).
+ *
+ * Why CTR, and what keeps keystream from being reused (docs/design.md
+ * has the long version): WAL is written, streamed, copied and read at any
+ * byte boundary (a partial page is rewritten as it fills, walsender sends
+ * up to the flush point, a new timeline copies a segment up to the switch
+ * point), so each ciphertext byte must depend on its own plaintext byte
+ * and position only.  A byte at a given LSN is encrypted under a given
+ * epoch once with its final value: bytes past the valid end of a write
+ * go to disk as zeros, never as keystream, and WAL that replaces other
+ * WAL at the same LSN (after crash recovery, on a new timeline) is
+ * written under a new epoch.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/common/wal_encryption.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FRONTEND
+#include "postgres.h"
+#else
+#include "postgres_fe.h"
+#endif
+
+#include <sys/stat.h>
+
+#include "access/xlog_internal.h"
+#include "common/data_encryption.h"
+#include "common/keyring.h"
+#include "common/string.h"
+#include "common/wal_encryption.h"
+
+static CtrCipher *wal_cipher = NULL;
+
+StaticAssertDecl(WAL_PAGE_EPOCH_OFFSET == offsetof(XLogPageHeaderData, xlp_rem_len) + sizeof(uint32) &&
+				 WAL_PAGE_EPOCH_OFFSET + sizeof(uint32) <= SizeOfXLogShortPHD,
+				 "the WAL encryption epoch must sit in the page header's padding");
+
+/*
+ * The counter block for the AES block holding byte offset of a page:
+ * page LSN (8 bytes), epoch (4), block number in the page (4), big-endian.
+ */
+static void
+wal_iv(XLogRecPtr pageptr, uint32 epoch, int offset, unsigned char *iv)
+{
+	uint32		block = offset / 16;
+
+	for (int i = 0; i < 8; i++)
+		iv[i] = (unsigned char) (pageptr >> (56 - 8 * i));
+	for (int i = 0; i < 4; i++)
+	{
+		iv[8 + i] = (unsigned char) (epoch >> (24 - 8 * i));
+		iv[12 + i] = (unsigned char) (block >> (24 - 8 * i));
+	}
+}
+
+/* Encrypt or decrypt bytes [from, to) of a page; false if OpenSSL fails */
+static bool
+wal_crypt_range(const char *in, char *out, XLogRecPtr pageptr, uint32 epoch,
+				int from, int to)
+{
+	unsigned char iv[16];
+
+	if (to <= from)
+		return true;
+	wal_iv(pageptr, epoch, from, iv);
+	return ctr_crypt(wal_cipher, iv, from % 16,
+					 (const unsigned char *) in + from,
+					 (unsigned char *) out + from, to - from);
+}
+
+/*
+ * Install the WAL key: the key ring holds 2 x AES key length bytes for
+ * every purpose; CTR uses the first half.  False if OpenSSL fails.
+ */
+bool
+wal_encryption_set_key(int cipher, const unsigned char *key)
+{
+	CtrCipher  *ctr = ctr_cipher_create(cipher, key);
+
+	if (ctr == NULL)
+		return false;
+	if (wal_cipher != NULL)
+		ctr_cipher_free(wal_cipher);
+	wal_cipher = ctr;
+	return true;
+}
+
+bool
+wal_encryption_enabled(void)
+{
+	return wal_cipher != NULL;
+}
+
+bool
+wal_page_is_encrypted(const char *page)
+{
+	return (((const XLogPageHeaderData *) page)->xlp_info & XLP_ENCRYPTED) != 0;
+}
+
+uint32
+wal_page_epoch(const char *page)
+{
+	uint32		epoch;
+
+	memcpy(&epoch, page + WAL_PAGE_EPOCH_OFFSET, sizeof(epoch));
+	return epoch;
+}
+
+void
+wal_page_set_epoch(char *page, uint32 epoch)
+{
+	memcpy(page + WAL_PAGE_EPOCH_OFFSET, &epoch, sizeof(epoch));
+}
+
+/*
+ * Encrypt the page at LSN pageptr from src into dst (no overlap) under
+ * epoch: the header is copied in clear with XLP_ENCRYPTED and the epoch
+ * set, bytes from the header to valid are encrypted, and the rest of dst
+ * is zeros.  valid is the page offset where the WAL written so far ends
+ * (XLOG_BLCKSZ for a full page).
+ */
+void
+wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
+				 uint32 epoch, int valid)
+{
+	int			hdr = XLogPageHeaderSize((const XLogPageHeaderData *) src);
+
+	Assert(wal_cipher != NULL && epoch != 0 && pageptr % XLOG_BLCKSZ == 0);
+	valid = Max(Min(valid, XLOG_BLCKSZ), hdr);
+	memcpy(dst, src, hdr);
+	((XLogPageHeaderData *) dst)->xlp_info |= XLP_ENCRYPTED;
+	wal_page_set_epoch(dst, epoch);
+	if (!wal_crypt_range(src, dst, pageptr, epoch, hdr, valid))
+	{
+		/* cannot happen with a valid context; never write plaintext */
+#ifndef FRONTEND
+		elog(PANIC, "could not encrypt WAL page at %X/%X",
+			 LSN_FORMAT_ARGS(pageptr));
+#else
+		fprintf(stderr, "could not encrypt WAL page\n");
+		exit(1);
+#endif
+	}
+	memset(dst + valid, 0, XLOG_BLCKSZ - valid);
+}
+
+/*
+ * Decrypt in place the first len bytes of a page read from disk, if it
+ * carries XLP_ENCRYPTED, and clear the flag: the buffer now holds
+ * plaintext (and keystream garbage past the end of the WAL, which readers
+ * reject as they reject any invalid record), and a second call is a no-op.
+ * Returns false if the page is encrypted and no WAL key is loaded.
+ */
+bool
+wal_decrypt_page(char *page, XLogRecPtr pageptr, int len)
+{
+	int			hdr;
+
+	if (len < SizeOfXLogShortPHD || !wal_page_is_encrypted(page))
+		return true;
+	if (wal_cipher == NULL)
+		return false;
+	hdr = XLogPageHeaderSize((XLogPageHeaderData *) page);
+	if (!wal_crypt_range(page, page, pageptr, wal_page_epoch(page), hdr,
+						 Min(len, XLOG_BLCKSZ)))
+		return false;
+	((XLogPageHeaderData *) page)->xlp_info &= ~XLP_ENCRYPTED;
+	return true;
+}
+
+#ifdef FRONTEND
+
+/*
+ * Load the WAL key of the cluster in datadir for a frontend program.  No
+ * key ring there: nothing to load (the WAL is not encrypted).  The key
+ * command is the one given, or encryption_key_command from the cluster's
+ * configuration, read with "postgres -C" like pg_rewind reads
+ * restore_command.  On failure, errbuf says why.
+ */
+bool
+wal_encryption_load_keys(const char *datadir, const char *argv0,
+						 const char *command, const char *progname,
+						 char *errbuf, size_t errsize)
+{
+	char		path[MAXPGPATH];
+	char	   *conf_command = NULL;
+	struct stat st;
+	Keyring    *ring;
+	KeyringError err;
+	const KeyringKey *key;
+	bool		ok;
+
+	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	if (stat(path, &st) != 0)
+		return true;
+
+	if (command == NULL || command[0] == '\0')
+	{
+		char		postgres[MAXPGPATH];
+		char		cmd[MAXPGPATH * 2 + 64];
+
+		if (find_other_exec(argv0, "postgres", PG_BACKEND_VERSIONSTR,
+							postgres) < 0)
+		{
+			snprintf(errbuf, errsize,
+					 "WAL in \"%s\" is encrypted and program \"postgres\" was not found to read encryption_key_command; give --encryption-key-command",
+					 datadir);
+			return false;
+		}
+		snprintf(cmd, sizeof(cmd), "\"%s\" -D \"%s\" -C encryption_key_command",
+				 postgres, datadir);
+		conf_command = pipe_read_line(cmd);
+		if (conf_command != NULL)
+			(void) pg_strip_crlf(conf_command);
+		if (conf_command == NULL || conf_command[0] == '\0')
+		{
+			snprintf(errbuf, errsize,
+					 "WAL in \"%s\" is encrypted and no encryption_key_command is set in its configuration; give --encryption-key-command",
+					 datadir);
+			free(conf_command);
+			return false;
+		}
+		command = conf_command;
+	}
+
+	ring = pg_malloc0(sizeof(Keyring));
+	ok = keyring_load(datadir, command, 30, ring, &err);
+	if (!ok)
+		snprintf(errbuf, errsize, "%s%s%s", err.message,
+				 err.detail[0] ? ": " : "", err.detail);
+	else if ((key = keyring_get_key(ring, KEY_WAL)) == NULL)
+	{
+		snprintf(errbuf, errsize, "key file \"%s\" has no WAL key", path);
+		ok = false;
+	}
+	else if (!wal_encryption_set_key(ring->cipher, key->key))
+	{
+		snprintf(errbuf, errsize, "could not set up the WAL cipher");
+		ok = false;
+	}
+	data_encryption_wipe(ring, sizeof(Keyring));
+	free(ring);
+	free(conf_command);
+	(void) progname;
+	return ok;
+}
+
+#endif							/* FRONTEND */

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal_encryption.h
+ *	  pgcipher: encryption of WAL pages, shared by the server and the tools
+ *	  that read WAL (pg_waldump, pg_rewind, pg_verifybackup via pg_waldump).
+ *
+ * A WAL page on disk keeps its header in clear (24 bytes, 40 on the first
+ * page of a segment: magic, flags, timeline, address, continuation length,
+ * system identifier, sizes; no user data) and has the rest, up to the end
+ * of the WAL written so far, encrypted with AES-CTR under the WAL key.
+ * What follows that end is written as zeros, never as keystream.  The IV
+ * is the page's LSN and a 32-bit epoch kept in the header's alignment
+ * padding; a new epoch is chosen each time the server starts WAL after
+ * recovery, so WAL rewritten at an LSN after a crash or on a new timeline
+ * never reuses keystream.  XLP_ENCRYPTED in the clear xlp_info marks an
+ * encrypted page; it is set only on the copy that is written, never in
+ * the WAL buffers.  See docs/design.md.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/include/common/wal_encryption.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WAL_ENCRYPTION_H
+#define WAL_ENCRYPTION_H
+
+#include "access/xlogdefs.h"
+
+/* xlp_info bit of an encrypted page; outside XLP_ALL_FLAGS on purpose */
+#define XLP_ENCRYPTED			0x0010
+
+/* where the epoch sits: the padding after xlp_rem_len (bytes 20..23) */
+#define WAL_PAGE_EPOCH_OFFSET	20
+
+extern bool wal_encryption_set_key(int cipher, const unsigned char *key);
+extern bool wal_encryption_enabled(void);
+extern bool wal_page_is_encrypted(const char *page);
+extern uint32 wal_page_epoch(const char *page);
+extern void wal_page_set_epoch(char *page, uint32 epoch);
+extern void wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
+							 uint32 epoch, int valid);
+extern bool wal_decrypt_page(char *page, XLogRecPtr pageptr, int len);
+
+#ifdef FRONTEND
+extern bool wal_encryption_load_keys(const char *datadir, const char *argv0,
+									 const char *command, const char *progname,
+									 char *errbuf, size_t errsize);
+#endif
+
+#endif							/* WAL_ENCRYPTION_H */
