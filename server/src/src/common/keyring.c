@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/file_perm.h"
 #include "common/keyring.h"
 #include "port/pg_crc32c.h"
 
@@ -626,7 +627,7 @@ keyring_write_file(const char *path, const unsigned char *buf, size_t len,
 	else
 		strlcpy(dirpath, ".", sizeof(dirpath));
 
-	fd = open(tmppath, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	fd = open(tmppath, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
 	if (fd < 0)
 		goto fail;
 	if (write(fd, buf, len) != (ssize_t) len)
@@ -723,7 +724,7 @@ keyring_create(const char *datadir, int cipher, const char *command,
 		return false;
 
 	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_DIR);
-	if (mkdir(path, S_IRWXU) != 0 && errno != EEXIST)
+	if (mkdir(path, pg_dir_create_mode) != 0 && errno != EEXIST)
 	{
 		set_error(err, KEYRING_ERR_IO, NULL,
 				  "could not create directory \"%s\": %s", path, strerror(errno));
