@@ -18,6 +18,8 @@
 #include "access/xlogdefs.h"
 #include "common/data_encryption.h"
 #include "common/relpath.h"
+#include "port/pg_crc32c.h"
+#include "storage/fd.h"
 #include "storage/block.h"
 #include "storage/relfilelocator.h"
 
@@ -49,6 +51,19 @@ extern ssize_t WriteWALPages(int fd, char *buf, size_t nbytes, off_t offset,
 extern void ResetWALPageEpoch(char *page);
 extern void CopyWALPagePrefix(int srcfd, const char *path, char *page,
 							  off_t offset, int upto, XLogSegNo segno);
+
+/* filecrypt.c: SLRU pages, two-phase state files, spill files */
+extern void InitializeFileEncryption(void);
+extern const char *EncryptSlruPage(const char *dir, int64 pageno,
+								   const char *page);
+extern void DecryptSlruPage(const char *dir, int64 pageno, char *page);
+extern void *EncryptTwoPhaseState(TransactionId xid, const void *content,
+								  int len, pg_crc32c *crc);
+extern void DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len);
+extern ssize_t WriteSpillFileData(int fd, const char *data, size_t len);
+extern off_t SpillFileFirstOffset(void);
+extern void DecryptSpillFileData(File vfd, char *data, size_t len,
+								 off_t offset);
 
 /* pagecrypt.c: the storage manager's hooks */
 extern const void **EncryptBlocksForWrite(RelFileLocator rlocator,

@@ -168,6 +168,7 @@ InitializeDataEncryption(bool bootstrap)
 					PGC_INTERNAL, PGC_S_DYNAMIC_DEFAULT);
 	Assert(data_encryption_cipher == cipher);
 	InitializeWALEncryption();
+	InitializeFileEncryption();
 }
 
 /*
