@@ -4,7 +4,10 @@
 #
 #   encryption-tap     our TAP tests: crypto vectors and key ring (001), no
 #                      plaintext on disk with an unencrypted control (002),
-#                      start-up refusals leaving the data directory untouched (003)
+#                      start-up refusals leaving the data directory untouched (003),
+#                      checksums over ciphertext (004), WAL through standbys,
+#                      archives, backups, PITR, pg_rewind and logical
+#                      replication (005), two-phase, NOTIFY and spill files (006)
 #   regress-aes128     PostgreSQL's own regression suite (make check) on
 #   regress-aes256     encrypted clusters (aes-256 with data checksums), through PG_TEST_INITDB_EXTRA_OPTS
 #   regress-off        ...and on an unencrypted cluster built from our tree
@@ -14,6 +17,13 @@
 #   tap-initdb         PostgreSQL's TAP suites of initdb, pg_checksums and
 #   tap-pg_checksums   pg_controldata against encrypted clusters
 #   tap-pg_controldata
+#   tap-pg_waldump     ...and of the tools and subsystems that read or move
+#   tap-pg_basebackup  WAL: pg_waldump, pg_basebackup (pg_receivewal,
+#   tap-pg_rewind      pg_recvlogical), pg_rewind, pg_combinebackup,
+#   tap-pg_combinebackup  test_decoding, recovery (streaming, archiving,
+#   tap-test_decoding  PITR, timelines, crash restart, two-phase, ...) and
+#   tap-recovery       logical replication (subscription)
+#   tap-subscription
 #
 # Usage: test.sh [SUITE...]   (default: all)
 set -uo pipefail
@@ -64,6 +74,11 @@ tap() {
     PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check NO_TEMP_INSTALL=${have_tmp_install:-}
     local rc=$?
     have_tmp_install=1
+    # later suites reuse the temporary installation: give it the contrib
+    # modules they load (test_decoding, pg_visibility, ...)
+    if [ -z "${have_contrib:-}" ] && [ -d "$tree/tmp_install" ]; then
+        make -s -C "$tree/contrib" install DESTDIR="$tree/tmp_install" >/dev/null && have_contrib=1
+    fi
     return $rc
 }
 
@@ -83,6 +98,13 @@ sel bench              && suite bench              bench_suite
 sel tap-initdb         && suite tap-initdb         tap src/bin/initdb "$(enc_opts aes-256)"
 sel tap-pg_checksums   && suite tap-pg_checksums   tap src/bin/pg_checksums "$(enc_opts aes-256)"
 sel tap-pg_controldata && suite tap-pg_controldata tap src/bin/pg_controldata "$(enc_opts aes-128)"
+sel tap-pg_waldump     && suite tap-pg_waldump     tap src/bin/pg_waldump "$(enc_opts aes-256)"
+sel tap-pg_basebackup  && suite tap-pg_basebackup  tap src/bin/pg_basebackup "$(enc_opts aes-128)"
+sel tap-pg_rewind      && suite tap-pg_rewind      tap src/bin/pg_rewind "$(enc_opts aes-256)"
+sel tap-pg_combinebackup && suite tap-pg_combinebackup tap src/bin/pg_combinebackup "$(enc_opts aes-128)"
+sel tap-test_decoding  && suite tap-test_decoding  tap contrib/test_decoding "$(enc_opts aes-256)"
+sel tap-recovery       && suite tap-recovery       tap src/test/recovery "$(enc_opts aes-256)"
+sel tap-subscription   && suite tap-subscription   tap src/test/subscription "$(enc_opts aes-128)"
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"

@@ -1,0 +1,118 @@
+# Copyright (c) 2026, pgcipher developers
+#
+# Files other than relations and WAL that can hold user data: two-phase
+# state files (pg_twophase, written at a checkpoint while a transaction
+# stays prepared), the NOTIFY queue (pg_notify SLRU pages, written when a
+# listener falls behind), and logical decoding spill files
+# (pg_replslot/<slot>/*.spill, written while a walsender decodes a large
+# transaction that is still open).  Each is forced to disk and the data
+# directory is scanned while the files exist.  The same run without
+# encryption must find every marker in the file it went to.
+use strict;
+use warnings FATAL => 'all';
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use LeakScan;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $keyfile = PostgreSQL::Test::Utils::tempdir() . '/kek';
+PostgreSQL::Test::Utils::append_to_file($keyfile, ('ef' x 32) . "\n");
+my $run = sprintf('%08x', int(rand(0xffffffff)));
+
+sub run_scenario
+{
+	my ($encrypted) = @_;
+	my $label = $encrypted ? 'enc' : 'plain';
+	my (@markers, %where);
+	my $marker = sub {
+		my ($name, $dir) = @_;
+		my $text = "PGCF_${name}_${label}_$run";
+		push @markers, { name => $name, bytes => $text };
+		$where{$name} = $dir;
+		return $text;
+	};
+
+	my $node = PostgreSQL::Test::Cluster->new("node_$label");
+	$node->init(
+		allows_streaming => 'logical',
+		extra => $encrypted
+		? [ '--encryption=aes-256', "--encryption-key-command=cat $keyfile" ]
+		: []);
+	$node->append_conf('postgresql.conf', qq(
+max_prepared_transactions = 5
+logical_decoding_work_mem = 64kB
+autovacuum = off
+));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE TABLE t (v text)');
+	$node->safe_psql('postgres',
+		"SELECT pg_create_logical_replication_slot('spill', 'test_decoding')");
+
+	# two-phase state file
+	my $gid = $marker->('gid', 'pg_twophase');
+	$node->safe_psql('postgres', "BEGIN; INSERT INTO t VALUES ('x'); PREPARE TRANSACTION '$gid'; CHECKPOINT;");
+
+	# NOTIFY queue with a listener that stays in a transaction
+	my $listener = $node->background_psql('postgres');
+	$listener->query_safe('LISTEN c');
+	$listener->query_safe('BEGIN');
+	$listener->query_safe('SELECT 1');
+	my $payload = $marker->('notify', 'pg_notify');
+	$node->safe_psql('postgres', qq(
+DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('c', '$payload' || i || repeat('n', 900)); END LOOP; END \$\$;));
+	ok($node->safe_psql('postgres', 'SELECT pg_notification_queue_usage() > 0') eq 't',
+		"$label: notifications queued behind the listener");
+
+	# a large open transaction decoded by a walsender spills to disk
+	my $spill = $marker->('spill', 'pg_replslot');
+	my $writer = $node->background_psql('postgres');
+	$writer->query_safe('BEGIN');
+	$writer->query_safe("INSERT INTO t SELECT '$spill' || g FROM generate_series(1, 20000) g");
+	my ($out, $err) = ('', '');
+	my $recv = IPC::Run::start(
+		[ 'pg_recvlogical', '-d', $node->connstr('postgres'), '-S', 'spill',
+		  '--start', '--no-loop', '-f', '-' ],
+		'>', \$out, '2>', \$err);
+	my $slotdir = $node->data_dir . '/pg_replslot/spill';
+	my $spilled = 0;
+	foreach (1 .. 300)
+	{
+		opendir(my $dh, $slotdir) or last;
+		$spilled = grep { /\.spill$/ } readdir($dh);
+		closedir($dh);
+		last if $spilled;
+		usleep(100_000);
+	}
+	ok($spilled, "$label: walsender spilled the open transaction");
+
+	my $found = scan_for_markers(\@markers, $node->data_dir);
+
+	$writer->query_safe('COMMIT');
+	$writer->quit;
+	$listener->quit;
+	$recv->kill_kill;
+	$node->safe_psql('postgres', "COMMIT PREPARED '$gid'");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM t"), '20001',
+		"$label: prepared and spilled transactions committed");
+	$node->stop;
+	return (\@markers, $found, \%where);
+}
+
+my ($markers, $found, $where) = run_scenario(0);
+foreach my $m (@$markers)
+{
+	ok((grep { m{/$where->{$m->{name}}/} } @{ $found->{ $m->{name} } // [] }),
+		"control: marker $m->{name} found in $where->{$m->{name}}");
+}
+
+($markers, $found) = run_scenario(1);
+foreach my $m (@$markers)
+{
+	ok(!$found->{ $m->{name} }, "encrypted: marker $m->{name} on disk nowhere")
+	  or diag(join("\n", @{ $found->{ $m->{name} } }));
+}
+
+done_testing();
