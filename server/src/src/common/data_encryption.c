@@ -216,7 +216,9 @@ ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
 	int			outl;
 
 	Assert(skip >= 0 && skip < 16);
-	if (EVP_EncryptInit_ex(ctr->ctx, NULL, NULL, NULL, iv) != 1)
+	/* a new IV does not reset the position inside the keystream block */
+	if (EVP_EncryptInit_ex(ctr->ctx, NULL, NULL, NULL, iv) != 1 ||
+		EVP_CIPHER_CTX_set_num(ctr->ctx, 0) != 1)
 		return false;
 	if (skip > 0 &&
 		EVP_EncryptUpdate(ctr->ctx, discard, &outl, zeros, skip) != 1)

@@ -7,7 +7,10 @@
  * padding against the RFC 5649 / NIST vectors (files in vectors/), then
  * the key ring: round trip, a wrong KEK, every single-bit flip and every
  * truncation of the file, the KEK rules for the key command's output, and
- * the key command runner (exit status, garbage, timeout).
+ * the key command runner (exit status, garbage, timeout).  AES-CTR is
+ * checked against NIST SP 800-38A F.5.1 and F.5.5, and the WAL page format
+ * for its rules: header in clear, zeros after the valid end, decryption of
+ * any prefix, a new epoch giving new keystream.
  *
  * Prints one TAP line per check; exits non-zero if any check failed.
  *
@@ -22,8 +25,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "access/xlog_internal.h"
 #include "common/data_encryption.h"
 #include "common/keyring.h"
+#include "common/wal_encryption.h"
 #include "port/pg_crc32c.h"
 
 static int	tests_run = 0;
@@ -204,6 +209,138 @@ test_kwp_vectors(const char *dir)
 	}
 	fclose(f);
 	check(count >= 2, "read %d KWP vectors", count);
+}
+
+/* NIST SP 800-38A, F.5.1 (CTR-AES128) and F.5.5 (CTR-AES256) */
+static void
+test_ctr_vectors(void)
+{
+	static const struct
+	{
+		int			cipher;
+		const char *key;
+		const char *ct;
+	}			v[] = {
+		{DATA_ENCRYPTION_AES128, "2b7e151628aed2a6abf7158809cf4f3c",
+			"874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff"
+			"5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee"},
+		{DATA_ENCRYPTION_AES256,
+			"603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4",
+			"601ec313775789a5b7a7f504bbf3d228f443e3ca4d62b59aca84e990cacaf5c5"
+			"2b0930daa23de94ce87017ba2d84988ddfc9c58db67aada613c2dd08457941a6"},
+	};
+	const char *pt_hex =
+		"6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
+		"30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+	unsigned char iv[16], pt[64], ct[64], key[32], out[64];
+
+	unhex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", iv, sizeof(iv));
+	unhex(pt_hex, pt, sizeof(pt));
+	for (int i = 0; i < lengthof(v); i++)
+	{
+		CtrCipher  *ctr;
+
+		unhex(v[i].key, key, sizeof(key));
+		unhex(v[i].ct, ct, sizeof(ct));
+		ctr = ctr_cipher_create(v[i].cipher, key);
+		check(ctr != NULL && ctr_crypt(ctr, iv, 0, pt, out, 64) &&
+			  memcmp(out, ct, 64) == 0,
+			  "CTR %s: SP 800-38A vector", data_encryption_cipher_name(v[i].cipher));
+		/* starting 21 bytes in (block 1, skip 5) gives the same bytes */
+		{
+			unsigned char iv1[16];
+
+			/* counter + 1: ...feff becomes ...ff00 */
+			memcpy(iv1, iv, 16);
+			iv1[15] = 0x00;
+			iv1[14] = 0xff;
+			check(ctr_crypt(ctr, iv1, 5, pt + 21, out, 43) &&
+				  memcmp(out, ct + 21, 43) == 0,
+				  "CTR %s: a range starting inside a block",
+				  data_encryption_cipher_name(v[i].cipher));
+		}
+		ctr_cipher_free(ctr);
+	}
+}
+
+/* A WAL page of records after a short header, as XLogWrite would see it */
+static void
+make_wal_page(char *page, XLogRecPtr pageptr)
+{
+	XLogPageHeaderData *hdr = (XLogPageHeaderData *) page;
+
+	memset(page, 0, XLOG_BLCKSZ);
+	hdr->xlp_magic = XLOG_PAGE_MAGIC;
+	hdr->xlp_info = 0;
+	hdr->xlp_tli = 1;
+	hdr->xlp_pageaddr = pageptr;
+	for (int i = SizeOfXLogShortPHD; i < XLOG_BLCKSZ; i++)
+		page[i] = (char) ('a' + i % 26);
+}
+
+static void
+test_wal_pages(void)
+{
+	unsigned char key[64];
+	char		page[XLOG_BLCKSZ], enc[XLOG_BLCKSZ], enc2[XLOG_BLCKSZ],
+				dec[XLOG_BLCKSZ];
+	XLogRecPtr	lsn = UINT64CONST(0x123456789A000);
+	int			valid = 5000;
+	bool		tail_zero = true;
+
+	memset(key, 0x5a, sizeof(key));
+	check(wal_encryption_set_key(DATA_ENCRYPTION_AES256, key), "WAL key set");
+	make_wal_page(page, lsn);
+	wal_encrypt_page(page, enc, lsn, 7, valid);
+	check(wal_page_is_encrypted(enc) && !wal_page_is_encrypted(page) &&
+		  wal_page_epoch(enc) == 7,
+		  "WAL: written copy carries XLP_ENCRYPTED and the epoch, the source does not");
+	check(memcmp(enc + 4, page + 4, 16) == 0 &&
+		  ((XLogPageHeaderData *) enc)->xlp_magic == XLOG_PAGE_MAGIC,
+		  "WAL: header in clear");
+	check(memcmp(enc + SizeOfXLogShortPHD, page + SizeOfXLogShortPHD, 64) != 0,
+		  "WAL: records encrypted");
+	for (int i = valid; i < XLOG_BLCKSZ; i++)
+		tail_zero &= enc[i] == 0;
+	check(tail_zero, "WAL: zeros, not keystream, after the valid end");
+
+	/* the page grows: bytes written before keep their ciphertext */
+	wal_encrypt_page(page, enc2, lsn, 7, XLOG_BLCKSZ);
+	check(memcmp(enc, enc2, valid) == 0,
+		  "WAL: rewriting a growing page repeats the bytes already written");
+
+	/* any prefix decrypts, whatever its length */
+	memcpy(dec, enc2, XLOG_BLCKSZ);
+	check(wal_decrypt_page(dec, lsn, 4099) &&
+		  memcmp(dec + SizeOfXLogShortPHD, page + SizeOfXLogShortPHD, 4099 - SizeOfXLogShortPHD) == 0 &&
+		  !wal_page_is_encrypted(dec),
+		  "WAL: a prefix of 4099 bytes decrypts, flag cleared");
+	check(wal_decrypt_page(dec, lsn, XLOG_BLCKSZ) &&
+		  memcmp(dec + SizeOfXLogShortPHD, page + SizeOfXLogShortPHD, 4099 - SizeOfXLogShortPHD) == 0,
+		  "WAL: decrypting a page twice is a no-op");
+
+	/* a torn page: first half from one write, second half from the next */
+	memcpy(dec, enc, 3001);
+	memcpy(dec + 3001, enc2 + 3001, XLOG_BLCKSZ - 3001);
+	check(wal_decrypt_page(dec, lsn, XLOG_BLCKSZ) &&
+		  memcmp(dec + SizeOfXLogShortPHD, page + SizeOfXLogShortPHD,
+				 XLOG_BLCKSZ - SizeOfXLogShortPHD) == 0,
+		  "WAL: a page stitched from two writes at any byte decrypts");
+
+	/* another epoch, another keystream */
+	wal_encrypt_page(page, enc2, lsn, 8, XLOG_BLCKSZ);
+	check(memcmp(enc + 100, enc2 + 100, 64) != 0,
+		  "WAL: a new epoch gives new ciphertext for the same bytes");
+	/* another LSN, another keystream */
+	make_wal_page(page, lsn + XLOG_BLCKSZ);
+	wal_encrypt_page(page, enc2, lsn + XLOG_BLCKSZ, 7, XLOG_BLCKSZ);
+	check(memcmp(enc + 100, enc2 + 100, 64) != 0,
+		  "WAL: the next page gets other keystream");
+	/* unencrypted pages pass */
+	make_wal_page(page, lsn);
+	memcpy(dec, page, XLOG_BLCKSZ);
+	check(wal_decrypt_page(dec, lsn, XLOG_BLCKSZ) && memcmp(dec, page, XLOG_BLCKSZ) == 0,
+		  "WAL: a page without the flag is taken as it is");
 }
 
 static void
@@ -402,6 +539,8 @@ main(int argc, char **argv)
 	test_xts_vectors(argv[1]);
 	test_kwp_vectors(argv[1]);
 	test_xts_properties();
+	test_ctr_vectors();
+	test_wal_pages();
 	test_keyring_format();
 	test_kek_from_output();
 	test_key_command();
