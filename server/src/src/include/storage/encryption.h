@@ -19,6 +19,7 @@
 #include "common/data_encryption.h"
 #include "common/relpath.h"
 #include "port/pg_crc32c.h"
+#include "port/pg_iovec.h"
 #include "storage/fd.h"
 #include "storage/block.h"
 #include "storage/relfilelocator.h"
@@ -64,6 +65,21 @@ extern ssize_t WriteSpillFileData(int fd, const char *data, size_t len);
 extern off_t SpillFileFirstOffset(void);
 extern void DecryptSpillFileData(File vfd, char *data, size_t len,
 								 off_t offset);
+
+/* tempcrypt.c: fd.c's hooks for temporary files */
+extern void InitializeTempFileEncryption(void);
+extern bool TempFileIsEncrypted(File file);
+extern void RegisterEncryptedTempFile(File file, const char *path);
+extern void ForgetEncryptedTempFile(File file, bool deleted);
+extern off_t EncryptedTempFileSize(File file);
+extern ssize_t ReadEncryptedTempFile(File file, const struct iovec *iov,
+									 int iovcnt, off_t offset,
+									 uint32 wait_event_info);
+extern ssize_t WriteEncryptedTempFile(File file, const struct iovec *iov,
+									  int iovcnt, off_t offset,
+									  uint32 wait_event_info);
+extern int	TruncateEncryptedTempFile(File file, off_t offset,
+									  uint32 wait_event_info);
 
 /* pagecrypt.c: the storage manager's hooks */
 extern const void **EncryptBlocksForWrite(RelFileLocator rlocator,

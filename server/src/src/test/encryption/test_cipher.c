@@ -8,7 +8,8 @@
  * the key ring: round trip, a wrong KEK, every single-bit flip and every
  * truncation of the file, the KEK rules for the key command's output, and
  * the key command runner (exit status, garbage, timeout).  AES-CTR is
- * checked against NIST SP 800-38A F.5.1 and F.5.5, and the WAL page format
+ * checked against NIST SP 800-38A F.5.1 and F.5.5, bulk XTS with one-block
+ * data units (temporary files) against EVP's XTS, and the WAL page format
  * for its rules: header in clear, zeros after the valid end, decryption of
  * any prefix, a new epoch giving new keystream.
  *
@@ -343,6 +344,46 @@ test_wal_pages(void)
 		  "WAL: a page without the flag is taken as it is");
 }
 
+/* XTS with one-block data units in bulk equals EVP's XTS on 16 bytes */
+static void
+test_xts16(void)
+{
+	for (int c = DATA_ENCRYPTION_AES128; c <= DATA_ENCRYPTION_AES256; c++)
+	{
+		unsigned char key[64], tweaks[16 * 37], saved[16 * 37], data[16 * 37],
+					plain[16 * 37], out[16];
+		Xts16Cipher *x16;
+		XtsCipher  *xts;
+		bool		same = true;
+
+		for (int i = 0; i < (int) sizeof(key); i++)
+			key[i] = (unsigned char) (i * 7 + c);
+		for (int i = 0; i < (int) sizeof(tweaks); i++)
+		{
+			tweaks[i] = (unsigned char) (i * 13 + 1);
+			plain[i] = (unsigned char) (i * 31 + 5);
+		}
+		memcpy(saved, tweaks, sizeof(tweaks));
+		memcpy(data, plain, sizeof(plain));
+		x16 = xts16_cipher_create(c, key);
+		xts = xts_cipher_create(c, key);
+		check(x16 != NULL && xts != NULL &&
+			  xts16_crypt(x16, true, tweaks, data, 37),
+			  "XTS-16 %s: bulk encryption", data_encryption_cipher_name(c));
+		for (int i = 0; i < 37; i++)
+			same &= xts_encrypt(xts, saved + 16 * i, plain + 16 * i, out, 16) &&
+				memcmp(out, data + 16 * i, 16) == 0;
+		check(same, "XTS-16 %s: each block equals EVP XTS of a 16-byte data unit",
+			  data_encryption_cipher_name(c));
+		memcpy(tweaks, saved, sizeof(tweaks));
+		check(xts16_crypt(x16, false, tweaks, data, 37) &&
+			  memcmp(data, plain, sizeof(plain)) == 0,
+			  "XTS-16 %s: decryption", data_encryption_cipher_name(c));
+		xts16_cipher_free(x16);
+		xts_cipher_free(xts);
+	}
+}
+
 static void
 test_xts_properties(void)
 {
@@ -540,6 +581,7 @@ main(int argc, char **argv)
 	test_kwp_vectors(argv[1]);
 	test_xts_properties();
 	test_ctr_vectors();
+	test_xts16();
 	test_wal_pages();
 	test_keyring_format();
 	test_kek_from_output();

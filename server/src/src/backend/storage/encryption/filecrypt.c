@@ -68,6 +68,7 @@ InitializeFileEncryption(void)
 		ereport(FATAL,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not set up the ciphers for SLRU, two-phase and spill files")));
+	InitializeTempFileEncryption();
 }
 
 static bool

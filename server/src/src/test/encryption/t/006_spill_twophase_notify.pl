@@ -1,8 +1,11 @@
 # Copyright (c) 2026, pgcipher developers
 #
-# Files other than relations and WAL that can hold user data: two-phase
-# state files (pg_twophase, written at a checkpoint while a transaction
-# stays prepared), the NOTIFY queue (pg_notify SLRU pages, written when a
+# Files other than relations and WAL that can hold user data: temporary
+# files (an external sort and a hash join held open by cursors with
+# work_mem = 64kB, a WITH HOLD cursor's tuplestore, the shared files of a
+# parallel hash join paused in its probe phase), two-phase state files
+# (pg_twophase, written at a checkpoint while a transaction stays
+# prepared), the NOTIFY queue (pg_notify SLRU pages, written when a
 # listener falls behind), and logical decoding spill files
 # (pg_replslot/<slot>/*.spill, written while a walsender decodes a large
 # transaction that is still open).  Each is forced to disk and the data
@@ -88,7 +91,58 @@ DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('c', '$payload' || i || r
 	}
 	ok($spilled, "$label: walsender spilled the open transaction");
 
+	# temporary files
+	my $tmpm = $marker->('temp', 'pgsql_tmp');
+	$node->safe_psql('postgres', qq(
+CREATE TABLE big AS SELECT g AS k, '$tmpm' || g AS v FROM generate_series(1, 30000) g;
+CREATE TABLE bigger AS SELECT g % 30000 AS k, g AS w FROM generate_series(1, 300000) g;
+ANALYZE big, bigger;));
+	my $cur = $node->background_psql('postgres');
+	$cur->query_safe(
+		"SET work_mem = '64kB'; SET enable_mergejoin = off; SET enable_nestloop = off; SET max_parallel_workers_per_gather = 0");
+	$cur->query_safe('BEGIN');
+	$cur->query_safe('DECLARE s CURSOR FOR SELECT v FROM big ORDER BY v DESC');
+	$cur->query_safe('FETCH 1 FROM s');
+	$cur->query_safe('DECLARE h CURSOR FOR SELECT a.v, b.v FROM big a JOIN big b ON a.k = b.k');
+	$cur->query_safe('FETCH 1 FROM h');
+	$cur->query_safe('DECLARE m CURSOR WITH HOLD FOR SELECT v FROM big');
+	$cur->query_safe('COMMIT');
+	$cur->query_safe('BEGIN');
+	$cur->query_safe('DECLARE s2 CURSOR FOR SELECT v FROM big ORDER BY v');
+	$cur->query_safe('FETCH 1 FROM s2');
+	my ($pout, $perr) = ('', '');
+	my $parallel = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', qq(
+SET work_mem = '64kB'; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 2;
+SET enable_mergejoin = off; SET enable_nestloop = off;
+SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
+ WHERE pg_sleep(CASE WHEN b.w = 1 THEN 6 ELSE 0 END) IS NOT NULL;) ],
+		'>', \$pout, '2>', \$perr);
+	my $tmpdir = $node->data_dir . '/base/pgsql_tmp';
+	my $filesets = 0;
+	foreach (1 .. 300)
+	{
+		if (opendir(my $dh, $tmpdir))
+		{
+			$filesets = grep { /\.fileset$/ } readdir($dh);
+			closedir($dh);
+		}
+		last if $filesets;
+		usleep(50_000);
+	}
+	ok($filesets, "$label: parallel hash join has shared temporary files");
+
 	my $found = scan_for_markers(\@markers, $node->data_dir);
+
+	$parallel->finish;
+	is($pout, "300000\n", "$label: parallel hash join result");
+	is($cur->query_safe('FETCH 1 FROM s2'), "${tmpm}10",
+		"$label: the spilled sort reads back");
+	$cur->query_safe('COMMIT');
+	is(scalar(split(/\n/, $cur->query_safe('FETCH ALL FROM m'))), 30000,
+		"$label: the held cursor reads back");
+	$cur->quit;
 
 	$writer->query_safe('COMMIT');
 	$writer->quit;

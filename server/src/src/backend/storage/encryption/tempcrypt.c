@@ -1,0 +1,415 @@
+/*-------------------------------------------------------------------------
+ *
+ * tempcrypt.c
+ *	  pgcipher: encrypt temporary files (sorts, hashes, tuplestores, the
+ *	  shared files of parallel queries, logical replication stream files).
+ *
+ * Every temporary file goes through fd.c's RegisterTemporaryFile(); from
+ * then on FileReadV(), FileWriteV(), FileSize() and FileTruncate() on it
+ * come here.  Temporary files are written and read at any byte offset and
+ * rewritten in place (logical tapes reuse blocks), and parallel workers
+ * read files other processes wrote, so the encryption must be
+ * length-preserving, have no keystream to reuse, and depend on nothing but
+ * the file's name and the position.  It is AES-XTS under the temporary-file
+ * key with data units of one AES block (16 bytes), tweak = (hash of the
+ * file's path, block number), computed in bulk (xts16_crypt()).  A
+ * rewrite reveals at most which 16-byte blocks of the file did not change.
+ *
+ * A length that is not a multiple of 16: the last 16 + r bytes form one
+ * XTS data unit with ciphertext stealing (tweak marked "final"), so the
+ * file keeps its length.  A file shorter than 16 bytes is padded to 16 on
+ * disk and its length kept here; only the process that wrote it can read
+ * it, which holds for the files that can be that short (private ones: the
+ * shared files of parallel queries are written in whole blocks).
+ *
+ * Writes re-encrypt the units they touch: a partial unit is read,
+ * decrypted, merged and encrypted again, and so is the last unit when the
+ * file grows.  BufFile writes and reads whole 8 kB buffers, mostly aligned,
+ * so this is rare.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/tempcrypt.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "common/keyring.h"
+#include "storage/encryption.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+
+#define TWEAK_TINY		UINT64CONST(0xFFFFFFFFFFFFFFFF)
+#define TWEAK_FINAL		(UINT64CONST(1) << 63)
+#define CHUNK_BLOCKS	512
+
+typedef struct EncryptedTempFile
+{
+	bool		in_use;
+	uint64		nonce;			/* from the path: the same in every process */
+	off_t		size;			/* logical size */
+} EncryptedTempFile;
+
+static EncryptedTempFile *files = NULL;
+static int	nfiles = 0;
+static bool raw_io = false;		/* our own I/O on the file: no hooks */
+static Xts16Cipher *block_cipher = NULL;
+static XtsCipher *unit_cipher = NULL;
+
+void
+InitializeTempFileEncryption(void)
+{
+	const unsigned char *key;
+	int			len;
+
+	key = GetDataEncryptionKey(KEY_TEMPFILE, &len);
+	if (key != NULL)
+	{
+		block_cipher = xts16_cipher_create(data_encryption_cipher, key);
+		unit_cipher = xts_cipher_create(data_encryption_cipher, key);
+	}
+	if (block_cipher == NULL || unit_cipher == NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not set up the temporary file cipher")));
+}
+
+bool
+TempFileIsEncrypted(File file)
+{
+	return !raw_io && file < nfiles && files[file].in_use;
+}
+
+void
+RegisterEncryptedTempFile(File file, const char *path)
+{
+	off_t		size;
+
+	if (!DataEncryptionEnabled())
+		return;
+	if (file >= nfiles)
+	{
+		int			n = Max(file + 1, Max(nfiles * 2, 32));
+
+		if (files == NULL)
+			files = MemoryContextAllocZero(TopMemoryContext, n * sizeof(EncryptedTempFile));
+		else
+		{
+			files = repalloc(files, n * sizeof(EncryptedTempFile));
+			memset(files + nfiles, 0, (n - nfiles) * sizeof(EncryptedTempFile));
+		}
+		nfiles = n;
+	}
+	size = FileSize(file);		/* not registered yet: the real size */
+	if (size < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not determine size of temporary file \"%s\": %m", path)));
+	files[file].nonce = hash_bytes_extended((const unsigned char *) path,
+											strlen(path), 0);
+	files[file].size = size;
+	files[file].in_use = true;
+}
+
+void
+ForgetEncryptedTempFile(File file, bool deleted)
+{
+	if (file >= nfiles || !files[file].in_use)
+		return;
+	if (!deleted && files[file].size > 0 && files[file].size < 16)
+		ereport(WARNING,
+				(errmsg("temporary file \"%s\" of %d bytes is padded to 16 bytes by encryption and cannot be read by another process",
+						FilePathName(file), (int) files[file].size)));
+	files[file].in_use = false;
+}
+
+off_t
+EncryptedTempFileSize(File file)
+{
+	return files[file].size;
+}
+
+/* [a, e) grown to whole units of a file of size s (e <= s) */
+static void
+unit_region(off_t s, off_t *a, off_t *e)
+{
+	off_t		final_start;
+
+	if (s < 16)
+	{
+		*a = 0;
+		*e = s;
+		return;
+	}
+	*a = *a & ~(off_t) 15;
+	*e = Min((*e + 15) & ~(off_t) 15, s);
+	if (s % 16 != 0)
+	{
+		final_start = (s & ~(off_t) 15) - 16;
+		if (*e > final_start)
+		{
+			*a = Min(*a, final_start);
+			*e = s;
+		}
+	}
+}
+
+static void
+block_tweaks(unsigned char *tweaks, uint64 nonce, uint64 first, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		uint64		k = first + i;
+
+		for (int j = 0; j < 8; j++)
+		{
+			tweaks[16 * i + j] = (unsigned char) (nonce >> (8 * j));
+			tweaks[16 * i + 8 + j] = (unsigned char) (k >> (8 * j));
+		}
+	}
+}
+
+/*
+ * Encrypt or decrypt in place buf = bytes [a, e) of a file of size s, a
+ * region from unit_region(); for a file shorter than 16 bytes buf holds
+ * 16 bytes (padding).
+ */
+static void
+crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
+			 unsigned char *buf)
+{
+	static unsigned char tweaks[CHUNK_BLOCKS * 16];
+	off_t		blocks_end = e;
+	bool		ok = true;
+
+	if (s < 16)
+	{
+		block_tweaks(tweaks, nonce, TWEAK_TINY, 1);
+		ok = xts16_crypt(block_cipher, encrypt, tweaks, buf, 1);
+		blocks_end = a;
+	}
+	else if (s % 16 != 0 && e == s)
+		blocks_end = (s & ~(off_t) 15) - 16;
+
+	for (off_t off = a; ok && off < blocks_end; off += CHUNK_BLOCKS * 16)
+	{
+		int			n = Min(CHUNK_BLOCKS, (blocks_end - off) / 16);
+
+		block_tweaks(tweaks, nonce, off / 16, n);
+		ok = xts16_crypt(block_cipher, encrypt, tweaks, buf + (off - a), n);
+	}
+	if (ok && s >= 16 && s % 16 != 0 && e == s)
+	{
+		/* the last 16 + r bytes: one XTS unit with ciphertext stealing */
+		unsigned char *unit = buf + (blocks_end - a);
+
+		block_tweaks(tweaks, nonce, TWEAK_FINAL | (uint64) (blocks_end / 16), 1);
+		ok = encrypt ?
+			xts_encrypt(unit_cipher, tweaks, unit, unit, s - blocks_end) :
+			xts_decrypt(unit_cipher, tweaks, unit, unit, s - blocks_end);
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not %s a temporary file", encrypt ? "encrypt" : "decrypt")));
+}
+
+static void
+raw_read(File file, unsigned char *buf, size_t len, off_t offset,
+		 uint32 wait_event_info)
+{
+	ssize_t		r;
+
+	raw_io = true;
+	r = FileRead(file, buf, len, offset, wait_event_info);
+	raw_io = false;
+	if (r != (ssize_t) len)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read temporary file \"%s\": read %d of %d at offset %lld",
+						FilePathName(file), (int) r, (int) len, (long long) offset)));
+}
+
+static ssize_t
+raw_write(File file, const unsigned char *buf, size_t len, off_t offset,
+		  uint32 wait_event_info)
+{
+	ssize_t		r;
+
+	raw_io = true;
+	r = FileWrite(file, buf, len, offset, wait_event_info);
+	raw_io = false;
+	return r;
+}
+
+/* Plaintext of the unit region [a, e) of the file as it is, into buf */
+static void
+load_region(File file, off_t a, off_t e, unsigned char *buf,
+			uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+
+	if (e <= a)
+		return;
+	raw_read(file, buf, f->size < 16 ? 16 : e - a, a, wait_event_info);
+	crypt_region(false, f->nonce, f->size, a, e, buf);
+}
+
+ssize_t
+ReadEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
+					  off_t offset, uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+	size_t		len = 0;
+	off_t		a,
+				e;
+	unsigned char *buf;
+	size_t		n,
+				copied = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (offset >= f->size || len == 0)
+		return 0;
+	n = Min(len, (size_t) (f->size - offset));
+	a = offset;
+	e = offset + n;
+	unit_region(f->size, &a, &e);
+	buf = palloc(e - a + 16);
+	load_region(file, a, e, buf, wait_event_info);
+	for (int i = 0; i < iovcnt && copied < n; i++)
+	{
+		size_t		c = Min(iov[i].iov_len, n - copied);
+
+		memcpy(iov[i].iov_base, buf + (offset - a) + copied, c);
+		copied += c;
+	}
+	pfree(buf);
+	return n;
+}
+
+/*
+ * The smallest region that is made of whole units both for a file of size
+ * old and of size new, and holds [a, e).
+ */
+static void
+common_region(off_t old, off_t new, off_t *a, off_t *e)
+{
+	for (;;)
+	{
+		off_t		a1 = *a,
+					e1 = *e,
+					a2 = *a,
+					e2 = Min(*e, old);
+
+		unit_region(new, &a1, &e1);
+		if (a2 < old)
+			unit_region(old, &a2, &e2);
+		else
+			a2 = *a, e2 = *e;
+		a2 = Min(a1, a2);
+		e2 = Max(e1, e2);
+		if (a2 == *a && e2 == *e)
+			return;
+		*a = a2;
+		*e = e2;
+	}
+}
+
+/* Write plaintext [a, e) of a file of size new; buf is changed */
+static ssize_t
+store_region(File file, off_t new, off_t a, off_t e, unsigned char *buf,
+			 uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+	size_t		len = e - a;
+
+	if (new < 16)
+	{
+		memset(buf + new, 0, 16 - new);	/* padding */
+		len = 16;
+	}
+	crypt_region(true, f->nonce, new, a, e, buf);
+	return raw_write(file, buf, len, a, wait_event_info);
+}
+
+ssize_t
+WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
+					   off_t offset, uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+	size_t		len = 0,
+				pos;
+	off_t		old = f->size,
+				new,
+				a,
+				e;
+	unsigned char *buf;
+	ssize_t		r;
+
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (len == 0)
+		return 0;
+	new = Max(old, offset + (off_t) len);
+	a = offset;
+	e = offset + len;
+	/* the old last unit changes when the file grows: redo it */
+	if (new > old && old % 16 != 0)
+		a = Min(a, old < 16 ? 0 : (old & ~(off_t) 15) - 16);
+	common_region(old, new, &a, &e);
+
+	buf = palloc0(e - a + 32);
+	load_region(file, a, Min(e, old), buf, wait_event_info);
+	pos = offset - a;
+	for (int i = 0; i < iovcnt; i++)
+	{
+		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
+		pos += iov[i].iov_len;
+	}
+	r = store_region(file, new, a, e, buf, wait_event_info);
+	pfree(buf);
+	if (r < 0)
+		return r;
+	if (r < (new < 16 ? 16 : e - a))
+	{
+		/* a short write leaves the region half done: treat as out of space */
+		errno = ENOSPC;
+		return -1;
+	}
+	f->size = new;
+	return len;
+}
+
+int
+TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+	off_t		old = f->size,
+				a,
+				e;
+	unsigned char *buf;
+	int			rc;
+
+	if (offset >= old)
+		return 0;				/* BufFile only shrinks files */
+	a = Max(0, (offset & ~(off_t) 15) - 16);
+	e = offset;
+	common_region(old, offset, &a, &e);
+	buf = palloc0(e - a + 32);
+	load_region(file, a, Min(e, old), buf, wait_event_info);
+	raw_io = true;
+	rc = FileTruncate(file, a, wait_event_info);
+	raw_io = false;
+	if (rc == 0 && e > a)
+	{
+		if (store_region(file, offset, a, e, buf, wait_event_info) < 0)
+			rc = -1;
+	}
+	pfree(buf);
+	if (rc == 0)
+		f->size = offset;
+	return rc;
+}
