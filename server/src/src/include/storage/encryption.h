@@ -65,6 +65,9 @@ extern ssize_t WriteSpillFileData(int fd, const char *data, size_t len);
 extern off_t SpillFileFirstOffset(void);
 extern void DecryptSpillFileData(File vfd, char *data, size_t len,
 								 off_t offset);
+extern void CryptStatementTexts(uint64 nonce, uint64 offset, char *buf,
+								size_t len);
+extern uint64 RandomStatementTextsNonce(void);
 
 /* tempcrypt.c: fd.c's hooks for temporary files */
 extern void InitializeTempFileEncryption(void);

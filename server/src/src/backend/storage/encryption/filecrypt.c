@@ -19,6 +19,15 @@
  *	  piece shorter than an AES block joins the unit before it.  The file
  *	  keeps its length.
  *
+ *	  pg_stat_statements' query texts (pg_stat_tmp/pgss_query_texts.stat
+ *	  and the dump in pg_stat/): AES-CTR under the temporary-file key,
+ *	  counter = (nonce, byte offset / 16).  The text file is appended to
+ *	  and rewritten from offset 0 by garbage collection and resets; each
+ *	  rewrite is a new generation (gc_count) and the nonce is a random
+ *	  per-start value plus the generation, so no offset is written twice
+ *	  under one nonce.  The dump file gets a random nonce of its own,
+ *	  stored in it.
+ *
  *	  Logical decoding spill files (pg_replslot/<slot>/xid-*.spill):
  *	  append-only, read in order, deleted after use.  AES-CTR under the
  *	  temporary-file key; a 16-byte header holds a random nonce chosen
@@ -255,6 +264,29 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 	r = write(fd, buf, len);
 	pfree(buf);
 	return r;
+}
+
+/* pg_stat_statements: encrypt or decrypt len bytes at offset, in place */
+void
+CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
+{
+	unsigned char n[8];
+
+	for (int i = 0; i < 8; i++)
+		n[i] = (unsigned char) (nonce >> (56 - 8 * i));
+	spill_crypt(n, (off_t) offset, buf, buf, len);
+}
+
+uint64
+RandomStatementTextsNonce(void)
+{
+	uint64		nonce;
+
+	if (!pg_strong_random(&nonce, sizeof(nonce)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random nonce")));
+	return nonce;
 }
 
 /* Where the first change of a spill file starts */

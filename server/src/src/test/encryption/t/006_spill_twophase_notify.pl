@@ -6,9 +6,10 @@
 # parallel hash join paused in its probe phase), two-phase state files
 # (pg_twophase, written at a checkpoint while a transaction stays
 # prepared), the NOTIFY queue (pg_notify SLRU pages, written when a
-# listener falls behind), and logical decoding spill files
+# listener falls behind), logical decoding spill files
 # (pg_replslot/<slot>/*.spill, written while a walsender decodes a large
-# transaction that is still open).  Each is forced to disk and the data
+# transaction that is still open), and pg_stat_statements' query texts
+# (pg_stat_tmp while running, pg_stat after a clean shutdown).  Each is forced to disk and the data
 # directory is scanned while the files exist.  The same run without
 # encryption must find every marker in the file it went to.
 use strict;
@@ -48,6 +49,7 @@ sub run_scenario
 max_prepared_transactions = 5
 logical_decoding_work_mem = 64kB
 autovacuum = off
+shared_preload_libraries = 'pg_stat_statements'
 ));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE TABLE t (v text)');
@@ -133,6 +135,14 @@ SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
 	}
 	ok($filesets, "$label: parallel hash join has shared temporary files");
 
+	# pg_stat_statements keeps utility statements' texts as they are
+	my $pgss = $marker->('pgss', 'pg_stat');
+	$node->safe_psql('postgres', "CREATE EXTENSION pg_stat_statements");
+	$node->safe_psql('postgres', "CREATE TABLE \"$pgss\" (i int)");
+	is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%$pgss%'"), '1',
+		"$label: pg_stat_statements reads its (encrypted) text file");
+
 	my $found = scan_for_markers(\@markers, $node->data_dir);
 
 	$parallel->finish;
@@ -151,6 +161,14 @@ SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
 	$node->safe_psql('postgres', "COMMIT PREPARED '$gid'");
 	is($node->safe_psql('postgres', "SELECT count(*) FROM t"), '20001',
 		"$label: prepared and spilled transactions committed");
+	# a clean shutdown dumps the texts into pg_stat/; a start reads them back
+	$node->stop;
+	my $dumped = scan_for_markers(\@markers, $node->data_dir . '/pg_stat');
+	push @{ $found->{$_} }, @{ $dumped->{$_} } foreach keys %$dumped;
+	$node->start;
+	is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%$pgss%'"), '1',
+		"$label: pg_stat_statements texts survive a restart");
 	$node->stop;
 	return (\@markers, $found, \%where);
 }
