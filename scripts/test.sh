@@ -24,6 +24,7 @@
 #   tap-test_decoding  PITR, timelines, crash restart, two-phase, ...) and
 #   tap-recovery       logical replication (subscription)
 #   tap-subscription
+#   pg_stat_statements its regression and TAP tests on an encrypted cluster
 #
 # Usage: test.sh [SUITE...]   (default: all)
 set -uo pipefail
@@ -113,6 +114,7 @@ sel tap-test_decoding  && suite tap-test_decoding  tap contrib/test_decoding "$(
 # other bytes, so it cannot apply (docs/design.md, section 6).
 sel tap-recovery       && suite tap-recovery       tap src/test/recovery "$(enc_opts aes-256)" '/039_end_of_wal'
 sel tap-subscription   && suite tap-subscription   tap src/test/subscription "$(enc_opts aes-128)"
+sel pg_stat_statements && suite pg_stat_statements tap contrib/pg_stat_statements "$(enc_opts aes-256)"
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"

@@ -17,10 +17,12 @@
  *
  * A length that is not a multiple of 16: the last 16 + r bytes form one
  * XTS data unit with ciphertext stealing (tweak marked "final"), so the
- * file keeps its length.  A file shorter than 16 bytes is padded to 16 on
- * disk and its length kept here; only the process that wrote it can read
- * it, which holds for the files that can be that short (private ones: the
- * shared files of parallel queries are written in whole blocks).
+ * file keeps its length.  A file shorter than 16 bytes cannot be one AES
+ * block: it is stored as 32 bytes, the data padded with zeros and a
+ * second block holding a magic string and the length, each under its own
+ * tweak.  A reader that finds a 32-byte file decrypts the second block:
+ * the magic identifies the short form (a real 32-byte file decrypts to
+ * random bytes there, matching with probability 2^-64).
  *
  * Writes re-encrypt the units they touch: a partial unit is read,
  * decrypted, merged and encrypted again, and so is the last unit when the
@@ -42,6 +44,9 @@
 #include "utils/memutils.h"
 
 #define TWEAK_TINY		UINT64CONST(0xFFFFFFFFFFFFFFFF)
+#define TWEAK_TINY_LEN	UINT64CONST(0xFFFFFFFFFFFFFFFE)
+#define TINY_MAGIC		"PGCTINY1"
+#define TINY_PHYSICAL	32
 #define TWEAK_FINAL		(UINT64CONST(1) << 63)
 #define CHUNK_BLOCKS	512
 
@@ -49,7 +54,8 @@ typedef struct EncryptedTempFile
 {
 	bool		in_use;
 	uint64		nonce;			/* from the path: the same in every process */
-	off_t		size;			/* logical size */
+	bool		shared;			/* in a file set: others may write it too */
+	off_t		size;			/* logical size (private files) */
 } EncryptedTempFile;
 
 static EncryptedTempFile *files = NULL;
@@ -57,6 +63,8 @@ static int	nfiles = 0;
 static bool raw_io = false;		/* our own I/O on the file: no hooks */
 static Xts16Cipher *block_cipher = NULL;
 static XtsCipher *unit_cipher = NULL;
+
+static off_t logical_size_on_disk(File file);
 
 void
 InitializeTempFileEncryption(void)
@@ -85,8 +93,6 @@ TempFileIsEncrypted(File file)
 void
 RegisterEncryptedTempFile(File file, const char *path)
 {
-	off_t		size;
-
 	if (!DataEncryptionEnabled())
 		return;
 	if (file >= nfiles)
@@ -102,14 +108,10 @@ RegisterEncryptedTempFile(File file, const char *path)
 		}
 		nfiles = n;
 	}
-	size = FileSize(file);		/* not registered yet: the real size */
-	if (size < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not determine size of temporary file \"%s\": %m", path)));
 	files[file].nonce = hash_bytes_extended((const unsigned char *) path,
 											strlen(path), 0);
-	files[file].size = size;
+	files[file].shared = strstr(path, ".fileset/") != NULL;
+	files[file].size = logical_size_on_disk(file);
 	files[file].in_use = true;
 }
 
@@ -118,17 +120,28 @@ ForgetEncryptedTempFile(File file, bool deleted)
 {
 	if (file >= nfiles || !files[file].in_use)
 		return;
-	if (!deleted && files[file].size > 0 && files[file].size < 16)
-		ereport(WARNING,
-				(errmsg("temporary file \"%s\" of %d bytes is padded to 16 bytes by encryption and cannot be read by another process",
-						FilePathName(file), (int) files[file].size)));
 	files[file].in_use = false;
+}
+
+/*
+ * The logical size.  A private file's is kept here (it may be shorter than
+ * the padded file); a shared file's is its size on disk, which another
+ * process may have changed since we opened it.
+ */
+static off_t
+current_size(File file)
+{
+	EncryptedTempFile *f = &files[file];
+
+	if (f->shared)
+		f->size = logical_size_on_disk(file);
+	return f->size;
 }
 
 off_t
 EncryptedTempFileSize(File file)
 {
-	return files[file].size;
+	return current_size(file);
 }
 
 /* [a, e) grown to whole units of a file of size s (e <= s) */
@@ -244,6 +257,49 @@ raw_write(File file, const unsigned char *buf, size_t len, off_t offset,
 	return r;
 }
 
+/* The length block of a short file: magic, length, zeros */
+static void
+tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
+{
+	unsigned char tweaks[16];
+
+	if (encrypt)
+	{
+		memset(block, 0, 16);
+		memcpy(block, TINY_MAGIC, 8);
+		block[8] = (unsigned char) len;
+	}
+	block_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
+	if (!xts16_crypt(block_cipher, encrypt, tweaks, block, 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not %s a temporary file", encrypt ? "encrypt" : "decrypt")));
+}
+
+/* The logical length of the file as it is on disk (see the file header) */
+static off_t
+logical_size_on_disk(File file)
+{
+	unsigned char block[16];
+	off_t		size;
+
+	raw_io = true;
+	size = FileSize(file);
+	raw_io = false;
+	if (size < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not determine size of temporary file \"%s\": %m",
+						FilePathName(file))));
+	if (size != TINY_PHYSICAL)
+		return size;
+	raw_read(file, block, 16, 16, 0);
+	tiny_length_block(block, files[file].nonce, 0, false);
+	if (memcmp(block, TINY_MAGIC, 8) == 0 && block[8] > 0 && block[8] < 16)
+		return block[8];
+	return size;
+}
+
 /* Plaintext of the unit region [a, e) of the file as it is, into buf */
 static void
 load_region(File file, off_t a, off_t e, unsigned char *buf,
@@ -271,7 +327,7 @@ ReadEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
-	if (offset >= f->size || len == 0)
+	if (offset >= current_size(file) || len == 0)
 		return 0;
 	n = Min(len, (size_t) (f->size - offset));
 	a = offset;
@@ -329,7 +385,8 @@ store_region(File file, off_t new, off_t a, off_t e, unsigned char *buf,
 	if (new < 16)
 	{
 		memset(buf + new, 0, 16 - new);	/* padding */
-		len = 16;
+		tiny_length_block(buf + 16, f->nonce, (int) new, true);
+		len = TINY_PHYSICAL;
 	}
 	crypt_region(true, f->nonce, new, a, e, buf);
 	return raw_write(file, buf, len, a, wait_event_info);
@@ -342,7 +399,7 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	EncryptedTempFile *f = &files[file];
 	size_t		len = 0,
 				pos;
-	off_t		old = f->size,
+	off_t		old = current_size(file),
 				new,
 				a,
 				e;
@@ -359,6 +416,9 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	/* the old last unit changes when the file grows: redo it */
 	if (new > old && old % 16 != 0)
 		a = Min(a, old < 16 ? 0 : (old & ~(off_t) 15) - 16);
+	/* a hole after the old end must read as zeros: encrypt them too */
+	if (offset > old)
+		a = Min(a, old & ~(off_t) 15);
 	common_region(old, new, &a, &e);
 
 	buf = palloc0(e - a + 32);
@@ -373,11 +433,20 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	pfree(buf);
 	if (r < 0)
 		return r;
-	if (r < (new < 16 ? 16 : e - a))
+	if (r < (new < 16 ? TINY_PHYSICAL : e - a))
 	{
 		/* a short write leaves the region half done: treat as out of space */
 		errno = ENOSPC;
 		return -1;
+	}
+	/* a short file that grew past 16 bytes: drop what is left of its form */
+	if (old > 0 && old < 16 && new >= 16 && new < TINY_PHYSICAL)
+	{
+		raw_io = true;
+		r = FileTruncate(file, new, wait_event_info);
+		raw_io = false;
+		if (r < 0)
+			return r;
 	}
 	f->size = new;
 	return len;
@@ -387,7 +456,7 @@ int
 TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 {
 	EncryptedTempFile *f = &files[file];
-	off_t		old = f->size,
+	off_t		old = current_size(file),
 				a,
 				e;
 	unsigned char *buf;
@@ -403,9 +472,10 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 	raw_io = true;
 	rc = FileTruncate(file, a, wait_event_info);
 	raw_io = false;
-	if (rc == 0 && e > a)
+	/* [a, offset) is whole units of the shorter file: write it back */
+	if (rc == 0 && offset > a)
 	{
-		if (store_region(file, offset, a, e, buf, wait_event_info) < 0)
+		if (store_region(file, offset, a, offset, buf, wait_event_info) < 0)
 			rc = -1;
 	}
 	pfree(buf);
