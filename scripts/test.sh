@@ -25,6 +25,7 @@
 #   tap-recovery       logical replication (subscription)
 #   tap-subscription
 #   pg_stat_statements its regression and TAP tests on an encrypted cluster
+#   tap-pg_verifybackup, tap-pg_resetwal, tap-pg_archivecleanup
 #
 # Usage: test.sh [SUITE...]   (default: all)
 set -uo pipefail
@@ -115,6 +116,9 @@ sel tap-test_decoding  && suite tap-test_decoding  tap contrib/test_decoding "$(
 sel tap-recovery       && suite tap-recovery       tap src/test/recovery "$(enc_opts aes-256)" '/039_end_of_wal'
 sel tap-subscription   && suite tap-subscription   tap src/test/subscription "$(enc_opts aes-128)"
 sel pg_stat_statements && suite pg_stat_statements tap contrib/pg_stat_statements "$(enc_opts aes-256)"
+sel tap-pg_verifybackup && suite tap-pg_verifybackup tap src/bin/pg_verifybackup "$(enc_opts aes-256)"
+sel tap-pg_resetwal    && suite tap-pg_resetwal    tap src/bin/pg_resetwal "$(enc_opts aes-128)"
+sel tap-pg_archivecleanup && suite tap-pg_archivecleanup tap src/bin/pg_archivecleanup "$(enc_opts aes-256)"
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"
