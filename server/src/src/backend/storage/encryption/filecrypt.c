@@ -58,6 +58,8 @@
 
 static XtsCipher *slru_cipher = NULL;	/* relation key; SLRU and 2PC */
 static CtrCipher *spill_cipher = NULL;	/* temporary-file key */
+static char *spill_buf = NULL;	/* reused for every spill write */
+static size_t spill_bufsize = 0;
 
 /* Called by InitializeDataEncryption(), in the postmaster: nothing here
  * allocates later, so SLRU writes in critical sections are safe. */
@@ -259,10 +261,16 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("logical decoding spill file has no valid encryption header")));
 
-	buf = palloc(len);
+	if (len > spill_bufsize)
+	{
+		if (spill_buf != NULL)
+			pfree(spill_buf);
+		spill_bufsize = Max(len, 8192);
+		spill_buf = MemoryContextAlloc(TopMemoryContext, spill_bufsize);
+	}
+	buf = spill_buf;
 	spill_crypt(header + 8, offset, data, buf, len);
 	r = write(fd, buf, len);
-	pfree(buf);
 	return r;
 }
 

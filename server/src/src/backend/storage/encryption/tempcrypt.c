@@ -66,6 +66,23 @@ static XtsCipher *unit_cipher = NULL;
 
 static off_t logical_size_on_disk(File file);
 
+/* One buffer for every read and write, grown when needed: no per-I/O palloc */
+static unsigned char *
+scratch(size_t len)
+{
+	static unsigned char *buf = NULL;
+	static size_t size = 0;
+
+	if (len > size)
+	{
+		if (buf != NULL)
+			pfree(buf);
+		size = Max(len, 2 * BLCKSZ + 64);
+		buf = MemoryContextAlloc(TopMemoryContext, size);
+	}
+	return buf;
+}
+
 void
 InitializeTempFileEncryption(void)
 {
@@ -333,7 +350,7 @@ ReadEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	a = offset;
 	e = offset + n;
 	unit_region(f->size, &a, &e);
-	buf = palloc(e - a + 16);
+	buf = scratch(e - a + 16);
 	load_region(file, a, e, buf, wait_event_info);
 	for (int i = 0; i < iovcnt && copied < n; i++)
 	{
@@ -342,7 +359,6 @@ ReadEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 		memcpy(iov[i].iov_base, buf + (offset - a) + copied, c);
 		copied += c;
 	}
-	pfree(buf);
 	return n;
 }
 
@@ -421,7 +437,8 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 		a = Min(a, old & ~(off_t) 15);
 	common_region(old, new, &a, &e);
 
-	buf = palloc0(e - a + 32);
+	buf = scratch(e - a + 32);
+	memset(buf, 0, e - a + 32);
 	load_region(file, a, Min(e, old), buf, wait_event_info);
 	pos = offset - a;
 	for (int i = 0; i < iovcnt; i++)
@@ -430,7 +447,6 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 		pos += iov[i].iov_len;
 	}
 	r = store_region(file, new, a, e, buf, wait_event_info);
-	pfree(buf);
 	if (r < 0)
 		return r;
 	if (r < (new < 16 ? TINY_PHYSICAL : e - a))
@@ -467,7 +483,8 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 	a = Max(0, (offset & ~(off_t) 15) - 16);
 	e = offset;
 	common_region(old, offset, &a, &e);
-	buf = palloc0(e - a + 32);
+	buf = scratch(e - a + 32);
+	memset(buf, 0, e - a + 32);
 	load_region(file, a, Min(e, old), buf, wait_event_info);
 	raw_io = true;
 	rc = FileTruncate(file, a, wait_event_info);
@@ -478,7 +495,6 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 		if (store_region(file, offset, a, offset, buf, wait_event_info) < 0)
 			rc = -1;
 	}
-	pfree(buf);
 	if (rc == 0)
 		f->size = offset;
 	return rc;
