@@ -69,7 +69,7 @@ echo "WAL segments containing it: $wal_hits"
 echo "first bytes of block 0 of the table on disk (LSN, checksum, flags, lower, upper in clear, then ciphertext):"
 od -An -tx1 -N48 "$demo/enc/data/$(psql_enc -At -c "SELECT pg_relation_filepath('cards')")" | sed 's/^/   /'
 seg=$(psql_enc -At -c "SELECT pg_walfile_name(pg_current_wal_lsn())")
-echo "first bytes of the current WAL segment (page header in clear, xlp_info 0x0012 = long header + encrypted, then ciphertext):"
+echo "first bytes of the current WAL segment (page header in clear, its flags with 0x0010 = encrypted, the epoch at bytes 20-23, then ciphertext):"
 od -An -tx1 -N64 "$demo/enc/data/pg_wal/$seg" | sed 's/^/   /'
 [ "$rel_hits" = 0 ] && [ "$wal_hits" = 0 ] || { echo "demo: plaintext found on disk!" >&2; exit 1; }
 
