@@ -56,8 +56,8 @@
 #define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8) */
 #define STATE_UNIT			8192
 
-static XtsCipher *slru_cipher = NULL;	/* relation key; SLRU and 2PC */
-static CtrCipher *spill_cipher = NULL;	/* temporary-file key */
+static XtsCipher *state_cipher = NULL;	/* relation key: SLRU pages, 2PC state */
+static CtrCipher *stream_cipher = NULL;	/* temporary-file key: spill files, pgss texts */
 static char *spill_buf = NULL;	/* reused for every spill write */
 static size_t spill_bufsize = 0;
 
@@ -71,11 +71,11 @@ InitializeFileEncryption(void)
 
 	key = GetDataEncryptionKey(KEY_RELATION, &len);
 	if (key != NULL)
-		slru_cipher = xts_cipher_create(data_encryption_cipher, key);
+		state_cipher = xts_cipher_create(data_encryption_cipher, key);
 	key = GetDataEncryptionKey(KEY_TEMPFILE, &len);
 	if (key != NULL)
-		spill_cipher = ctr_cipher_create(data_encryption_cipher, key);
-	if (slru_cipher == NULL || spill_cipher == NULL)
+		stream_cipher = ctr_cipher_create(data_encryption_cipher, key);
+	if (state_cipher == NULL || stream_cipher == NULL)
 		ereport(FATAL,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not set up the ciphers for SLRU, two-phase and spill files")));
@@ -116,7 +116,7 @@ EncryptSlruPage(const char *dir, int64 pageno, const char *page)
 		return page;
 	domain_tweak(tweak, (uint64) pageno,
 				 hash_bytes((const unsigned char *) dir, strlen(dir)), 'S');
-	if (!xts_encrypt(slru_cipher, tweak, (const unsigned char *) page,
+	if (!xts_encrypt(state_cipher, tweak, (const unsigned char *) page,
 					 (unsigned char *) out.data, BLCKSZ))
 		elog(PANIC, "could not encrypt page %lld of \"%s\"",
 			 (long long) pageno, dir);
@@ -132,7 +132,7 @@ DecryptSlruPage(const char *dir, int64 pageno, char *page)
 		return;
 	domain_tweak(tweak, (uint64) pageno,
 				 hash_bytes((const unsigned char *) dir, strlen(dir)), 'S');
-	if (!xts_decrypt(slru_cipher, tweak, (unsigned char *) page,
+	if (!xts_decrypt(state_cipher, tweak, (unsigned char *) page,
 					 (unsigned char *) page, BLCKSZ))
 		elog(PANIC, "could not decrypt page %lld of \"%s\"",
 			 (long long) pageno, dir);
@@ -160,9 +160,9 @@ crypt_state(bool encrypt, TransactionId xid, char *buf, size_t len)
 			n = len - off;		/* a short last piece joins this unit */
 		domain_tweak(tweak, unit, xid, 'P');
 		ok = encrypt ?
-			xts_encrypt(slru_cipher, tweak, (unsigned char *) buf + off,
+			xts_encrypt(state_cipher, tweak, (unsigned char *) buf + off,
 						(unsigned char *) buf + off, n) :
-			xts_decrypt(slru_cipher, tweak, (unsigned char *) buf + off,
+			xts_decrypt(state_cipher, tweak, (unsigned char *) buf + off,
 						(unsigned char *) buf + off, n);
 		if (!ok)
 			ereport(ERROR,
@@ -208,10 +208,13 @@ DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len)
 		crypt_state(false, xid, buf, len);
 }
 
-/* Spill files: the counter block for byte offset of a file with nonce */
+/*
+ * Spill files and pg_stat_statements texts: AES-CTR with the counter block
+ * (nonce, byte offset / 16), for len bytes at offset.
+ */
 static void
-spill_crypt(const unsigned char *nonce, off_t offset, const char *in,
-			char *out, size_t len)
+stream_crypt(const unsigned char *nonce, off_t offset, const char *in,
+			 char *out, size_t len)
 {
 	unsigned char iv[16];
 	uint64		block = (uint64) offset / 16;
@@ -219,11 +222,11 @@ spill_crypt(const unsigned char *nonce, off_t offset, const char *in,
 	memcpy(iv, nonce, 8);
 	for (int i = 0; i < 8; i++)
 		iv[8 + i] = (unsigned char) (block >> (56 - 8 * i));
-	if (!ctr_crypt(spill_cipher, iv, offset % 16, (const unsigned char *) in,
+	if (!ctr_crypt(stream_cipher, iv, offset % 16, (const unsigned char *) in,
 				   (unsigned char *) out, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not encrypt or decrypt a logical decoding spill file")));
+				 errmsg("could not encrypt or decrypt a spill file or statement texts")));
 }
 
 /*
@@ -269,7 +272,7 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 		spill_buf = MemoryContextAlloc(TopMemoryContext, spill_bufsize);
 	}
 	buf = spill_buf;
-	spill_crypt(header + 8, offset, data, buf, len);
+	stream_crypt(header + 8, offset, data, buf, len);
 	r = write(fd, buf, len);
 	return r;
 }
@@ -282,7 +285,7 @@ CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
 
 	for (int i = 0; i < 8; i++)
 		n[i] = (unsigned char) (nonce >> (56 - 8 * i));
-	spill_crypt(n, (off_t) offset, buf, buf, len);
+	stream_crypt(n, (off_t) offset, buf, buf, len);
 }
 
 uint64
@@ -325,5 +328,5 @@ DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
 							FilePathName(vfd))));
 		cached_vfd = vfd;
 	}
-	spill_crypt(header + 8, offset, data, data, len);
+	stream_crypt(header + 8, offset, data, data, len);
 }
