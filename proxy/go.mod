@@ -1,0 +1,3 @@
+module github.com/pgcipher/pgcipher/proxy
+
+go 1.24

@@ -1,0 +1,240 @@
+// Package ore implements the block order-revealing encryption of Lewi and
+// Wu ("Order-Revealing Encryption: New Constructions, Applications, and
+// Lower Bounds", CCS 2016, section 4) with 4-bit blocks, exactly as
+// docs/design.md section 13.5 lays it out, so that the C extension in
+// columns/ can compare what this package produces.
+//
+// A ciphertext is a left part (per block: a 16-byte key k′ and the permuted
+// nibble x̃) followed by a right part (a random 16-byte r and, per block,
+// sixteen 2-bit values z).  Both parts are stored together, so any two
+// ciphertexts can be compared; the comparison leaks the index of the first
+// differing block.
+package ore
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+)
+
+const (
+	blockValues = 16 // d: 4-bit blocks
+	keyLen      = 16 // bytes of F's output kept
+	nonceLen    = 16 // r
+	// MaxInput is the longest order input: block indices are single bytes.
+	MaxInput = 127
+)
+
+// Key holds the two HMAC keys.  It is immutable and safe for concurrent use.
+type Key struct {
+	prf  []byte
+	perm []byte
+}
+
+// NewKey returns a key from the PRF key (F) and the permutation key (π),
+// 32 bytes each (the HKDF sub-keys ore-prf and ore-perm of design 13.6).
+func NewKey(prfKey, permKey []byte) (*Key, error) {
+	if len(prfKey) != 32 || len(permKey) != 32 {
+		return nil, fmt.Errorf("ore: keys must be 32 bytes, got %d and %d", len(prfKey), len(permKey))
+	}
+	return &Key{prf: bytes.Clone(prfKey), perm: bytes.Clone(permKey)}, nil
+}
+
+// Size is the length of the ciphertext of an inputLen-byte order input:
+// 20.5·n + 16 bytes for n = 2·inputLen blocks.
+func Size(inputLen int) int {
+	return 41*inputLen + 16
+}
+
+// blocksOf returns n for a ciphertext of size bytes, or 0 if no n fits.
+func blocksOf(size int) int {
+	if size <= 16 || (size-16)%41 != 0 || (size-16)/41 > MaxInput {
+		return 0
+	}
+	return 2 * ((size - 16) / 41)
+}
+
+// encrypter carries the per-call HMAC states and scratch buffers so that
+// the per-block work allocates nothing.
+type encrypter struct {
+	prf, perm hash.Hash
+	msg       []byte // 0x01|0x02 ‖ i ‖ prefix ‖ j|c
+	sum       [sha256.Size]byte
+}
+
+// f computes F(i, prefix, j) into out (16 bytes).
+func (e *encrypter) f(i int, prefix []byte, j byte, out []byte) {
+	e.msg = append(e.msg[:0], 0x01, byte(i))
+	e.msg = append(e.msg, prefix...)
+	e.msg = append(e.msg, j)
+	e.prf.Reset()
+	e.prf.Write(e.msg)
+	copy(out, e.prf.Sum(e.sum[:0])[:keyLen])
+}
+
+// permutation computes π_{i,prefix} by Fisher–Yates (m from 15 down to 1,
+// swap positions m and a uniform draw in 0…m) over the stream
+// HMAC(k_perm, 0x02 ‖ i ‖ prefix ‖ c), c = 0, 1, …, with rejection
+// sampling so that every draw is uniform.
+func (e *encrypter) permutation(i int, prefix []byte) (pi [blockValues]byte) {
+	for v := range pi {
+		pi[v] = byte(v)
+	}
+	var c byte
+	var stream []byte
+	next := func() byte {
+		if len(stream) == 0 {
+			e.msg = append(e.msg[:0], 0x02, byte(i))
+			e.msg = append(e.msg, prefix...)
+			e.msg = append(e.msg, c)
+			c++
+			e.perm.Reset()
+			e.perm.Write(e.msg)
+			stream = e.perm.Sum(e.sum[:0])
+		}
+		b := stream[0]
+		stream = stream[1:]
+		return b
+	}
+	for m := blockValues - 1; m >= 1; m-- {
+		limit := 256 - 256%(m+1)
+		var b int
+		for {
+			b = int(next())
+			if b < limit {
+				break
+			}
+		}
+		j := b % (m + 1)
+		pi[m], pi[j] = pi[j], pi[m]
+	}
+	return pi
+}
+
+// h is H(k, r): the first 8 bytes of SHA-256(k ‖ r), big-endian, mod 3.
+func h(k, r []byte) byte {
+	var buf [keyLen + nonceLen]byte
+	copy(buf[:keyLen], k)
+	copy(buf[keyLen:], r)
+	sum := sha256.Sum256(buf[:])
+	return byte(binary.BigEndian.Uint64(sum[:8]) % 3)
+}
+
+// cmp is the paper's comparison encoded mod 3: 0 equal, 1 greater, 2 less.
+func cmp(a, b byte) byte {
+	switch {
+	case a == b:
+		return 0
+	case a > b:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Encrypt returns the left and right ciphertexts of input (n = 2·len(input)
+// blocks, high nibble first) in the layout of design 13.5: n keys k′, the n
+// permuted nibbles packed two per byte, r, then n × 4 bytes of z.  The 16
+// bytes of r are read from rand.
+func (k *Key) Encrypt(input []byte, rand io.Reader) ([]byte, error) {
+	if len(input) == 0 || len(input) > MaxInput {
+		return nil, fmt.Errorf("ore: input must be 1 to %d bytes, got %d", MaxInput, len(input))
+	}
+	n := 2 * len(input)
+	out := make([]byte, Size(len(input)))
+	keys := out[:keyLen*n]
+	nibbles := out[keyLen*n : keyLen*n+n/2]
+	r := out[keyLen*n+n/2 : keyLen*n+n/2+nonceLen]
+	z := out[keyLen*n+n/2+nonceLen:]
+	if _, err := io.ReadFull(rand, r); err != nil {
+		return nil, fmt.Errorf("ore: reading randomness: %w", err)
+	}
+
+	e := &encrypter{
+		prf:  hmac.New(sha256.New, k.prf),
+		perm: hmac.New(sha256.New, k.perm),
+		msg:  make([]byte, 0, 3+n),
+	}
+	prefix := make([]byte, 0, n) // earlier nibbles, one byte each
+	var fj [keyLen]byte
+	for i := 0; i < n; i++ {
+		x := input[i/2] >> 4
+		if i%2 == 1 {
+			x = input[i/2] & 0x0f
+		}
+		pi := e.permutation(i, prefix)
+		var inv [blockValues]byte
+		for v, p := range pi {
+			inv[p] = byte(v)
+		}
+		xt := pi[x]
+		// Left: k′ᵢ = F(i, x<i, x̃ᵢ), x̃ᵢ = π(xᵢ).
+		e.f(i, prefix, xt, keys[keyLen*i:keyLen*(i+1)])
+		if i%2 == 0 {
+			nibbles[i/2] |= xt << 4
+		} else {
+			nibbles[i/2] |= xt
+		}
+		// Right: zᵢⱼ = cmp(π⁻¹(j), xᵢ) + H(F(i, x<i, j), r) mod 3.
+		for j := 0; j < blockValues; j++ {
+			e.f(i, prefix, byte(j), fj[:])
+			v := (cmp(inv[j], x) + h(fj[:], r)) % 3
+			z[4*i+j/4] |= v << (2 * (j % 4))
+		}
+		prefix = append(prefix, x)
+	}
+	return out, nil
+}
+
+// ErrCorrupt reports a comparison that found the impossible value 0 in
+// the right ciphertext: at least one of the two ciphertexts is damaged or
+// they were made under different keys.
+var ErrCorrupt = errors.New("ore: corrupted ciphertext (comparison value 0)")
+
+// Compare compares two ORE ciphertexts the way the server does: find the
+// first block whose (k′, x̃) differs; none means the ORE parts are equal
+// (0); otherwise v = z_b[i][x̃_a,i] − H(k′_a,i, r_b) mod 3 gives +1 (a > b)
+// or −1 (a < b).  It does one SHA-256 and allocates nothing.
+func Compare(a, b []byte) (int, error) {
+	if len(a) != len(b) {
+		return 0, fmt.Errorf("ore: ciphertext lengths differ (%d and %d)", len(a), len(b))
+	}
+	n := blocksOf(len(a))
+	if n == 0 {
+		return 0, fmt.Errorf("ore: bad ciphertext length %d", len(a))
+	}
+	nibOff := keyLen * n
+	rOff := nibOff + n/2
+	zOff := rOff + nonceLen
+	for i := 0; i < n; i++ {
+		xa, xb := nibble(a[nibOff:], i), nibble(b[nibOff:], i)
+		ka, kb := a[keyLen*i:keyLen*(i+1)], b[keyLen*i:keyLen*(i+1)]
+		if xa == xb && bytes.Equal(ka, kb) {
+			continue
+		}
+		zb := (b[zOff+4*i+int(xa)/4] >> (2 * (xa % 4))) & 3
+		v := (zb + 3 - h(ka, b[rOff:rOff+nonceLen])) % 3
+		switch v {
+		case 1:
+			return 1, nil
+		case 2:
+			return -1, nil
+		default:
+			return 0, ErrCorrupt
+		}
+	}
+	return 0, nil
+}
+
+// nibble returns block i of the packed x̃ nibbles.
+func nibble(packed []byte, i int) byte {
+	if i%2 == 0 {
+		return packed[i/2] >> 4
+	}
+	return packed[i/2] & 0x0f
+}
