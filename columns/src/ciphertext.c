@@ -1,0 +1,168 @@
+/*-------------------------------------------------------------------------
+ *
+ * ciphertext.c
+ *	  Parse and validate the version-1 format of an always-encrypted value.
+ *
+ * The server never decrypts, so validation is structural: a known version,
+ * type and level, zero flags, and lengths that add up exactly for the type
+ * and level.  A value that passes can be compared without further bounds
+ * checks; one that does not is rejected on input and never stored.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "ciphertext.h"
+
+#include "ore.h"
+
+static uint32_t
+read_uint32(const uint8_t *p)
+{
+	return ((uint32_t) p[0] << 24) | ((uint32_t) p[1] << 16) |
+		((uint32_t) p[2] << 8) | (uint32_t) p[3];
+}
+
+/* Bytes of the order input the client feeds to ORE for each type. */
+int
+enc_order_input_size(EncType type)
+{
+	switch (type)
+	{
+		case ENC_INT4:
+		case ENC_DATE:
+			return 4;
+		case ENC_INT8:
+		case ENC_TIMESTAMPTZ:
+		case ENC_FLOAT8:
+			return 8;
+		case ENC_BOOL:
+			return 1;
+		case ENC_NUMERIC:
+		case ENC_TEXT:
+		case ENC_BYTEA:
+			return 16;
+	}
+	return -1;
+}
+
+/* Plaintext bytes of fixed-size types, -1 for variable-length ones. */
+int
+enc_fixed_plaintext_size(EncType type)
+{
+	switch (type)
+	{
+		case ENC_INT4:
+		case ENC_DATE:
+			return 4;
+		case ENC_INT8:
+		case ENC_TIMESTAMPTZ:
+		case ENC_FLOAT8:
+			return 8;
+		case ENC_BOOL:
+			return 1;
+		default:
+			return -1;
+	}
+}
+
+EncParseResult
+enc_parse(const uint8_t *data, size_t len, EncValue *value)
+{
+	size_t		pos = ENC_HEADER_SIZE;
+	int			fixed;
+
+	if (len < ENC_HEADER_SIZE)
+		return ENC_PARSE_TOO_SHORT;
+	if (data[0] != ENC_VERSION)
+		return ENC_PARSE_BAD_VERSION;
+	if (data[1] < 1 || data[1] > ENC_TYPE_MAX)
+		return ENC_PARSE_BAD_TYPE;
+	if (data[2] < ENC_RND || data[2] > ENC_ORD)
+		return ENC_PARSE_BAD_LEVEL;
+	if (data[3] != 0)
+		return ENC_PARSE_BAD_FLAGS;
+
+	value->type = (EncType) data[1];
+	value->level = (EncLevel) data[2];
+	value->key_id = read_uint32(data + 4);
+	value->group_tag = read_uint32(data + 8);
+	value->token = NULL;
+	value->ore = NULL;
+	value->ore_blocks = 0;
+
+	if (value->level >= ENC_EQ)
+	{
+		if (len - pos < ENC_TOKEN_SIZE)
+			return ENC_PARSE_TOO_SHORT;
+		value->token = data + pos;
+		pos += ENC_TOKEN_SIZE;
+	}
+	if (value->level == ENC_ORD)
+	{
+		int			blocks = 2 * enc_order_input_size(value->type);
+		size_t		size = ore_ciphertext_size(blocks);
+
+		if (len - pos < size)
+			return ENC_PARSE_TOO_SHORT;
+		value->ore = data + pos;
+		value->ore_blocks = blocks;
+		pos += size;
+	}
+
+	value->payload = data + pos;
+	value->payload_len = len - pos;
+	if (value->payload_len < ENC_MIN_PAYLOAD)
+		return ENC_PARSE_TOO_SHORT;
+	fixed = enc_fixed_plaintext_size(value->type);
+	if (fixed >= 0 && value->payload_len != (size_t) (ENC_MIN_PAYLOAD + fixed))
+		return ENC_PARSE_BAD_PAYLOAD;
+	return ENC_PARSE_OK;
+}
+
+const char *
+enc_parse_result_string(EncParseResult result)
+{
+	switch (result)
+	{
+		case ENC_PARSE_OK:
+			return "valid";
+		case ENC_PARSE_TOO_SHORT:
+			return "the value is truncated";
+		case ENC_PARSE_BAD_VERSION:
+			return "unknown format version";
+		case ENC_PARSE_BAD_TYPE:
+			return "unknown type code";
+		case ENC_PARSE_BAD_LEVEL:
+			return "unknown level";
+		case ENC_PARSE_BAD_FLAGS:
+			return "reserved flags are set";
+		case ENC_PARSE_BAD_PAYLOAD:
+			return "the payload length does not fit the type";
+	}
+	return "unknown error";
+}
+
+const char *
+enc_type_name(EncType type)
+{
+	static const char *const names[] = {
+		"?", "int4", "int8", "float8", "numeric", "text", "bytea", "date",
+		"timestamptz", "bool"
+	};
+
+	return (type >= 1 && type <= ENC_TYPE_MAX) ? names[type] : "?";
+}
+
+const char *
+enc_level_name(EncLevel level)
+{
+	switch (level)
+	{
+		case ENC_RND:
+			return "RND";
+		case ENC_EQ:
+			return "EQ";
+		case ENC_ORD:
+			return "ORD";
+	}
+	return "?";
+}

@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * ciphertext.h
+ *	  The version-1 format of an always-encrypted value, as the client
+ *	  writes it (docs/design.md, section 13.3), and its parser.
+ *
+ * This file and ciphertext.c use no PostgreSQL headers, so the fuzzer in
+ * test/fuzz/ can link them alone.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PGCIPHER_CIPHERTEXT_H
+#define PGCIPHER_CIPHERTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENC_VERSION			1
+#define ENC_HEADER_SIZE		12
+#define ENC_TOKEN_SIZE		16
+#define ENC_NONCE_SIZE		12
+#define ENC_TAG_SIZE		16
+#define ENC_MIN_PAYLOAD		(ENC_NONCE_SIZE + ENC_TAG_SIZE)
+
+typedef enum EncType
+{
+	ENC_INT4 = 1,
+	ENC_INT8 = 2,
+	ENC_FLOAT8 = 3,
+	ENC_NUMERIC = 4,
+	ENC_TEXT = 5,
+	ENC_BYTEA = 6,
+	ENC_DATE = 7,
+	ENC_TIMESTAMPTZ = 8,
+	ENC_BOOL = 9
+} EncType;
+
+#define ENC_TYPE_MAX		9
+
+typedef enum EncLevel
+{
+	ENC_RND = 1,				/* payload only */
+	ENC_EQ = 2,					/* + equality token */
+	ENC_ORD = 3					/* + equality token + ORE ciphertext */
+} EncLevel;
+
+typedef enum EncParseResult
+{
+	ENC_PARSE_OK = 0,
+	ENC_PARSE_TOO_SHORT,
+	ENC_PARSE_BAD_VERSION,
+	ENC_PARSE_BAD_TYPE,
+	ENC_PARSE_BAD_LEVEL,
+	ENC_PARSE_BAD_FLAGS,
+	ENC_PARSE_BAD_PAYLOAD
+} EncParseResult;
+
+/* A parsed value: pointers into the caller's bytes, nothing copied. */
+typedef struct EncValue
+{
+	EncType		type;
+	EncLevel	level;
+	uint32_t	key_id;
+	uint32_t	group_tag;
+	const uint8_t *token;		/* ENC_TOKEN_SIZE bytes, or NULL for RND */
+	const uint8_t *ore;			/* ORE ciphertext, or NULL below ORD */
+	int			ore_blocks;		/* 4-bit blocks in it */
+	const uint8_t *payload;		/* nonce, GCM ciphertext, tag */
+	size_t		payload_len;
+} EncValue;
+
+extern EncParseResult enc_parse(const uint8_t *data, size_t len, EncValue *value);
+extern const char *enc_parse_result_string(EncParseResult result);
+extern const char *enc_type_name(EncType type);
+extern const char *enc_level_name(EncLevel level);
+extern int	enc_order_input_size(EncType type);
+extern int	enc_fixed_plaintext_size(EncType type);
+
+#endif							/* PGCIPHER_CIPHERTEXT_H */

@@ -1,0 +1,104 @@
+/*-------------------------------------------------------------------------
+ *
+ * ore.c
+ *	  Compare two Lewi–Wu ORE ciphertexts (Lewi and Wu, "Order-Revealing
+ *	  Encryption: New Constructions, Applications, and Lower Bounds",
+ *	  CCS 2016, section 4), 4-bit blocks.
+ *
+ * Each stored value carries both its left part (per block: a key k' and
+ * the permuted nibble x~) and its right part (a nonce r and, per block,
+ * sixteen 2-bit entries).  Left parts are deterministic, so the first
+ * block where a's (k', x~) differs from b's is the first block where the
+ * plaintexts differ -- something the scheme's leakage already reveals --
+ * and only that block needs the hash: one SHA-256 per comparison.
+ *
+ * The hash context is created once per process and reused; nothing is
+ * allocated per comparison.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "ore.h"
+
+#include <string.h>
+
+#include <openssl/evp.h>
+
+static EVP_MD_CTX *hash_ctx;
+static EVP_MD *sha256;
+
+/* H(k, r) = (first 8 bytes of SHA-256(k || r), big-endian) mod 3 */
+static int
+ore_hash(const uint8_t *key, const uint8_t *nonce)
+{
+	uint8_t		digest[32];
+	unsigned int digest_len;
+	uint64_t	v = 0;
+
+	if (hash_ctx == NULL)
+	{
+		sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+		hash_ctx = EVP_MD_CTX_new();
+		if (sha256 == NULL || hash_ctx == NULL)
+			return -1;
+	}
+	if (EVP_DigestInit_ex(hash_ctx, sha256, NULL) != 1 ||
+		EVP_DigestUpdate(hash_ctx, key, ORE_KEY_SIZE) != 1 ||
+		EVP_DigestUpdate(hash_ctx, nonce, ORE_NONCE_SIZE) != 1 ||
+		EVP_DigestFinal_ex(hash_ctx, digest, &digest_len) != 1)
+		return -1;
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | digest[i];
+	return (int) (v % 3);
+}
+
+static inline int
+permuted_nibble(const uint8_t *nibbles, int block)
+{
+	uint8_t		byte = nibbles[block / 2];
+
+	return (block % 2 == 0) ? byte >> 4 : byte & 0x0F;
+}
+
+/*
+ * Compare the ORE parts of a and b (both nblocks blocks); *result is -1,
+ * 0 or 1.  0 means every block is equal: the order inputs are equal.
+ */
+OreResult
+ore_compare(const uint8_t *a, const uint8_t *b, int nblocks, int *result)
+{
+	const size_t keys_size = (size_t) nblocks * ORE_KEY_SIZE;
+	const uint8_t *a_nibbles = a + keys_size;
+	const uint8_t *b_nibbles = b + keys_size;
+	const uint8_t *b_nonce = b_nibbles + (nblocks + 1) / 2;
+	const uint8_t *b_rows = b_nonce + ORE_NONCE_SIZE;
+	int			block;
+	int			x,
+				entry,
+				h,
+				v;
+
+	for (block = 0; block < nblocks; block++)
+	{
+		if (permuted_nibble(a_nibbles, block) != permuted_nibble(b_nibbles, block) ||
+			memcmp(a + block * ORE_KEY_SIZE, b + block * ORE_KEY_SIZE, ORE_KEY_SIZE) != 0)
+			break;
+	}
+	if (block == nblocks)
+	{
+		*result = 0;
+		return ORE_OK;
+	}
+
+	x = permuted_nibble(a_nibbles, block);
+	entry = (b_rows[block * ORE_ROW_SIZE + x / 4] >> (2 * (x % 4))) & 3;
+	if (entry == 3)
+		return ORE_CORRUPT;		/* entries are residues mod 3 */
+	h = ore_hash(a + block * ORE_KEY_SIZE, b_nonce);
+	if (h < 0)
+		return ORE_CRYPTO_FAILED;
+	v = (entry - h + 3) % 3;
+	if (v == 0)
+		return ORE_CORRUPT;
+	*result = (v == 1) ? 1 : -1;
+	return ORE_OK;
+}

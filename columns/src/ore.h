@@ -1,0 +1,38 @@
+/*-------------------------------------------------------------------------
+ *
+ * ore.h
+ *	  Server side of Lewi–Wu block order-revealing encryption: comparing a
+ *	  value's left ciphertext with another's right ciphertext
+ *	  (docs/design.md, section 13.5).  Encryption is the client's (Go).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PGCIPHER_ORE_H
+#define PGCIPHER_ORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORE_KEY_SIZE	16
+#define ORE_NONCE_SIZE	16
+#define ORE_ROW_SIZE	4		/* 16 entries of 2 bits per block */
+
+typedef enum OreResult
+{
+	ORE_OK = 0,
+	ORE_CORRUPT,				/* the first differing block says "equal" */
+	ORE_CRYPTO_FAILED			/* OpenSSL could not hash */
+} OreResult;
+
+/* Bytes of an ORE ciphertext (left then right part) of nblocks blocks. */
+static inline size_t
+ore_ciphertext_size(int nblocks)
+{
+	return (size_t) nblocks * ORE_KEY_SIZE + (size_t) (nblocks + 1) / 2 +
+		ORE_NONCE_SIZE + (size_t) nblocks * ORE_ROW_SIZE;
+}
+
+extern OreResult ore_compare(const uint8_t *a, const uint8_t *b, int nblocks,
+							 int *result);
+
+#endif							/* PGCIPHER_ORE_H */

@@ -1,0 +1,474 @@
+/*-------------------------------------------------------------------------
+ *
+ * pgcipher_columns.c
+ *	  SQL-callable functions of the always-encrypted column types: input
+ *	  and output, comparison, hashing and the column-binding check.
+ *
+ * Every enc_T and enc_T_ord type shares one representation (a varlena
+ * holding the client's ciphertext, ciphertext.h); the per-type input and
+ * receive functions only fix which type code and levels they accept.
+ * Comparisons work on the equality token (memcmp) and the ORE ciphertext
+ * (ore.c); they never decrypt -- the server has no key -- and they refuse,
+ * with an error rather than an answer, values whose level lacks what the
+ * operation needs or that belong to different keys or join groups.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/base64.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "libpq/pqformat.h"
+#include "utils/builtins.h"
+#include "utils/sortsupport.h"
+#include "varatt.h"
+
+#include "ciphertext.h"
+#include "ore.h"
+
+PG_MODULE_MAGIC;
+
+/* Parse a stored value; stored values were validated on input. */
+static void
+parse_stored(const bytea *datum, EncValue *value)
+{
+	EncParseResult result;
+
+	result = enc_parse((const uint8_t *) VARDATA_ANY(datum),
+					   VARSIZE_ANY_EXHDR(datum), value);
+	if (result != ENC_PARSE_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("malformed encrypted value: %s",
+						enc_parse_result_string(result))));
+}
+
+/*
+ * Validate a value on its way in: its structure, and that its type code
+ * and level belong to the SQL type it is given as.  Returns false after
+ * reporting a soft error through escontext.
+ */
+static bool
+validate_input(const uint8_t *data, size_t len, EncType type, bool ordered,
+			   Node *escontext)
+{
+	EncValue	value;
+	EncParseResult result;
+
+	result = enc_parse(data, len, &value);
+	if (result != ENC_PARSE_OK)
+		ereturn(escontext, false,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("malformed encrypted value: %s",
+						enc_parse_result_string(result)),
+				 errhint("Encrypted values are written by the pgcipher client side; they cannot be typed in.")));
+	if (value.type != type)
+		ereturn(escontext, false,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("encrypted %s value given for type enc_%s%s",
+						enc_type_name(value.type), enc_type_name(type),
+						ordered ? "_ord" : "")));
+	if (ordered && value.level != ENC_ORD)
+		ereturn(escontext, false,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("encrypted value of level %s given for type enc_%s_ord",
+						enc_level_name(value.level), enc_type_name(type)),
+				 errhint("Type enc_%s_ord holds values of level ORD; use enc_%s for RND and EQ.",
+						 enc_type_name(type), enc_type_name(type))));
+	if (!ordered && value.level == ENC_ORD)
+		ereturn(escontext, false,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("encrypted value of level ORD given for type enc_%s",
+						enc_type_name(type)),
+				 errhint("Use type enc_%s_ord for ORD values.", enc_type_name(type))));
+	return true;
+}
+
+static Datum
+enc_input(FunctionCallInfo fcinfo, EncType type, bool ordered)
+{
+	char	   *text = PG_GETARG_CSTRING(0);
+	int			text_len = strlen(text);
+	bytea	   *result;
+	int			len;
+
+	result = palloc(VARHDRSZ + pg_b64_dec_len(text_len));
+	len = pg_b64_decode(text, text_len, VARDATA(result), pg_b64_dec_len(text_len));
+	if (len < 0)
+		ereturn(fcinfo->context, (Datum) 0,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid input syntax for type enc_%s%s: not base64",
+						enc_type_name(type), ordered ? "_ord" : ""),
+				 errhint("Encrypted values are written by the pgcipher client side; they cannot be typed in.")));
+	if (!validate_input((uint8_t *) VARDATA(result), len, type, ordered, fcinfo->context))
+		return (Datum) 0;
+	SET_VARSIZE(result, VARHDRSZ + len);
+	PG_RETURN_BYTEA_P(result);
+}
+
+static Datum
+enc_receive(FunctionCallInfo fcinfo, EncType type, bool ordered)
+{
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	int			len = buf->len - buf->cursor;
+	bytea	   *result;
+
+	result = palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	pq_copymsgbytes(buf, VARDATA(result), len);
+	validate_input((uint8_t *) VARDATA(result), len, type, ordered, NULL);
+	PG_RETURN_BYTEA_P(result);
+}
+
+/* The input and receive functions of each SQL type. */
+#define ENC_IO_FUNCTIONS(sqlname, type, ordered) \
+PG_FUNCTION_INFO_V1(enc_##sqlname##_in); \
+Datum enc_##sqlname##_in(PG_FUNCTION_ARGS) { return enc_input(fcinfo, type, ordered); } \
+PG_FUNCTION_INFO_V1(enc_##sqlname##_recv); \
+Datum enc_##sqlname##_recv(PG_FUNCTION_ARGS) { return enc_receive(fcinfo, type, ordered); }
+
+ENC_IO_FUNCTIONS(int4, ENC_INT4, false)
+ENC_IO_FUNCTIONS(int8, ENC_INT8, false)
+ENC_IO_FUNCTIONS(float8, ENC_FLOAT8, false)
+ENC_IO_FUNCTIONS(numeric, ENC_NUMERIC, false)
+ENC_IO_FUNCTIONS(text, ENC_TEXT, false)
+ENC_IO_FUNCTIONS(bytea, ENC_BYTEA, false)
+ENC_IO_FUNCTIONS(date, ENC_DATE, false)
+ENC_IO_FUNCTIONS(timestamptz, ENC_TIMESTAMPTZ, false)
+ENC_IO_FUNCTIONS(bool, ENC_BOOL, false)
+ENC_IO_FUNCTIONS(int4_ord, ENC_INT4, true)
+ENC_IO_FUNCTIONS(int8_ord, ENC_INT8, true)
+ENC_IO_FUNCTIONS(float8_ord, ENC_FLOAT8, true)
+ENC_IO_FUNCTIONS(numeric_ord, ENC_NUMERIC, true)
+ENC_IO_FUNCTIONS(text_ord, ENC_TEXT, true)
+ENC_IO_FUNCTIONS(bytea_ord, ENC_BYTEA, true)
+ENC_IO_FUNCTIONS(date_ord, ENC_DATE, true)
+ENC_IO_FUNCTIONS(timestamptz_ord, ENC_TIMESTAMPTZ, true)
+ENC_IO_FUNCTIONS(bool_ord, ENC_BOOL, true)
+
+PG_FUNCTION_INFO_V1(enc_out);
+Datum
+enc_out(PG_FUNCTION_ARGS)
+{
+	bytea	   *value = PG_GETARG_BYTEA_PP(0);
+	int			len = VARSIZE_ANY_EXHDR(value);
+	int			out_len = pg_b64_enc_len(len);
+	char	   *out = palloc(out_len + 1);
+	int			n;
+
+	n = pg_b64_encode(VARDATA_ANY(value), len, out, out_len);
+	if (n < 0)
+		elog(ERROR, "could not encode encrypted value as base64");
+	out[n] = '\0';
+	PG_RETURN_CSTRING(out);
+}
+
+PG_FUNCTION_INFO_V1(enc_send);
+Datum
+enc_send(PG_FUNCTION_ARGS)
+{
+	bytea	   *value = PG_GETARG_BYTEA_P_COPY(0);
+
+	/* the binary form is the ciphertext itself: a bytea without header */
+	PG_RETURN_BYTEA_P(value);
+}
+
+/*
+ * Operands of a comparison: both must be of one key and join group, and at
+ * least at the level the operation needs.
+ */
+static void
+check_comparable(const EncValue *a, const EncValue *b, EncLevel needed,
+				 const char *operation)
+{
+	if (a->type != b->type)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("cannot compare encrypted %s with encrypted %s",
+						enc_type_name(a->type), enc_type_name(b->type))));
+	if (a->key_id != b->key_id || a->group_tag != b->group_tag)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("cannot compare encrypted values of different columns"),
+				 errdetail("One value is under key %u, join group %08x; the other under key %u, join group %08x.",
+						   a->key_id, a->group_tag, b->key_id, b->group_tag),
+				 errhint("Only columns encrypted with one key and one join group can be compared.")));
+	if (a->level < needed || b->level < needed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s needs encrypted values of level %s, not %s",
+						operation, enc_level_name(needed),
+						enc_level_name(a->level < b->level ? a->level : b->level)),
+				 errhint("Encrypt the column at level %s to allow this.",
+						 enc_level_name(needed))));
+}
+
+static int
+compare_tokens(const EncValue *a, const EncValue *b)
+{
+	int			c = memcmp(a->token, b->token, ENC_TOKEN_SIZE);
+
+	return (c > 0) - (c < 0);
+}
+
+/* Order of two ORD values: ORE first, equality tokens break prefix ties. */
+static int
+compare_ordered(const EncValue *a, const EncValue *b)
+{
+	int			result;
+
+	check_comparable(a, b, ENC_ORD, "ordering");
+	switch (ore_compare(a->ore, b->ore, a->ore_blocks, &result))
+	{
+		case ORE_OK:
+			break;
+		case ORE_CORRUPT:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("corrupt order-revealing ciphertext in encrypted %s value",
+							enc_type_name(a->type))));
+			break;
+		case ORE_CRYPTO_FAILED:
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not compute SHA-256 for an order comparison")));
+			break;
+	}
+	return result != 0 ? result : compare_tokens(a, b);
+}
+
+static int
+compare_datums_ordered(Datum da, Datum db)
+{
+	bytea	   *a = DatumGetByteaPP(da);
+	bytea	   *b = DatumGetByteaPP(db);
+	EncValue	va,
+				vb;
+	int			result;
+
+	parse_stored(a, &va);
+	parse_stored(b, &vb);
+	result = compare_ordered(&va, &vb);
+	if ((Pointer) a != DatumGetPointer(da))
+		pfree(a);
+	if ((Pointer) b != DatumGetPointer(db))
+		pfree(b);
+	return result;
+}
+
+static int
+compare_args_equal(FunctionCallInfo fcinfo, const char *operation, bool ordered)
+{
+	bytea	   *a = PG_GETARG_BYTEA_PP(0);
+	bytea	   *b = PG_GETARG_BYTEA_PP(1);
+	EncValue	va,
+				vb;
+	int			result;
+
+	parse_stored(a, &va);
+	parse_stored(b, &vb);
+	if (ordered)
+		result = compare_ordered(&va, &vb);
+	else
+	{
+		check_comparable(&va, &vb, ENC_EQ, operation);
+		result = compare_tokens(&va, &vb);
+	}
+	PG_FREE_IF_COPY(a, 0);
+	PG_FREE_IF_COPY(b, 1);
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(enc_eq);
+Datum
+enc_eq(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(compare_args_equal(fcinfo, "equality", false) == 0);
+}
+
+PG_FUNCTION_INFO_V1(enc_ne);
+Datum
+enc_ne(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(compare_args_equal(fcinfo, "equality", false) != 0);
+}
+
+/*
+ * btree support of enc_T: an arbitrary but consistent order of equality
+ * tokens, so UNIQUE, primary and foreign keys work.  enc_T has no < for
+ * users, so this order is never shown as if it meant something.
+ */
+PG_FUNCTION_INFO_V1(enc_token_cmp);
+Datum
+enc_token_cmp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(compare_args_equal(fcinfo, "equality", false));
+}
+
+PG_FUNCTION_INFO_V1(enc_ord_cmp);
+Datum
+enc_ord_cmp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(compare_args_equal(fcinfo, "ordering", true));
+}
+
+PG_FUNCTION_INFO_V1(enc_lt);
+Datum
+enc_lt(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) < 0);
+}
+
+PG_FUNCTION_INFO_V1(enc_le);
+Datum
+enc_le(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) <= 0);
+}
+
+PG_FUNCTION_INFO_V1(enc_gt);
+Datum
+enc_gt(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) > 0);
+}
+
+PG_FUNCTION_INFO_V1(enc_ge);
+Datum
+enc_ge(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) >= 0);
+}
+
+PG_FUNCTION_INFO_V1(enc_smaller);
+Datum
+enc_smaller(PG_FUNCTION_ARGS)
+{
+	Datum		a = PG_GETARG_DATUM(0);
+	Datum		b = PG_GETARG_DATUM(1);
+
+	PG_RETURN_DATUM(compare_datums_ordered(a, b) <= 0 ? a : b);
+}
+
+PG_FUNCTION_INFO_V1(enc_larger);
+Datum
+enc_larger(PG_FUNCTION_ARGS)
+{
+	Datum		a = PG_GETARG_DATUM(0);
+	Datum		b = PG_GETARG_DATUM(1);
+
+	PG_RETURN_DATUM(compare_datums_ordered(a, b) >= 0 ? a : b);
+}
+
+static int
+enc_sort_compare(Datum a, Datum b, SortSupport ssup)
+{
+	return compare_datums_ordered(a, b);
+}
+
+/* Sorts and index builds of enc_T_ord call the comparison without fmgr. */
+PG_FUNCTION_INFO_V1(enc_ord_sortsupport);
+Datum
+enc_ord_sortsupport(PG_FUNCTION_ARGS)
+{
+	SortSupport ssup = (SortSupport) PG_GETARG_POINTER(0);
+
+	ssup->comparator = enc_sort_compare;
+	PG_RETURN_VOID();
+}
+
+static const uint8_t *
+token_for_hashing(bytea *datum)
+{
+	EncValue	value;
+
+	parse_stored(datum, &value);
+	if (value.level < ENC_EQ)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("hashing needs encrypted values of level EQ, not RND"),
+				 errhint("Encrypt the column at level EQ to allow this.")));
+	return value.token;
+}
+
+PG_FUNCTION_INFO_V1(enc_hash);
+Datum
+enc_hash(PG_FUNCTION_ARGS)
+{
+	bytea	   *value = PG_GETARG_BYTEA_PP(0);
+
+	return hash_any(token_for_hashing(value), ENC_TOKEN_SIZE);
+}
+
+PG_FUNCTION_INFO_V1(enc_hash_extended);
+Datum
+enc_hash_extended(PG_FUNCTION_ARGS)
+{
+	bytea	   *value = PG_GETARG_BYTEA_PP(0);
+
+	return hash_any_extended(token_for_hashing(value), ENC_TOKEN_SIZE,
+							 PG_GETARG_INT64(1));
+}
+
+/*
+ * enc_binding_ok(value, key_id, level, group_tag, label): the CHECK that
+ * pgcipher.encrypt_column() adds, so a column only ever holds values of
+ * its own key, level and join group.
+ */
+PG_FUNCTION_INFO_V1(enc_binding_ok);
+Datum
+enc_binding_ok(PG_FUNCTION_ARGS)
+{
+	bytea	   *datum = PG_GETARG_BYTEA_PP(0);
+	int32		key_id = PG_GETARG_INT32(1);
+	int32		level = PG_GETARG_INT32(2);
+	bytea	   *tag = PG_GETARG_BYTEA_PP(3);
+	char	   *label = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	EncValue	value;
+	uint32		expected_tag;
+	const uint8 *t = (const uint8 *) VARDATA_ANY(tag);
+
+	if (VARSIZE_ANY_EXHDR(tag) != 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("join-group tag must be 4 bytes")));
+	expected_tag = ((uint32) t[0] << 24) | ((uint32) t[1] << 16) |
+		((uint32) t[2] << 8) | t[3];
+	parse_stored(datum, &value);
+	if (value.key_id != (uint32) key_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("encrypted value for column %s is under key %u, not the column's key %d",
+						label, value.key_id, key_id),
+				 errhint("The client encrypted it for another column or with another key.")));
+	if ((int32) value.level != level)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("encrypted value for column %s has level %s, not the column's level %s",
+						label, enc_level_name(value.level), enc_level_name((EncLevel) level))));
+	if (value.group_tag != expected_tag)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("encrypted value for column %s belongs to join group %08x, not the column's %08x",
+						label, value.group_tag, expected_tag),
+				 errhint("The client encrypted it for another column.")));
+	PG_RETURN_BOOL(true);
+}
+
+/* enc_describe(value): what the server can see of a value, for humans. */
+PG_FUNCTION_INFO_V1(enc_describe);
+Datum
+enc_describe(PG_FUNCTION_ARGS)
+{
+	bytea	   *datum = PG_GETARG_BYTEA_PP(0);
+	EncValue	value;
+
+	parse_stored(datum, &value);
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s key=%u group=%08x bytes=%zu payload=%zu",
+											  enc_type_name(value.type),
+											  enc_level_name(value.level),
+											  value.key_id, value.group_tag,
+											  (size_t) VARSIZE_ANY_EXHDR(datum),
+											  value.payload_len)));
+}
