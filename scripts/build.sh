@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
-# build.sh — build pgcipher's server (and its test programs) into $PGCIPHER_BUILD.
+# build.sh — build pgcipher into $PGCIPHER_BUILD: the server (and its test
+# programs), the pgcipher_columns extension installed into it, and the
+# client-side key tool pgcipher-keys.
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
-"$top/server/build.sh" "$PGCIPHER_BUILD"
-make -C "$PGCIPHER_BUILD/postgresql/src/test/encryption" -s all
+build=${PGCIPHER_BUILD:?}
+"$top/server/build.sh" "$build"
+make -C "$build/postgresql/src/test/encryption" -s all
+
+# columns/ is built out of tree (PGXS VPATH build), so the checkout stays clean
+mkdir -p "$build/columns"
+make -C "$build/columns" -f "$top/columns/Makefile" -s \
+    PG_CONFIG="$build/install/bin/pg_config" all install
+
+go=$("$top/scripts/go.sh" path)
+(cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-keys" ./cmd/pgcipher-keys)

@@ -6,13 +6,18 @@ set -euo pipefail
 packages=(build-essential ccache bison flex pkg-config perl
           libssl-dev openssl liblz4-dev libzstd-dev libicu-dev libreadline-dev zlib1g-dev
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
-          python3 python3-venv procps)
+          python3 python3-venv procps curl unzip)
 
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} = 0 ] && exit 0
+here=$(cd "$(dirname "$0")" && pwd)
+if [ ${#missing[@]} = 0 ]; then
+    # proxy/ needs Go >= 1.24 (Debian 12 has 1.19): see go.sh
+    if [ "${1:-}" = --check ]; then exec "$here/go.sh" path >/dev/null; fi
+    exec "$here/go.sh" install
+fi
 
 if [ "${1:-}" = --check ]; then
     echo "pgcipher: missing Debian packages: ${missing[*]}" >&2
@@ -24,3 +29,4 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+"$here/go.sh" install
