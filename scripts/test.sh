@@ -26,6 +26,12 @@
 #   tap-subscription
 #   pg_stat_statements its regression and TAP tests on an encrypted cluster
 #   tap-pg_verifybackup, tap-pg_resetwal, tap-pg_archivecleanup
+#   columns-go         proxy/: Go unit tests of the column crypto library and
+#                      ORE, incl. the shared test vectors
+#   columns            columns/: pg_regress (types, every vector pair compared
+#                      on the server, index plans, constraints, malformed
+#                      input, privileges) and the TAP leak test, unencrypted
+#   columns-tde        the same on an aes-256 cluster
 #
 # Usage: test.sh [SUITE...]   (default: all)
 set -uo pipefail
@@ -93,6 +99,28 @@ selected=("$@")
 sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
+
+columns_go() {
+    local go
+    go=$("$top/scripts/go.sh" path) &&
+    (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" vet ./... &&
+        GOFLAGS=-buildvcs=false "$go" test -count=1 ./...)
+}
+columns_check() {
+    # $1: initdb options; a temporary instance per run, made by pg_regress
+    # (regression tests) and by the TAP framework (leak test)
+    rm -rf "$build/columns/tmp_check_regress" "$build/columns/test/results"
+    PG_TEST_INITDB_EXTRA_OPTS="$1" PGCIPHER_KEYS="$build/bin/pgcipher-keys" \
+        make -C "$build/columns" -f "$top/columns/Makefile" installcheck \
+        PG_CONFIG="$build/install/bin/pg_config" \
+        EXTRA_REGRESS_OPTS="--temp-instance=$build/columns/tmp_check_regress"
+    local rc=$?
+    [ $rc = 0 ] || cat "$build/columns/test/regression.diffs" 2>/dev/null | head -100
+    return $rc
+}
+sel columns-go         && suite columns-go         columns_go
+sel columns            && suite columns            columns_check ""
+sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"
 sel regress-off        && suite regress-off        regress ""

@@ -1,0 +1,52 @@
+-- UNIQUE, PRIMARY KEY, FOREIGN KEY and ON CONFLICT on ciphertext, and the
+-- binding of a column to its key, level and join group.
+SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
+SELECT pgcipher.add_column_key('k2', 'cmk', decode(repeat('02', 61), 'hex'));
+
+-- The vectors' label and join group are public.vec.v.
+CREATE TABLE vec (v enc_int4 PRIMARY KEY, note text);
+SELECT pgcipher.encrypt_column('vec', 'v', 'k1', 'EQ');
+SELECT schema_name, table_name, column_name, type, level, key_id, key_name, label, join_group
+  FROM pgcipher.columns;
+
+-- the first encryption of each plaintext goes in
+INSERT INTO vec SELECT DISTINCT ON (plain) ct::enc_int4, plain FROM vectors
+ WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 ORDER BY plain, n;
+SELECT count(*) FROM vec;
+-- a second encryption of 0 (another ciphertext, same token) is a duplicate
+INSERT INTO vec SELECT ct::enc_int4, 'again' FROM vectors
+ WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 AND plain = '0' ORDER BY n DESC LIMIT 1;
+-- ON CONFLICT finds the row by ciphertext
+INSERT INTO vec SELECT ct::enc_int4, 'updated' FROM vectors
+ WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 AND plain = '0' ORDER BY n DESC LIMIT 1
+ON CONFLICT (v) DO UPDATE SET note = excluded.note RETURNING note;
+SELECT note FROM vec WHERE note IN ('updated', '0');
+
+-- foreign keys
+CREATE TABLE payments (id int, account enc_int4 REFERENCES vec (v));
+INSERT INTO payments SELECT n, ct::enc_int4 FROM vectors
+ WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 AND plain IN ('1', '-1');
+SELECT count(*) FROM payments p JOIN vec ON vec.v = p.account;
+DELETE FROM vec WHERE note = '1';
+
+-- the binding refuses values of another level, key or join group
+INSERT INTO vec SELECT ct::enc_int4, 'rnd' FROM vectors
+ WHERE type = 'int4' AND level = 'RND' AND key_id = 1 LIMIT 1;
+INSERT INTO vec SELECT ct::enc_int4, 'key2' FROM vectors
+ WHERE type = 'int4' AND level = 'EQ' AND key_id = 2 LIMIT 1;
+CREATE TABLE vec2 (v enc_int4);
+SELECT pgcipher.encrypt_column('vec2', 'v', 'k1', 'EQ');
+INSERT INTO vec2 SELECT ct::enc_int4 FROM vectors
+ WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 LIMIT 1;
+-- bindings that cannot be
+SELECT pgcipher.encrypt_column('vec', 'note', 'k1', 'EQ');
+SELECT pgcipher.encrypt_column('vec2', 'v', 'k1', 'ORD');
+SELECT pgcipher.encrypt_column('vec2', 'v', 'nokey', 'EQ');
+SELECT pgcipher.encrypt_column('vec2', 'v', 'k1', 'SECRET');
+
+-- ordered columns: unique and range constraints work on ORD values
+CREATE TABLE ranked (r enc_int4_ord UNIQUE);
+INSERT INTO ranked SELECT DISTINCT ON (plain) ct::enc_int4_ord FROM vectors
+ WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 ORDER BY plain, n;
+INSERT INTO ranked SELECT ct::enc_int4_ord FROM vectors
+ WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 AND plain = '16' ORDER BY n DESC LIMIT 1;

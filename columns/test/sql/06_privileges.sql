@@ -1,0 +1,25 @@
+-- The extension is trusted: a database owner creates it without being a
+-- superuser, and ordinary users index and bind their own columns.
+CREATE ROLE pgcipher_alice LOGIN;
+CREATE ROLE pgcipher_bob LOGIN;
+\set regression_db :DBNAME
+\set superuser :USER
+CREATE DATABASE pgcipher_priv OWNER pgcipher_alice;
+\c pgcipher_priv pgcipher_alice
+CREATE EXTENSION pgcipher_columns;
+CREATE TABLE t (a enc_int8_ord, b enc_text);
+CREATE INDEX ON t (a);
+CREATE INDEX ON t USING hash (b);
+SELECT pgcipher.add_column_key('alice-key', 'cmk', decode(repeat('01', 61), 'hex'));
+SELECT pgcipher.encrypt_column('t', 'a', 'alice-key', 'ORD');
+GRANT SELECT ON t TO pgcipher_bob;
+\c pgcipher_priv pgcipher_bob
+-- bob can read the catalog but not bind alice's columns or change her keys
+SELECT table_name, column_name, level, key_name FROM pgcipher.columns;
+SELECT pgcipher.encrypt_column('t', 'b', 'alice-key', 'EQ');
+UPDATE pgcipher.column_keys SET wrapped_cek = decode(repeat('02', 61), 'hex');
+SELECT count(*) FROM pgcipher.column_keys WHERE wrapped_cek = decode(repeat('01', 61), 'hex');
+\c :regression_db :superuser
+DROP DATABASE pgcipher_priv;
+DROP ROLE pgcipher_alice;
+DROP ROLE pgcipher_bob;

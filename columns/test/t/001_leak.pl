@@ -1,0 +1,110 @@
+# Copyright: pgcipher project
+#
+# 001_leak.pl — values of encrypted columns never reach the server's files
+# in plaintext, even on a cluster without TDE.
+#
+# Markers are encrypted on the client side by pgcipher-keys (the Go
+# library), stored in EQ and ORD columns with a btree index, pushed to disk
+# (checkpoint, WAL switch), and every byte under the data directory is
+# scanned: no marker may appear.  The same table holds a control column of
+# plaintext markers, which the scan must find, so the scan can fail.
+# Reading the column back and decrypting it on the client gives the markers.
+use strict;
+use warnings FATAL => 'all';
+use File::Find;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $keys = $ENV{PGCIPHER_KEYS} // 'pgcipher-keys';
+my $dir = PostgreSQL::Test::Utils::tempdir;
+
+my $node = PostgreSQL::Test::Cluster->new('leak');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION pgcipher_columns');
+
+# A column master key on the client side, a wrapped CEK in the catalog.
+my ($stdout, $stderr);
+run_log([ $keys, 'new-cmk' ], '>', "$dir/cmk") or die "$keys new-cmk failed";
+my @cmk = ('--cmk-file', "$dir/cmk", '--cmk-name', 'test-cmk');
+IPC::Run::run([ $keys, 'new-cek', @cmk, '--key-name', 'k1' ], '>', \$stdout, '2>', \$stderr)
+  or die "new-cek failed: $stderr";
+$node->safe_psql('postgres', $stdout);
+my $wrapped = $node->safe_psql('postgres',
+	"SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'k1'");
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE leak (id int, secret enc_text, ranked enc_text_ord, control text);
+	SELECT pgcipher.encrypt_column('leak', 'secret', 'k1', 'EQ');
+	SELECT pgcipher.encrypt_column('leak', 'ranked', 'k1', 'ORD');
+	CREATE INDEX ON leak (ranked);
+	CREATE INDEX ON leak (secret);
+});
+
+sub encrypt_lines
+{
+	my ($level, $label, @lines) = @_;
+	my ($out, $err);
+	IPC::Run::run(
+		[
+			$keys, 'encrypt', @cmk, '--key-name', 'k1', '--wrapped-cek', $wrapped,
+			'--key-id', '1', '--type', 'text', '--level', $level, '--label', $label
+		],
+		'<', \(join("\n", @lines) . "\n"), '>', \$out, '2>', \$err)
+	  or die "encrypt failed: $err";
+	return split /\n/, $out;
+}
+
+my $n = 300;
+my @secret = map { sprintf('pgcipher-eq-marker-%05d', $_) } 1 .. $n;
+my @ranked = map { sprintf('pgcipher-ord-marker-%05d', $_) } 1 .. $n;
+my @secret_ct = encrypt_lines('EQ', 'public.leak.secret', @secret);
+my @ranked_ct = encrypt_lines('ORD', 'public.leak.ranked', @ranked);
+is(scalar(@secret_ct) + scalar(@ranked_ct), 2 * $n, 'client encrypted every marker');
+
+my $copy = join('', map {
+	sprintf("%d\t%s\t%s\tpgcipher-ctl-marker-%05d\n", $_, $secret_ct[ $_ - 1 ], $ranked_ct[ $_ - 1 ], $_)
+} 1 .. $n);
+$node->safe_psql('postgres', "COPY leak FROM STDIN;\n$copy\\.\n");
+$node->safe_psql('postgres', 'CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;');
+
+# The server answers order queries on the ciphertext.
+is($node->safe_psql('postgres',
+	'SELECT count(*) FROM leak a JOIN leak b ON a.ranked < b.ranked WHERE a.id < b.id'),
+	$n * ($n - 1) / 2, 'ORD column ordered like its plaintext');
+
+# Scan every byte under the data directory.
+my %found;
+my $datadir = $node->data_dir;
+find(
+	{
+		no_chdir => 1,
+		wanted => sub {
+			return unless -f $_;
+			my $content = slurp_file($_);
+			for my $kind ('eq', 'ord', 'ctl')
+			{
+				$found{$kind}++ if index($content, "pgcipher-$kind-marker-") >= 0;
+			}
+		}
+	},
+	$datadir);
+ok($found{ctl}, 'control: plaintext markers found in ' . ($found{ctl} // 0) . ' files');
+ok(!$found{eq}, 'EQ column markers absent from the data directory');
+ok(!$found{ord}, 'ORD column markers absent from the data directory');
+
+# The client decrypts what the server returns.
+my $back = $node->safe_psql('postgres', 'SELECT secret FROM leak ORDER BY id');
+my ($plain, $err);
+IPC::Run::run(
+	[
+		$keys, 'decrypt', @cmk, '--key-name', 'k1', '--wrapped-cek', $wrapped,
+		'--key-id', '1', '--type', 'text', '--level', 'EQ', '--label', 'public.leak.secret'
+	],
+	'<', \"$back\n", '>', \$plain, '2>', \$err)
+  or die "decrypt failed: $err";
+is($plain, join("\n", @secret) . "\n", 'client decrypts the stored values');
+
+$node->stop;
+done_testing();
