@@ -1,0 +1,258 @@
+// A Column encrypts and decrypts the values of one encrypted column: it is
+// bound to a CEK, key id, type, level, label and join group, and writes
+// and reads the ciphertext format of design 13.3.
+package colcrypt
+
+import (
+	"bytes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/pgcipher/pgcipher/proxy/ore"
+)
+
+// Spec says what a column is: its key id, plain type, level, label
+// (schema.table.column at binding time) and join group.
+type Spec struct {
+	KeyID uint32
+	Type  Type
+	Level Level
+	Label string
+	Group string // empty: the label
+}
+
+// Column holds a column's derived keys.  It is safe for concurrent use.
+type Column struct {
+	spec   Spec
+	header Header
+	aead   cipher.AEAD
+	eqKey  []byte
+	ore    *ore.Key // ORD only
+}
+
+// GroupTag is the join-group tag of the header: the first 4 bytes of
+// SHA-256("pgcipher group v1\0" ‖ group).
+func GroupTag(group string) [4]byte {
+	sum := sha256.Sum256([]byte("pgcipher group v1\x00" + group))
+	return [4]byte(sum[:4])
+}
+
+// NewColumn derives the keys of a column from its (unwrapped) CEK.
+func NewColumn(cek []byte, s Spec) (*Column, error) {
+	if !s.Type.Valid() {
+		return nil, fmt.Errorf("colcrypt: column %q: unknown type %d", s.Label, s.Type)
+	}
+	if !s.Level.Valid() {
+		return nil, fmt.Errorf("colcrypt: column %q: unknown level %d", s.Label, s.Level)
+	}
+	if s.Group == "" {
+		s.Group = s.Label
+	}
+	c := &Column{spec: s, header: Header{
+		Version: Version, Type: s.Type, Level: s.Level,
+		KeyID: s.KeyID, GroupTag: GroupTag(s.Group),
+	}}
+	pk, err := SubKey(cek, PurposePayload, "")
+	if err != nil {
+		return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+	}
+	if c.aead, err = newGCM(pk); err != nil {
+		return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+	}
+	if s.Level >= EQ {
+		if c.eqKey, err = SubKey(cek, PurposeEq, s.Group); err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+	}
+	if s.Level == ORD {
+		prf, err := SubKey(cek, PurposeOREPRF, s.Group)
+		if err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+		perm, err := SubKey(cek, PurposeOREPerm, s.Group)
+		if err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+		if c.ore, err = ore.NewKey(prf, perm); err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+	}
+	return c, nil
+}
+
+// Spec returns the column's description, its group filled in.
+func (c *Column) Spec() Spec { return c.spec }
+
+// Header returns the header every ciphertext of the column carries.
+func (c *Column) Header() Header { return c.header }
+
+// ad is the payload's associated data: header ‖ label.
+func (c *Column) ad(header []byte) []byte {
+	return append(bytes.Clone(header[:HeaderSize]), c.spec.Label...)
+}
+
+// Token returns the 16-byte equality token of a payload:
+// HMAC-SHA-256(eq key, canonical input)[0:16].
+func (c *Column) Token(payload []byte) ([]byte, error) {
+	if c.eqKey == nil {
+		return nil, fmt.Errorf("colcrypt: column %q: level %s has no equality token", c.spec.Label, c.spec.Level)
+	}
+	in, err := TokenInput(c.spec.Type, payload)
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, c.eqKey)
+	m.Write(in)
+	return m.Sum(nil)[:TokenSize], nil
+}
+
+// Encrypt encrypts the PostgreSQL text form of a value; randomness (the
+// GCM nonce and, at ORD, the ORE's r) comes from rand.
+func (c *Column) Encrypt(plaintext string, rand io.Reader) ([]byte, error) {
+	p, err := Encode(c.spec.Type, plaintext)
+	if err != nil {
+		return nil, err
+	}
+	return c.EncryptPayload(p, rand)
+}
+
+// EncryptPayload encrypts an encoded payload (see Encode).
+func (c *Column) EncryptPayload(p []byte, rand io.Reader) ([]byte, error) {
+	if m := c.spec.Type.PayloadSize(); m > 0 && len(p) != m {
+		return nil, fmt.Errorf("colcrypt: %s payload of %d bytes, want %d", c.spec.Type, len(p), m)
+	}
+	out := make([]byte, 0, Size(c.spec.Type, c.spec.Level, len(p)))
+	out = c.header.Append(out)
+	if c.spec.Level >= EQ {
+		tok, err := c.Token(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tok...)
+	}
+	if c.spec.Level == ORD {
+		in, err := OrderInput(c.spec.Type, p)
+		if err != nil {
+			return nil, err
+		}
+		o, err := c.ore.Encrypt(in, rand)
+		if err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
+		}
+		out = append(out, o...)
+	}
+	nonce := out[len(out) : len(out)+NonceSize]
+	if _, err := io.ReadFull(rand, nonce); err != nil {
+		return nil, fmt.Errorf("colcrypt: column %q: reading randomness: %w", c.spec.Label, err)
+	}
+	out = out[:len(out)+NonceSize]
+	return c.aead.Seal(out, nonce, p, c.ad(out)), nil
+}
+
+// Decrypt checks that ct is well formed and belongs to this column, and
+// returns the PostgreSQL text form of its value.
+func (c *Column) Decrypt(ct []byte) (string, error) {
+	p, err := c.DecryptPayload(ct)
+	if err != nil {
+		return "", err
+	}
+	return Decode(c.spec.Type, p)
+}
+
+// DecryptPayload is Decrypt without the decoding.
+func (c *Column) DecryptPayload(ct []byte) ([]byte, error) {
+	x, err := Parse(ct)
+	if err != nil {
+		return nil, err
+	}
+	h := x.Header
+	switch {
+	case h.Type != c.header.Type:
+		return nil, fmt.Errorf("colcrypt: column %q: ciphertext of type %s, want %s", c.spec.Label, h.Type, c.header.Type)
+	case h.Level != c.header.Level:
+		return nil, fmt.Errorf("colcrypt: column %q: ciphertext of level %s, want %s", c.spec.Label, h.Level, c.header.Level)
+	case h.KeyID != c.header.KeyID:
+		return nil, fmt.Errorf("colcrypt: column %q: ciphertext of key %d, want %d", c.spec.Label, h.KeyID, c.header.KeyID)
+	case h.GroupTag != c.header.GroupTag:
+		return nil, fmt.Errorf("colcrypt: column %q: ciphertext of another join group", c.spec.Label)
+	}
+	p, err := c.aead.Open(nil, x.Nonce, x.Sealed, c.ad(ct))
+	if err != nil {
+		return nil, fmt.Errorf("colcrypt: column %q: ciphertext does not authenticate (another column or key, or damaged): %w", c.spec.Label, err)
+	}
+	return p, nil
+}
+
+// EncryptText is Encrypt returning the text form (standard base64).
+func (c *Column) EncryptText(plaintext string, rand io.Reader) (string, error) {
+	ct, err := c.Encrypt(plaintext, rand)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(ct), nil
+}
+
+// DecryptText is Decrypt of the text form.
+func (c *Column) DecryptText(s string) (string, error) {
+	ct, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return "", fmt.Errorf("colcrypt: column %q: ciphertext is not base64: %w", c.spec.Label, err)
+	}
+	return c.Decrypt(ct)
+}
+
+// comparable parses two ciphertexts that the server may compare: same
+// type, key and group, both at least at level min.
+func comparable(a, b []byte, min Level) (*Ciphertext, *Ciphertext, error) {
+	x, err := Parse(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	y, err := Parse(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	hx, hy := x.Header, y.Header
+	switch {
+	case hx.Type != hy.Type:
+		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s", hx.Type, hy.Type)
+	case hx.KeyID != hy.KeyID || hx.GroupTag != hy.GroupTag:
+		return nil, nil, errors.New("colcrypt: comparing values of different keys or join groups")
+	case hx.Level < min || hy.Level < min:
+		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s values needs level %s", hx.Level, hy.Level, min)
+	}
+	return x, y, nil
+}
+
+// Equal is the server's equality: the equality tokens of two EQ or ORD
+// ciphertexts of one type, key and join group.
+func Equal(a, b []byte) (bool, error) {
+	x, y, err := comparable(a, b, EQ)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(x.Token, y.Token), nil
+}
+
+// Compare is the server's order on ORD ciphertexts of one type, key and
+// join group: the ORE comparison, then, where the ORE parts are equal, the
+// byte order of the equality tokens.
+func Compare(a, b []byte) (int, error) {
+	x, y, err := comparable(a, b, ORD)
+	if err != nil {
+		return 0, err
+	}
+	r, err := ore.Compare(x.ORE, y.ORE)
+	if err != nil {
+		return 0, fmt.Errorf("colcrypt: %w", err)
+	}
+	if r != 0 {
+		return r, nil
+	}
+	return bytes.Compare(x.Token, y.Token), nil
+}

@@ -1,0 +1,227 @@
+// Ciphertext format version 1 (design 13.3): the header, the type and level
+// codes, and parsing and validation of a whole ciphertext as the server
+// does it.
+package colcrypt
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/pgcipher/pgcipher/proxy/ore"
+)
+
+// Version is the only ciphertext format version.
+const Version = 1
+
+// Field sizes of design 13.3.
+const (
+	HeaderSize = 12
+	TokenSize  = 16
+	NonceSize  = 12
+	TagSize    = 16
+)
+
+// Type is the plaintext type of an encrypted column.
+type Type uint8
+
+// Type codes, byte 1 of the header.
+const (
+	Int4        Type = 1
+	Int8        Type = 2
+	Float8      Type = 3
+	Numeric     Type = 4
+	Text        Type = 5
+	Bytea       Type = 6
+	Date        Type = 7
+	Timestamptz Type = 8
+	Bool        Type = 9
+)
+
+var typeNames = [...]string{
+	Int4: "int4", Int8: "int8", Float8: "float8", Numeric: "numeric",
+	Text: "text", Bytea: "bytea", Date: "date", Timestamptz: "timestamptz",
+	Bool: "bool",
+}
+
+// Types lists every type in code order.
+var Types = []Type{Int4, Int8, Float8, Numeric, Text, Bytea, Date, Timestamptz, Bool}
+
+// Valid reports whether t is a known type code.
+func (t Type) Valid() bool { return t >= Int4 && t <= Bool }
+
+// String returns PostgreSQL's name of the plain type ("int4").
+func (t Type) String() string {
+	if t.Valid() {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// ParseType parses a type name as String writes it (case-insensitive).
+func ParseType(s string) (Type, error) {
+	for _, t := range Types {
+		if strings.EqualFold(s, typeNames[t]) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("colcrypt: unknown type %q", s)
+}
+
+// PayloadSize is the plaintext size of a fixed-size type, 0 for the
+// variable-size ones (numeric, text, bytea).
+func (t Type) PayloadSize() int {
+	switch t {
+	case Int4, Date:
+		return 4
+	case Int8, Timestamptz, Float8:
+		return 8
+	case Bool:
+		return 1
+	}
+	return 0
+}
+
+// OrderInputSize is the length of the ORE order input of the type.
+func (t Type) OrderInputSize() int {
+	if n := t.PayloadSize(); n > 0 {
+		return n
+	}
+	return 16
+}
+
+// Level is what the server can compute on a column's values.
+type Level uint8
+
+// Level codes, byte 2 of the header.
+const (
+	RND Level = 1 // randomized: nothing
+	EQ  Level = 2 // equality token
+	ORD Level = 3 // equality token and ORE
+)
+
+var levelNames = [...]string{RND: "RND", EQ: "EQ", ORD: "ORD"}
+
+// Levels lists every level in code order.
+var Levels = []Level{RND, EQ, ORD}
+
+// Valid reports whether l is a known level code.
+func (l Level) Valid() bool { return l >= RND && l <= ORD }
+
+// String returns "RND", "EQ" or "ORD".
+func (l Level) String() string {
+	if l.Valid() {
+		return levelNames[l]
+	}
+	return fmt.Sprintf("Level(%d)", uint8(l))
+}
+
+// ParseLevel parses a level name (case-insensitive).
+func ParseLevel(s string) (Level, error) {
+	for _, l := range Levels {
+		if strings.EqualFold(s, levelNames[l]) {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf("colcrypt: unknown level %q", s)
+}
+
+// Header is bytes 0–11 of a ciphertext.
+type Header struct {
+	Version  uint8
+	Type     Type
+	Level    Level
+	Flags    uint8
+	KeyID    uint32
+	GroupTag [4]byte
+}
+
+// Append appends the 12-byte encoding of h to b.
+func (h Header) Append(b []byte) []byte {
+	b = append(b, h.Version, byte(h.Type), byte(h.Level), h.Flags)
+	b = binary.BigEndian.AppendUint32(b, h.KeyID)
+	return append(b, h.GroupTag[:]...)
+}
+
+// Ciphertext is a parsed ciphertext; its slices alias the parsed bytes.
+type Ciphertext struct {
+	Header Header
+	Token  []byte // EQ and ORD: 16 bytes; RND: nil
+	ORE    []byte // ORD: ore.Size(Type.OrderInputSize()) bytes; else nil
+	Nonce  []byte // 12 bytes
+	Sealed []byte // GCM ciphertext of the payload followed by the tag
+}
+
+// PayloadLen is the length m of the encrypted plaintext.
+func (c *Ciphertext) PayloadLen() int { return len(c.Sealed) - TagSize }
+
+// Size returns the length of a ciphertext of the given type and level
+// whose payload is m bytes.
+func Size(t Type, l Level, m int) int {
+	n := HeaderSize + NonceSize + m + TagSize
+	if l >= EQ {
+		n += TokenSize
+	}
+	if l == ORD {
+		n += ore.Size(t.OrderInputSize())
+	}
+	return n
+}
+
+// Parse splits ct into its parts and checks everything the server checks:
+// version, type, level, flags, the lengths of the token and ORE parts and,
+// for fixed-size types, the exact payload length.  It does not decrypt.
+func Parse(ct []byte) (*Ciphertext, error) {
+	if len(ct) < HeaderSize {
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %d bytes, shorter than the header", len(ct))
+	}
+	h := Header{
+		Version: ct[0],
+		Type:    Type(ct[1]),
+		Level:   Level(ct[2]),
+		Flags:   ct[3],
+		KeyID:   binary.BigEndian.Uint32(ct[4:8]),
+	}
+	copy(h.GroupTag[:], ct[8:12])
+	switch {
+	case h.Version != Version:
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: version %d, want %d", h.Version, Version)
+	case !h.Type.Valid():
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown type %d", ct[1])
+	case !h.Level.Valid():
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown level %d", ct[2])
+	case h.Flags != 0:
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: flags %#x, want 0", h.Flags)
+	}
+	c := &Ciphertext{Header: h}
+	rest := ct[HeaderSize:]
+	take := func(n int) []byte {
+		b := rest[:n:n]
+		rest = rest[n:]
+		return b
+	}
+	minRest := NonceSize + TagSize
+	if h.Level >= EQ {
+		minRest += TokenSize
+	}
+	oreLen := 0
+	if h.Level == ORD {
+		oreLen = ore.Size(h.Type.OrderInputSize())
+		minRest += oreLen
+	}
+	if len(rest) < minRest {
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %d bytes, too short for %s %s", len(ct), h.Type, h.Level)
+	}
+	if h.Level >= EQ {
+		c.Token = take(TokenSize)
+	}
+	if h.Level == ORD {
+		c.ORE = take(oreLen)
+	}
+	c.Nonce = take(NonceSize)
+	c.Sealed = rest
+	if m := h.Type.PayloadSize(); m > 0 && c.PayloadLen() != m {
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %s payload of %d bytes, want %d", h.Type, c.PayloadLen(), m)
+	}
+	return c, nil
+}
