@@ -259,3 +259,37 @@ func TestOrderInputs(t *testing.T) {
 		t.Errorf("NaN with payload not canonical: %x", p)
 	}
 }
+
+// FuzzEncode: parsing any text as any type must not panic, and what
+// parses must print to a form that parses to the same payload.
+func FuzzEncode(f *testing.F) {
+	for ty, vals := range edgeValues {
+		for _, v := range vals {
+			f.Add(byte(ty), v)
+		}
+	}
+	f.Add(byte(Float8), "1e-400")
+	f.Add(byte(Timestamptz), "2024-06-01T12:00:00.5-05:30")
+	f.Fuzz(func(t *testing.T, code byte, s string) {
+		ty := Type(code%9 + 1)
+		p, err := Encode(ty, s)
+		if err != nil {
+			return
+		}
+		out, err := Decode(ty, p)
+		if err != nil {
+			t.Fatalf("Decode(%s, Encode(%q)): %v", ty, s, err)
+		}
+		q, err := Encode(ty, out)
+		if err != nil || !bytes.Equal(p, q) {
+			t.Fatalf("%s %q -> %q -> %x, %v; want %x", ty, s, out, q, err, p)
+		}
+		if _, err := TokenInput(ty, p); err != nil {
+			t.Fatal(err)
+		}
+		o, err := OrderInput(ty, p)
+		if err != nil || len(o) != ty.OrderInputSize() {
+			t.Fatalf("OrderInput: %x, %v", o, err)
+		}
+	})
+}

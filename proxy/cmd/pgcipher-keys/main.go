@@ -1,0 +1,224 @@
+// Command pgcipher-keys is the key tool of pgcipher's encrypted columns:
+// it draws column master keys, draws and wraps column encryption keys
+// (printing the SQL that registers them), encrypts and decrypts values
+// line by line, and writes the shared test-vector file.
+//
+//	pgcipher-keys new-cmk
+//	pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+//	pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+//	    --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
+//	pgcipher-keys vectors [-o FILE]
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+const usage = `usage:
+  pgcipher-keys new-cmk
+  pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+  pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+      --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
+  pgcipher-keys vectors [-o FILE]
+`
+
+// errUsage makes main exit with status 2 after the usage text.
+var errUsage = errors.New("usage")
+
+func main() {
+	err := run(os.Args[1:], os.Stdin, os.Stdout)
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgcipher-keys: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "new-cmk":
+		return newCMK(args, stdout)
+	case "new-cek":
+		return newCEK(args, stdout)
+	case "encrypt", "decrypt":
+		return crypt(cmd, args, stdin, stdout)
+	case "vectors":
+		return vectorsCmd(args, stdout)
+	}
+	return errUsage
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	return fs
+}
+
+func newCMK(args []string, stdout io.Writer) error {
+	fs := newFlagSet("new-cmk")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	k := make([]byte, colcrypt.CMKSize)
+	if _, err := rand.Read(k); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(stdout, hex.EncodeToString(k))
+	return err
+}
+
+// keyFlags are the flags that name a CMK and a CEK.
+type keyFlags struct {
+	cmkFile, cmkCommand, cmkName, keyName string
+}
+
+func (k *keyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&k.cmkFile, "cmk-file", "", "file holding the CMK as 64 hex digits")
+	fs.StringVar(&k.cmkCommand, "cmk-command", "", "command printing the CMK as 64 hex digits")
+	fs.StringVar(&k.cmkName, "cmk-name", "", "name of the CMK")
+	fs.StringVar(&k.keyName, "key-name", "", "name of the CEK")
+}
+
+// loadCMK loads the CMK from exactly one of the file and the command.
+func (k *keyFlags) loadCMK() ([]byte, error) {
+	switch {
+	case (k.cmkFile == "") == (k.cmkCommand == ""):
+		return nil, errors.New("give exactly one of --cmk-file and --cmk-command")
+	case k.cmkName == "" || k.keyName == "":
+		return nil, errors.New("--cmk-name and --key-name are required")
+	case k.cmkFile != "":
+		return colcrypt.LoadCMKFile(k.cmkFile)
+	}
+	return colcrypt.LoadCMKCommand(context.Background(), k.cmkCommand)
+}
+
+// sqlLiteral quotes s as an SQL string literal (standard conforming).
+func sqlLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+func newCEK(args []string, stdout io.Writer) error {
+	fs := newFlagSet("new-cek")
+	var kf keyFlags
+	kf.register(fs)
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	cmk, err := kf.loadCMK()
+	if err != nil {
+		return err
+	}
+	cek, err := colcrypt.NewCEK(rand.Reader)
+	if err != nil {
+		return err
+	}
+	w, err := colcrypt.WrapCEK(cmk, cek, kf.cmkName, kf.keyName, rand.Reader)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "SELECT pgcipher.add_column_key(%s, %s, %s);\n",
+		sqlLiteral(kf.keyName), sqlLiteral(kf.cmkName), sqlLiteral(`\x`+hex.EncodeToString(w)))
+	return err
+}
+
+func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet(cmd)
+	var kf keyFlags
+	kf.register(fs)
+	wrapped := fs.String("wrapped-cek", "", `wrapped CEK in hex (optionally \x...)`)
+	keyID := fs.Uint("key-id", 0, "the CEK's key_id")
+	typ := fs.String("type", "", "plain type: int4, int8, float8, numeric, text, bytea, date, timestamptz, bool")
+	level := fs.String("level", "", "RND, EQ or ORD")
+	label := fs.String("label", "", "column label, schema.table.column")
+	group := fs.String("group", "", "join group (default: the label)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	t, err := colcrypt.ParseType(*typ)
+	if err != nil {
+		return err
+	}
+	l, err := colcrypt.ParseLevel(*level)
+	if err != nil {
+		return err
+	}
+	if *label == "" || *keyID == 0 || *keyID > 1<<32-1 {
+		return errors.New("--label and --key-id (1 to 4294967295) are required")
+	}
+	w, err := hex.DecodeString(strings.TrimPrefix(strings.TrimSpace(*wrapped), `\x`))
+	if err != nil {
+		return fmt.Errorf("--wrapped-cek: %w", err)
+	}
+	cmk, err := kf.loadCMK()
+	if err != nil {
+		return err
+	}
+	cek, err := colcrypt.UnwrapCEK(cmk, w, kf.cmkName, kf.keyName)
+	if err != nil {
+		return err
+	}
+	col, err := colcrypt.NewColumn(cek, colcrypt.Spec{
+		KeyID: uint32(*keyID), Type: t, Level: l, Label: *label, Group: *group,
+	})
+	if err != nil {
+		return err
+	}
+	in := bufio.NewReader(stdin)
+	out := bufio.NewWriter(stdout)
+	for lineNo := 1; ; lineNo++ {
+		line, err := in.ReadString('\n')
+		if err == io.EOF && line == "" {
+			break
+		} else if err != nil && err != io.EOF {
+			return err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		var res string
+		if cmd == "encrypt" {
+			res, err = col.EncryptText(line, rand.Reader)
+		} else {
+			res, err = col.DecryptText(strings.TrimSpace(line))
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		out.WriteString(res)
+		out.WriteByte('\n')
+	}
+	return out.Flush()
+}
+
+func vectorsCmd(args []string, stdout io.Writer) error {
+	fs := newFlagSet("vectors")
+	file := fs.String("o", "", "output file (default: standard output)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	b, err := vectors()
+	if err != nil {
+		return err
+	}
+	if *file == "" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(*file, b, 0o644)
+}

@@ -1,0 +1,229 @@
+// Tests of pgcipher-keys: the committed vector file is what the generator
+// writes and decrypts to its plaintexts; the subcommands work end to end.
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/hex"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+const vectorFile = "../../../columns/test/data/vectors.csv"
+
+func TestVectorsFileIsCurrent(t *testing.T) {
+	want, err := vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(vectorFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the generator's output; regenerate with\n"+
+			"  go run ./cmd/pgcipher-keys vectors -o ../columns/test/data/vectors.csv", vectorFile)
+	}
+}
+
+func TestVectorsDecrypt(t *testing.T) {
+	f, err := os.Open(vectorFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(recs[0], ",") != "type,level,key_id,grp,label,n,plain,ct" {
+		t.Fatalf("header %v", recs[0])
+	}
+	seen := map[string]int{} // type/level/key → rows
+	cts := map[string]bool{}
+	for i, r := range recs[1:] {
+		ty, err := colcrypt.ParseType(r[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := colcrypt.ParseLevel(r[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyID, _ := strconv.Atoi(r[2])
+		if n, _ := strconv.Atoi(r[5]); n != i+1 {
+			t.Fatalf("row %d numbered %s", i+1, r[5])
+		}
+		col, err := colcrypt.NewColumn(vectorCEK(uint32(keyID)), colcrypt.Spec{
+			KeyID: uint32(keyID), Type: ty, Level: l, Label: r[4], Group: r[3],
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := r[6]
+		got, err := col.DecryptText(r[7])
+		if err != nil {
+			t.Fatalf("row %d (%s %s %q): %v", i+1, ty, l, plain, err)
+		}
+		if !sameValue(t, ty, plain, got) {
+			t.Errorf("row %d (%s %s): %q decrypts to %q", i+1, ty, l, plain, got)
+		}
+		if cts[r[7]] {
+			t.Errorf("row %d: repeated ciphertext", i+1)
+		}
+		cts[r[7]] = true
+		ct, _ := base64.StdEncoding.DecodeString(r[7])
+		if x, err := colcrypt.Parse(ct); err != nil || x.Header != col.Header() {
+			t.Errorf("row %d: header %+v, %v", i+1, x, err)
+		}
+		seen[r[0]+"/"+r[1]+"/"+r[2]]++
+	}
+	for _, ty := range colcrypt.Types {
+		for _, l := range colcrypt.Levels {
+			if seen[ty.String()+"/"+l.String()+"/1"] < 4 {
+				t.Errorf("few rows for %s %s", ty, l)
+			}
+		}
+	}
+	for _, k := range []string{"int4/EQ/2", "int4/ORD/2", "text/EQ/2", "text/ORD/2"} {
+		if seen[k] == 0 {
+			t.Errorf("no rows for %s", k)
+		}
+	}
+}
+
+// sameValue compares a vector's plaintext with its decryption: numeric by
+// the text, float8 by value and NaN-ness, timestamptz by instant, others
+// by PostgreSQL's output form.
+func sameValue(t *testing.T, ty colcrypt.Type, plain, got string) bool {
+	switch ty {
+	case colcrypt.Numeric:
+		return plain == got
+	case colcrypt.Float8:
+		a, err1 := strconv.ParseFloat(plain, 64)
+		b, err2 := strconv.ParseFloat(got, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("float8 %q / %q: %v %v", plain, got, err1, err2)
+		}
+		return a == b || math.IsNaN(a) && math.IsNaN(b)
+	}
+	p, err := colcrypt.Encode(ty, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ty == colcrypt.Timestamptz {
+		q, err := colcrypt.Encode(ty, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Equal(p, q)
+	}
+	want, _ := colcrypt.Decode(ty, p)
+	return want == got
+}
+
+func TestVectorPlainsCoverRequest(t *testing.T) {
+	text := vectorPlains(colcrypt.Text, nil)
+	a, b := text[len(text)-2], text[len(text)-1]
+	if len(a) != 40 || len(b) != 40 || a[:16] != b[:16] || a == b {
+		t.Errorf("long text vectors %q %q", a, b)
+	}
+}
+
+func TestCSVField(t *testing.T) {
+	for in, want := range map[string]string{
+		"": `""`, "a": "a", "a,b": `"a,b"`, `say "x"`: `"say ""x"""`, `\x`: `\x`, "a\nb": "\"a\nb\"",
+	} {
+		if got := csvField(in); got != want {
+			t.Errorf("csvField(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func runCmd(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(args, strings.NewReader(stdin), &out)
+	return out.String(), err
+}
+
+func TestCommands(t *testing.T) {
+	cmkHex, err := runCmd(t, "", "new-cmk")
+	if err != nil || !regexp.MustCompile(`^[0-9a-f]{64}\n$`).MatchString(cmkHex) {
+		t.Fatalf("new-cmk: %q, %v", cmkHex, err)
+	}
+	dir := t.TempDir()
+	cmkFile := filepath.Join(dir, "cmk")
+	if err := os.WriteFile(cmkFile, []byte(cmkHex), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sql, err := runCmd(t, "", "new-cek", "--cmk-file", cmkFile, "--cmk-name", "it's", "--key-name", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^SELECT pgcipher\.add_column_key\('k1', 'it''s', '\\x([0-9a-f]{122})'\);\n$`).FindStringSubmatch(sql)
+	if m == nil {
+		t.Fatalf("new-cek printed %q", sql)
+	}
+	common := []string{"--cmk-command", "cat " + cmkFile, "--cmk-name", "it's", "--key-name", "k1",
+		"--wrapped-cek", `\x` + m[1], "--key-id", "3", "--type", "numeric", "--level", "ORD", "--label", "public.t.c"}
+	in := "1.50\n-2\nNaN\n"
+	enc, err := runCmd(t, in, append([]string{"encrypt"}, common...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(enc, "\n"); n != 3 {
+		t.Fatalf("encrypt wrote %d lines", n)
+	}
+	dec, err := runCmd(t, enc, append([]string{"decrypt"}, common...)...)
+	if err != nil || dec != in {
+		t.Fatalf("decrypt: %q, %v", dec, err)
+	}
+	// Another group: the header differs, decryption fails.
+	if _, err := runCmd(t, enc, append([]string{"decrypt", "--group", "g"}, common...)...); err == nil {
+		t.Error("decrypted under another group")
+	}
+	// Wrong names fail unwrapping.
+	bad := append([]string{"decrypt"}, common...)
+	bad[6] = "k2"
+	if _, err := runCmd(t, enc, bad...); err == nil || !strings.Contains(err.Error(), "unwrapping") {
+		t.Errorf("wrong key name: %v", err)
+	}
+	if _, err := runCmd(t, "x\n", append([]string{"encrypt"}, common...)...); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("bad value: %v", err)
+	}
+	for _, args := range [][]string{
+		nil, {"nope"}, {"new-cmk", "extra"},
+		{"new-cek", "--cmk-file", cmkFile, "--cmk-command", "true", "--cmk-name", "a", "--key-name", "b"},
+		{"new-cek", "--cmk-file", cmkFile},
+		{"encrypt", "--type", "int4", "--level", "EQ"},
+	} {
+		if _, err := runCmd(t, "", args...); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+func TestVectorCMKWrapsVectorCEKs(t *testing.T) {
+	// The fixed CMK is part of the fixture; check it is a valid key.
+	cmk, err := colcrypt.ParseCMK([]byte(vectorCMKHex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := colcrypt.WrapCEK(cmk, vectorCEK(1), "vec-cmk", "vec1", bytes.NewReader(make([]byte, 12)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := colcrypt.UnwrapCEK(cmk, w, "vec-cmk", "vec1"); err != nil || hex.EncodeToString(got) != vectorCEK1Hex {
+		t.Fatal(got, err)
+	}
+}
