@@ -191,8 +191,8 @@ func (k *Key) Encrypt(input []byte, rand io.Reader) ([]byte, error) {
 	return out, nil
 }
 
-// ErrCorrupt reports a comparison that found the impossible value 0 in
-// the right ciphertext: at least one of the two ciphertexts is damaged or
+// ErrCorrupt reports a comparison that found the impossible value 0 (or a
+// z entry of 3, which is no residue mod 3) in the right ciphertext: at least one of the two ciphertexts is damaged or
 // they were made under different keys.
 var ErrCorrupt = errors.New("ore: corrupted ciphertext (comparison value 0)")
 
@@ -218,6 +218,9 @@ func Compare(a, b []byte) (int, error) {
 			continue
 		}
 		zb := (b[zOff+4*i+int(xa)/4] >> (2 * (xa % 4))) & 3
+		if zb == 3 { // entries are residues mod 3
+			return 0, ErrCorrupt
+		}
 		v := (zb + 3 - h(ka, b[rOff:rOff+nonceLen])) % 3
 		switch v {
 		case 1:

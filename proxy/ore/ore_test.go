@@ -191,6 +191,13 @@ func TestErrors(t *testing.T) {
 	if !sawCorrupt {
 		t.Error("no corruption detected for either altered z value")
 	}
+	// An entry of 3 is no residue mod 3.
+	yy := bytes.Clone(y)
+	xt := nibble(x[32:], 0)
+	yy[32+1+16+int(xt)/4] |= 3 << (2 * (xt % 4))
+	if _, err := Compare(x, yy); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("z entry 3: %v", err)
+	}
 }
 
 func BenchmarkEncrypt8(b *testing.B) {
