@@ -72,7 +72,7 @@ BEGIN
 	 WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
 	   AND t.typnamespace = '@extschema@'::regnamespace AND t.typname ~ '^enc_';
 	IF NOT FOUND THEN
-		RAISE EXCEPTION 'column "%" of %s is not of an encrypted type', col, tbl
+		RAISE EXCEPTION 'column "%" of table % is not of an encrypted type', col, tbl
 			USING ERRCODE = 'wrong_object_type',
 				  HINT = 'Declare the column as enc_int4, enc_text, enc_int8_ord, ...';
 	END IF;

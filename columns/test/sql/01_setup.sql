@@ -1,5 +1,7 @@
 -- Load the extension and the shared test vectors (encrypted by the Go
 -- library, proxy/cmd/pgcipher-keys vectors).
+-- (the test user may be named pgcipher, whose "$user" schema is the extension's)
+SET search_path = public;
 CREATE EXTENSION pgcipher_columns;
 
 CREATE TABLE vectors (type text, level text, key_id int, grp text, label text,

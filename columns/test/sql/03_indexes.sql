@@ -1,10 +1,16 @@
 -- btree and hash indexes on ciphertext, and the plans that use them.
+-- (the test user may be named pgcipher, whose "$user" schema is the extension's)
+SET search_path = public;
 CREATE TABLE accounts (id int, balance enc_int8_ord, owner enc_text, plain_balance int8);
 INSERT INTO accounts
 SELECT n, ct::enc_int8_ord, NULL, plain::int8 FROM vectors
  WHERE type = 'int8' AND level = 'ORD' AND key_id = 1;
-UPDATE accounts a SET owner = v.ct::enc_text
-  FROM vectors v WHERE v.type = 'text' AND v.level = 'EQ' AND v.key_id = 1 AND v.n - a.id = 0;
+-- 20 owners (10 plaintexts, each encrypted twice) for the first 20 accounts
+UPDATE accounts a SET owner = o.ct::enc_text
+  FROM (SELECT row_number() OVER (ORDER BY n) AS rn, ct FROM vectors
+         WHERE type = 'text' AND level = 'EQ' AND key_id = 1) o,
+       (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM accounts) x
+ WHERE x.id = a.id AND x.rn = o.rn;
 CREATE INDEX accounts_balance ON accounts (balance);
 CREATE INDEX accounts_owner ON accounts USING hash (owner);
 CREATE INDEX accounts_owner_btree ON accounts (owner);

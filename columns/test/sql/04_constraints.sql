@@ -1,10 +1,12 @@
 -- UNIQUE, PRIMARY KEY, FOREIGN KEY and ON CONFLICT on ciphertext, and the
 -- binding of a column to its key, level and join group.
+-- (the test user may be named pgcipher, whose "$user" schema is the extension's)
+SET search_path = public;
 SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
 SELECT pgcipher.add_column_key('k2', 'cmk', decode(repeat('02', 61), 'hex'));
 
 -- The vectors' label and join group are public.vec.v.
-CREATE TABLE vec (v enc_int4 PRIMARY KEY, note text);
+CREATE TABLE public.vec (v enc_int4 PRIMARY KEY, note text);
 SELECT pgcipher.encrypt_column('vec', 'v', 'k1', 'EQ');
 SELECT schema_name, table_name, column_name, type, level, key_id, key_name, label, join_group
   FROM pgcipher.columns;
@@ -34,7 +36,7 @@ INSERT INTO vec SELECT ct::enc_int4, 'rnd' FROM vectors
  WHERE type = 'int4' AND level = 'RND' AND key_id = 1 LIMIT 1;
 INSERT INTO vec SELECT ct::enc_int4, 'key2' FROM vectors
  WHERE type = 'int4' AND level = 'EQ' AND key_id = 2 LIMIT 1;
-CREATE TABLE vec2 (v enc_int4);
+CREATE TABLE public.vec2 (v enc_int4);
 SELECT pgcipher.encrypt_column('vec2', 'v', 'k1', 'EQ');
 INSERT INTO vec2 SELECT ct::enc_int4 FROM vectors
  WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 LIMIT 1;

@@ -1,5 +1,7 @@
 -- Malformed, truncated, mismatched and mixed ciphertexts: each a clear
 -- error, never a crash or an answer.
+-- (the test user may be named pgcipher, whose "$user" schema is the extension's)
+SET search_path = public;
 SELECT ct AS good FROM vectors WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 ORDER BY n LIMIT 1 \gset
 SELECT ct AS good_eq FROM vectors WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 ORDER BY n LIMIT 1 \gset
 SELECT ct AS rnd FROM vectors WHERE type = 'int4' AND level = 'RND' AND key_id = 1 ORDER BY n LIMIT 1 \gset

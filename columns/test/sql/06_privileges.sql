@@ -1,5 +1,7 @@
 -- The extension is trusted: a database owner creates it without being a
 -- superuser, and ordinary users index and bind their own columns.
+-- (the test user may be named pgcipher, whose "$user" schema is the extension's)
+SET search_path = public;
 CREATE ROLE pgcipher_alice LOGIN;
 CREATE ROLE pgcipher_bob LOGIN;
 \set regression_db :DBNAME

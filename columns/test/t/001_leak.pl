@@ -7,7 +7,8 @@
 # library), stored in EQ and ORD columns with a btree index, pushed to disk
 # (checkpoint, WAL switch), and every byte under the data directory is
 # scanned: no marker may appear.  The same table holds a control column of
-# plaintext markers, which the scan must find, so the scan can fail.
+# plaintext markers, which the scan must find on a cluster without TDE, so
+# the scan can fail (and must not find on a TDE cluster).
 # Reading the column back and decrypting it on the client gives the markers.
 use strict;
 use warnings FATAL => 'all';
@@ -35,11 +36,11 @@ my $wrapped = $node->safe_psql('postgres',
 	"SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'k1'");
 
 $node->safe_psql('postgres', q{
-	CREATE TABLE leak (id int, secret enc_text, ranked enc_text_ord, control text);
-	SELECT pgcipher.encrypt_column('leak', 'secret', 'k1', 'EQ');
-	SELECT pgcipher.encrypt_column('leak', 'ranked', 'k1', 'ORD');
-	CREATE INDEX ON leak (ranked);
-	CREATE INDEX ON leak (secret);
+	CREATE TABLE public.leak (id int, secret enc_text, ranked enc_text_ord, control text);
+	SELECT pgcipher.encrypt_column('public.leak', 'secret', 'k1', 'EQ');
+	SELECT pgcipher.encrypt_column('public.leak', 'ranked', 'k1', 'ORD');
+	CREATE INDEX ON public.leak (ranked);
+	CREATE INDEX ON public.leak (secret);
 });
 
 sub encrypt_lines
@@ -58,7 +59,8 @@ sub encrypt_lines
 
 my $n = 300;
 my @secret = map { sprintf('pgcipher-eq-marker-%05d', $_) } 1 .. $n;
-my @ranked = map { sprintf('pgcipher-ord-marker-%05d', $_) } 1 .. $n;
+# ORD text is ordered by its first 16 bytes: put the number first
+my @ranked = map { sprintf('%05d-pgcipher-ord-marker', $_) } 1 .. $n;
 my @secret_ct = encrypt_lines('EQ', 'public.leak.secret', @secret);
 my @ranked_ct = encrypt_lines('ORD', 'public.leak.ranked', @ranked);
 is(scalar(@secret_ct) + scalar(@ranked_ct), 2 * $n, 'client encrypted every marker');
@@ -66,12 +68,12 @@ is(scalar(@secret_ct) + scalar(@ranked_ct), 2 * $n, 'client encrypted every mark
 my $copy = join('', map {
 	sprintf("%d\t%s\t%s\tpgcipher-ctl-marker-%05d\n", $_, $secret_ct[ $_ - 1 ], $ranked_ct[ $_ - 1 ], $_)
 } 1 .. $n);
-$node->safe_psql('postgres', "COPY leak FROM STDIN;\n$copy\\.\n");
+$node->safe_psql('postgres', "COPY public.leak FROM STDIN;\n$copy\\.\n");
 $node->safe_psql('postgres', 'CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;');
 
 # The server answers order queries on the ciphertext.
 is($node->safe_psql('postgres',
-	'SELECT count(*) FROM leak a JOIN leak b ON a.ranked < b.ranked WHERE a.id < b.id'),
+	'SELECT count(*) FROM public.leak a JOIN public.leak b ON a.ranked < b.ranked WHERE a.id < b.id'),
 	$n * ($n - 1) / 2, 'ORD column ordered like its plaintext');
 
 # Scan every byte under the data directory.
@@ -85,17 +87,26 @@ find(
 			my $content = slurp_file($_);
 			for my $kind ('eq', 'ord', 'ctl')
 			{
-				$found{$kind}++ if index($content, "pgcipher-$kind-marker-") >= 0;
+				$found{$kind}++ if index($content, "pgcipher-$kind-marker") >= 0;
 			}
 		}
 	},
 	$datadir);
-ok($found{ctl}, 'control: plaintext markers found in ' . ($found{ctl} // 0) . ' files');
+# Without TDE the plaintext control column must be found (the scan works);
+# on a TDE cluster (PG_TEST_INITDB_EXTRA_OPTS=--encryption=...) it must not.
+if (($ENV{PG_TEST_INITDB_EXTRA_OPTS} // '') =~ /--encryption=aes/)
+{
+	ok(!$found{ctl}, 'TDE: plaintext control column absent from the data directory too');
+}
+else
+{
+	ok($found{ctl}, 'control: plaintext markers found in ' . ($found{ctl} // 0) . ' files');
+}
 ok(!$found{eq}, 'EQ column markers absent from the data directory');
 ok(!$found{ord}, 'ORD column markers absent from the data directory');
 
 # The client decrypts what the server returns.
-my $back = $node->safe_psql('postgres', 'SELECT secret FROM leak ORDER BY id');
+my $back = $node->safe_psql('postgres', 'SELECT secret FROM public.leak ORDER BY id');
 my ($plain, $err);
 IPC::Run::run(
 	[
