@@ -24,6 +24,7 @@ TINY = {
     "wal-heavy": dict(size_mb=2, scale=1, clients=2, seconds=1, warmup_seconds=1, repetitions=2,
                       shared_buffers_mb=16, max_wal_size="1GB", configs=["stock", "aes-256"]),
     "micro": dict(seconds=0.05, repetitions=2),
+    "columns-micro": dict(rows=2000, repetitions=1),
 }
 
 
@@ -38,6 +39,8 @@ def main(argv=None):
     r.add_argument("--pgcipher", default=os.path.join(BUILD, "install"), help="pgcipher install prefix")
     r.add_argument("--stock", default=os.path.join(BUILD, "stock", "install"), help="stock install prefix")
     r.add_argument("--micro-bench", default=os.path.join(BUILD, "postgresql", "src", "test", "encryption", "bench_pagecrypt"))
+    r.add_argument("--keys-tool", default=os.path.join(BUILD, "bin", "pgcipher-keys"),
+                   help="the client-side key tool (columns-micro)")
     r.add_argument("--workdir", default=os.path.join(BUILD, "bench-work"), help="where clusters are created")
     r.add_argument("--tiny", action="store_true", help="tiny sizes and durations (smoke test)")
     rp = sub.add_parser("report", help="write report.md and plots from a results directory")
@@ -50,6 +53,7 @@ def main(argv=None):
 
     installs = {"pgcipher": Install("pgcipher", args.pgcipher), "stock": Install("stock", args.stock)}
     installs["pgcipher"].micro_bench = args.micro_bench
+    installs["pgcipher"].keys_tool = args.keys_tool
     names = args.scenario or list(SCENARIOS)
     params = {}
     for n in names:

@@ -6,6 +6,7 @@ it reproduces, under shared/seeds/), and three functions:
     report(rows, params, out_dir)     -> (markdown, [png file names])
 
 Adding a scenario is adding a module and listing it here."""
-from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro
+from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro
 
-SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro)}
+SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro,
+                                  columns_micro)}

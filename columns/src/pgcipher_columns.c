@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "commands/vacuum.h"
 #include "common/base64.h"
 #include "common/hashfn.h"
 #include "fmgr.h"
@@ -471,4 +472,90 @@ enc_describe(PG_FUNCTION_ARGS)
 											  value.key_id, value.group_tag,
 											  (size_t) VARSIZE_ANY_EXHDR(datum),
 											  value.payload_len)));
+}
+
+/*
+ * ANALYZE.  The standard statistics compare sample values with = (and <),
+ * which RND values, and values of different keys or join groups, refuse
+ * with an error -- and an error in ANALYZE would also fail autovacuum on
+ * the table forever.  So the sample is checked first: when every value can
+ * be compared with every other, the standard statistics are computed
+ * (most common values for EQ, a histogram for ORD, both as ciphertext);
+ * otherwise only the null fraction and the average width.
+ */
+typedef struct EncAnalyzeData
+{
+	AnalyzeAttrComputeStatsFunc std_compute_stats;
+	void	   *std_extra_data;
+} EncAnalyzeData;
+
+static void
+enc_compute_stats(VacAttrStats *stats, AnalyzeAttrFetchFunc fetchfunc,
+				  int samplerows, double totalrows)
+{
+	EncAnalyzeData *data = (EncAnalyzeData *) stats->extra_data;
+	bool		comparable = true;
+	bool		have_first = false;
+	EncValue	first;
+	int			nulls = 0;
+	double		total_width = 0;
+
+	for (int i = 0; i < samplerows; i++)
+	{
+		bool		isnull;
+		Datum		datum = fetchfunc(stats, i, &isnull);
+		bytea	   *value;
+		EncValue	v;
+
+		vacuum_delay_point();
+		if (isnull)
+		{
+			nulls++;
+			continue;
+		}
+		total_width += VARSIZE_ANY(DatumGetPointer(datum));
+		if (!comparable)
+			continue;
+		value = DatumGetByteaPP(datum);
+		parse_stored(value, &v);
+		if (v.level < ENC_EQ ||
+			(have_first && (v.key_id != first.key_id || v.group_tag != first.group_tag)))
+			comparable = false;
+		else if (!have_first)
+		{
+			first = v;
+			first.token = first.ore = first.payload = NULL;	/* not kept */
+			have_first = true;
+		}
+		if ((Pointer) value != DatumGetPointer(datum))
+			pfree(value);
+	}
+
+	if (comparable)
+	{
+		stats->extra_data = data->std_extra_data;
+		data->std_compute_stats(stats, fetchfunc, samplerows, totalrows);
+		return;
+	}
+	stats->stats_valid = true;
+	stats->stanullfrac = samplerows > 0 ? (double) nulls / samplerows : 0.0;
+	stats->stawidth = samplerows > nulls ? total_width / (samplerows - nulls) : 0;
+	stats->stadistinct = 0.0;	/* unknown */
+}
+
+PG_FUNCTION_INFO_V1(enc_typanalyze);
+Datum
+enc_typanalyze(PG_FUNCTION_ARGS)
+{
+	VacAttrStats *stats = (VacAttrStats *) PG_GETARG_POINTER(0);
+	EncAnalyzeData *data;
+
+	if (!std_typanalyze(stats))
+		PG_RETURN_BOOL(false);
+	data = palloc(sizeof(EncAnalyzeData));
+	data->std_compute_stats = stats->compute_stats;
+	data->std_extra_data = stats->extra_data;
+	stats->extra_data = data;
+	stats->compute_stats = enc_compute_stats;
+	PG_RETURN_BOOL(true);
 }

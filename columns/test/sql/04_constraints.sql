@@ -52,3 +52,21 @@ INSERT INTO ranked SELECT DISTINCT ON (plain) ct::enc_int4_ord FROM vectors
  WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 ORDER BY plain, n;
 INSERT INTO ranked SELECT ct::enc_int4_ord FROM vectors
  WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 AND plain = '16' ORDER BY n DESC LIMIT 1;
+
+-- ANALYZE (and so autovacuum) works on columns whose values cannot be
+-- compared (RND, or mixed keys): null fraction and width only.
+CREATE TABLE public.unsorted (r enc_int4, mixed enc_int4_ord);
+INSERT INTO unsorted
+SELECT r.ct::enc_int4, m.ct::enc_int4_ord
+  FROM (SELECT ct, row_number() OVER (ORDER BY n) AS rn FROM vectors
+         WHERE type = 'int4' AND level = 'RND') r
+  JOIN (SELECT ct, row_number() OVER (ORDER BY key_id DESC, n) AS rn FROM vectors
+         WHERE type = 'int4' AND level = 'ORD') m USING (rn);
+ANALYZE unsorted;
+SELECT attname, null_frac, avg_width > 0 AS has_width, n_distinct,
+       most_common_vals IS NULL AS no_mcv, histogram_bounds IS NULL AS no_histogram
+  FROM pg_stats WHERE tablename = 'unsorted' ORDER BY attname;
+-- where values compare, the statistics are the standard ones, on ciphertext
+ANALYZE vec, ranked;
+SELECT tablename, n_distinct, histogram_bounds IS NOT NULL AS histogram
+  FROM pg_stats WHERE tablename IN ('vec', 'ranked') AND attname IN ('v', 'r') ORDER BY 1;
