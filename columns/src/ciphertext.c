@@ -44,23 +44,22 @@ enc_order_input_size(EncType type)
 	return -1;
 }
 
-/* Plaintext bytes of fixed-size types, -1 for variable-length ones. */
+/*
+ * Plaintext bytes of fixed-size types, -1 for variable-length ones.  A
+ * fixed-size type's order input is its plaintext with the sign bit moved
+ * (design 13.3), so the sizes are the same.
+ */
 int
 enc_fixed_plaintext_size(EncType type)
 {
 	switch (type)
 	{
-		case ENC_INT4:
-		case ENC_DATE:
-			return 4;
-		case ENC_INT8:
-		case ENC_TIMESTAMPTZ:
-		case ENC_FLOAT8:
-			return 8;
-		case ENC_BOOL:
-			return 1;
-		default:
+		case ENC_NUMERIC:
+		case ENC_TEXT:
+		case ENC_BYTEA:
 			return -1;
+		default:
+			return enc_order_input_size(type);
 	}
 }
 
