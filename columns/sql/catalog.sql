@@ -31,35 +31,80 @@ CREATE TABLE pgcipher.encrypted_columns (
 );
 SELECT pg_catalog.pg_extension_config_dump('pgcipher.encrypted_columns', '');
 
--- Anyone may add keys and bind columns of tables they own; nobody may
--- change someone else's.
-ALTER TABLE pgcipher.column_keys ENABLE ROW LEVEL SECURITY;
-CREATE POLICY column_keys_read ON pgcipher.column_keys FOR SELECT USING (true);
-CREATE POLICY column_keys_write ON pgcipher.column_keys FOR ALL
-	USING (pg_has_role(owner, 'USAGE')) WITH CHECK (pg_has_role(owner, 'USAGE'));
-ALTER TABLE pgcipher.encrypted_columns ENABLE ROW LEVEL SECURITY;
-CREATE POLICY encrypted_columns_read ON pgcipher.encrypted_columns FOR SELECT USING (true);
-CREATE POLICY encrypted_columns_write ON pgcipher.encrypted_columns FOR ALL
-	USING (pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE'))
-	WITH CHECK (pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE'));
+SELECT pg_catalog.pg_extension_config_dump('pgcipher.column_keys_key_id_seq', '');
+
+-- Anyone may read both tables, add keys and bind columns of tables they
+-- own; only the owner of a key or of a table (or a superuser) may change
+-- its rows.  A trigger rather than row-level security, because pg_dump
+-- refuses tables whose rows RLS would hide from it.
+CREATE FUNCTION pgcipher.may_change_key(owner name) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = owner)
+				THEN pg_has_role(owner, 'USAGE')
+				ELSE (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) END
+$$;
+CREATE FUNCTION pgcipher.may_change_binding(relid oid) RETURNS bool
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_class WHERE oid = relid)
+				THEN pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
+				ELSE (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) END
+$$;
+CREATE FUNCTION pgcipher.check_catalog_write() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF TG_TABLE_NAME = 'column_keys' THEN
+		IF (TG_OP <> 'INSERT' AND NOT pgcipher.may_change_key(OLD.owner)) OR
+		   (TG_OP <> 'DELETE' AND NOT pgcipher.may_change_key(NEW.owner)) THEN
+			RAISE EXCEPTION 'permission denied to change column key "%"', coalesce(OLD.key_name, NEW.key_name)
+				USING ERRCODE = 'insufficient_privilege', HINT = 'Only its owner may change a key.';
+		END IF;
+	ELSIF (TG_OP <> 'INSERT' AND NOT pgcipher.may_change_binding(OLD.relid)) OR
+		  (TG_OP <> 'DELETE' AND NOT pgcipher.may_change_binding(NEW.relid)) THEN
+		RAISE EXCEPTION 'permission denied to change the encryption of %', coalesce(OLD.relid, NEW.relid)
+			USING ERRCODE = 'insufficient_privilege', HINT = 'Only the owner of a table may bind its columns.';
+	END IF;
+	RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+CREATE TRIGGER check_write BEFORE INSERT OR UPDATE OR DELETE ON pgcipher.column_keys
+	FOR EACH ROW EXECUTE FUNCTION pgcipher.check_catalog_write();
+CREATE TRIGGER check_write BEFORE INSERT OR UPDATE OR DELETE ON pgcipher.encrypted_columns
+	FOR EACH ROW EXECUTE FUNCTION pgcipher.check_catalog_write();
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgcipher.column_keys, pgcipher.encrypted_columns TO PUBLIC;
+GRANT USAGE ON SEQUENCE pgcipher.column_keys_key_id_seq TO PUBLIC;
+
+-- Bindings go with their table or column (a binding left behind would be
+-- dumped as a bare OID and could attach to another table after a restore).
+CREATE FUNCTION pgcipher.forget_dropped() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	DELETE FROM pgcipher.encrypted_columns e
+	 USING pg_event_trigger_dropped_objects() d
+	 WHERE e.relid = d.objid AND d.classid = 'pg_class'::regclass
+	   AND (d.object_type = 'table' OR
+			(d.object_type = 'table column' AND
+			 e.attname = d.address_names[array_length(d.address_names, 1)]));
+END
+$$;
+CREATE EVENT TRIGGER pgcipher_forget_dropped ON sql_drop
+	EXECUTE FUNCTION pgcipher.forget_dropped();
 
 CREATE FUNCTION pgcipher.add_column_key(key_name text, cmk_name text, wrapped_cek bytea)
-RETURNS int LANGUAGE sql AS $$
+RETURNS int LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
 	INSERT INTO pgcipher.column_keys (key_name, cmk_name, wrapped_cek)
 	VALUES (key_name, cmk_name, wrapped_cek) RETURNING key_id
 $$;
 
 -- The join-group tag that every value of the group carries (design 13.3).
 CREATE FUNCTION pgcipher.group_tag(join_group text) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 	SELECT substr(sha256(convert_to('pgcipher group v1', 'UTF8') || '\x00'::bytea ||
 						 convert_to(join_group, 'UTF8')), 1, 4)
 $$;
 
 CREATE FUNCTION pgcipher.encrypt_column(tbl regclass, col name, key_name text,
 										level text, join_group text DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
 	col_type name;
 	kid int;
@@ -91,7 +136,8 @@ BEGIN
 			USING ERRCODE = 'undefined_object',
 				  HINT = 'Create it with pgcipher-keys new-cek and pgcipher.add_column_key().';
 	END IF;
-	SELECT format('%s.%s.%s', n.nspname, c.relname, col) INTO lbl
+	-- quoted where needed, so that no two columns can share a label
+	SELECT format('%I.%I.%I', n.nspname, c.relname, col) INTO lbl
 	  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
 	grp := coalesce(join_group, lbl);
 	INSERT INTO pgcipher.encrypted_columns VALUES (tbl, col, kid, lvl, lbl, grp);

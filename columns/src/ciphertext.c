@@ -63,6 +63,22 @@ enc_fixed_plaintext_size(EncType type)
 	}
 }
 
+/*
+ * enc_validate: enc_parse, plus the checks that need a pass over the ORE
+ * part.  For values arriving from a client; stored values were validated
+ * and are only parsed.
+ */
+EncParseResult
+enc_validate(const uint8_t *data, size_t len, EncValue *value)
+{
+	EncParseResult result = enc_parse(data, len, value);
+
+	if (result == ENC_PARSE_OK && value->level == ENC_ORD &&
+		!ore_ciphertext_valid(value->ore, value->ore_blocks))
+		return ENC_PARSE_BAD_ORE;
+	return result;
+}
+
 EncParseResult
 enc_parse(const uint8_t *data, size_t len, EncValue *value)
 {
@@ -136,6 +152,8 @@ enc_parse_result_string(EncParseResult result)
 			return "reserved flags are set";
 		case ENC_PARSE_BAD_PAYLOAD:
 			return "the payload length does not fit the type";
+		case ENC_PARSE_BAD_ORE:
+			return "the order-revealing part holds an impossible entry";
 	}
 	return "unknown error";
 }

@@ -52,7 +52,8 @@ typedef enum EncParseResult
 	ENC_PARSE_BAD_TYPE,
 	ENC_PARSE_BAD_LEVEL,
 	ENC_PARSE_BAD_FLAGS,
-	ENC_PARSE_BAD_PAYLOAD
+	ENC_PARSE_BAD_PAYLOAD,
+	ENC_PARSE_BAD_ORE
 } EncParseResult;
 
 /* A parsed value: pointers into the caller's bytes, nothing copied. */
@@ -70,6 +71,7 @@ typedef struct EncValue
 } EncValue;
 
 extern EncParseResult enc_parse(const uint8_t *data, size_t len, EncValue *value);
+extern EncParseResult enc_validate(const uint8_t *data, size_t len, EncValue *value);
 extern const char *enc_parse_result_string(EncParseResult result);
 extern const char *enc_type_name(EncType type);
 extern const char *enc_level_name(EncLevel level);

@@ -24,7 +24,7 @@
 #include <openssl/evp.h>
 
 static EVP_MD_CTX *hash_ctx;
-static EVP_MD *sha256;
+static const EVP_MD *sha256;
 
 /* H(k, r) = (first 8 bytes of SHA-256(k || r), big-endian) mod 3 */
 static int
@@ -36,9 +36,17 @@ ore_hash(const uint8_t *key, const uint8_t *nonce)
 
 	if (hash_ctx == NULL)
 	{
-		sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+		/* fetched once: EVP_sha256() would be looked up at every init */
+		if (sha256 == NULL)
+			sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+#else
+		sha256 = EVP_sha256();
+#endif
+		if (sha256 == NULL)
+			return -1;
 		hash_ctx = EVP_MD_CTX_new();
-		if (sha256 == NULL || hash_ctx == NULL)
+		if (hash_ctx == NULL)
 			return -1;
 	}
 	if (EVP_DigestInit_ex(hash_ctx, sha256, NULL) != 1 ||
@@ -57,6 +65,37 @@ permuted_nibble(const uint8_t *nibbles, int block)
 	uint8_t		byte = nibbles[block / 2];
 
 	return (block % 2 == 0) ? byte >> 4 : byte & 0x0F;
+}
+
+/*
+ * Structural check of an ORE ciphertext: every 2-bit entry of the right
+ * part is a residue mod 3.  (Entries that are residues but wrong cannot be
+ * detected without the key: see design 13.1 on writers of a column.)
+ */
+bool
+ore_ciphertext_valid(const uint8_t *ore, int nblocks)
+{
+	const uint8_t *rows = ore + (size_t) nblocks * ORE_KEY_SIZE + (nblocks + 1) / 2 +
+		ORE_NONCE_SIZE;
+
+	for (int i = 0; i < nblocks * ORE_ROW_SIZE; i++)
+	{
+		uint8_t		b = rows[i];
+
+		/* an entry is 3 when both of its bits are set */
+		if ((b & (b >> 1) & 0x55) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Are the left parts (per block: k' and the permuted nibble) identical? */
+bool
+ore_left_equal(const uint8_t *a, const uint8_t *b, int nblocks)
+{
+	size_t		left = (size_t) nblocks * ORE_KEY_SIZE + (nblocks + 1) / 2;
+
+	return memcmp(a, b, left) == 0;
 }
 
 /*

@@ -10,6 +10,7 @@
 #ifndef PGCIPHER_ORE_H
 #define PGCIPHER_ORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,8 @@ ore_ciphertext_size(int nblocks)
 		ORE_NONCE_SIZE + (size_t) nblocks * ORE_ROW_SIZE;
 }
 
+extern bool ore_ciphertext_valid(const uint8_t *ore, int nblocks);
+extern bool ore_left_equal(const uint8_t *a, const uint8_t *b, int nblocks);
 extern OreResult ore_compare(const uint8_t *a, const uint8_t *b, int nblocks,
 							 int *result);
 

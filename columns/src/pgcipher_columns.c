@@ -16,12 +16,15 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_statistic.h"
 #include "commands/vacuum.h"
 #include "common/base64.h"
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/selfuncs.h"
 #include "utils/sortsupport.h"
 #include "varatt.h"
 
@@ -57,7 +60,7 @@ validate_input(const uint8_t *data, size_t len, EncType type, bool ordered,
 	EncValue	value;
 	EncParseResult result;
 
-	result = enc_parse(data, len, &value);
+	result = enc_validate(data, len, &value);
 	if (result != ENC_PARSE_OK)
 		ereturn(escontext, false,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
@@ -258,6 +261,39 @@ compare_datums_ordered(Datum da, Datum db)
 	return result;
 }
 
+/*
+ * Equality.  For ORD values it also requires equal ORE left parts, so that
+ * = agrees with the btree order (which compares the ORE part first) even
+ * for a forged value whose token and ORE part disagree.
+ */
+static bool
+values_equal(const EncValue *a, const EncValue *b)
+{
+	check_comparable(a, b, ENC_EQ, "equality");
+	if (memcmp(a->token, b->token, ENC_TOKEN_SIZE) != 0)
+		return false;
+	if (a->level == ENC_ORD && b->level == ENC_ORD)
+		return ore_left_equal(a->ore, b->ore, a->ore_blocks);
+	return true;
+}
+
+static bool
+args_equal(FunctionCallInfo fcinfo)
+{
+	bytea	   *a = PG_GETARG_BYTEA_PP(0);
+	bytea	   *b = PG_GETARG_BYTEA_PP(1);
+	EncValue	va,
+				vb;
+	bool		result;
+
+	parse_stored(a, &va);
+	parse_stored(b, &vb);
+	result = values_equal(&va, &vb);
+	PG_FREE_IF_COPY(a, 0);
+	PG_FREE_IF_COPY(b, 1);
+	return result;
+}
+
 static int
 compare_args_equal(FunctionCallInfo fcinfo, const char *operation, bool ordered)
 {
@@ -285,14 +321,14 @@ PG_FUNCTION_INFO_V1(enc_eq);
 Datum
 enc_eq(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(compare_args_equal(fcinfo, "equality", false) == 0);
+	PG_RETURN_BOOL(args_equal(fcinfo));
 }
 
 PG_FUNCTION_INFO_V1(enc_ne);
 Datum
 enc_ne(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(compare_args_equal(fcinfo, "equality", false) != 0);
+	PG_RETURN_BOOL(!args_equal(fcinfo));
 }
 
 /*
@@ -558,4 +594,137 @@ enc_typanalyze(PG_FUNCTION_ARGS)
 	stats->extra_data = data;
 	stats->compute_stats = enc_compute_stats;
 	PG_RETURN_BOOL(true);
+}
+
+/*
+ * Selectivity.  PostgreSQL's estimators compare the query's constant with
+ * the column's most common values and histogram using the operator itself;
+ * if the statistics hold values of another key or join group (the table
+ * was reloaded or re-keyed since the last ANALYZE), that comparison would
+ * fail and take planning down with it.  These wrappers look at the headers
+ * first and fall back to the default selectivity on a mismatch.
+ */
+static bool
+header_of(Datum datum, EncValue *value)
+{
+	bytea	   *b = DatumGetByteaPP(datum);
+	bool		ok = enc_parse((const uint8_t *) VARDATA_ANY(b),
+							   VARSIZE_ANY_EXHDR(b), value) == ENC_PARSE_OK;
+
+	if ((Pointer) b != DatumGetPointer(datum))
+		pfree(b);
+	return ok;
+}
+
+/* Do the statistics of vardata hold values comparable with value? */
+static bool
+stats_comparable(VariableStatData *vardata, const EncValue *value)
+{
+	static const int kinds[] = {STATISTIC_KIND_MCV, STATISTIC_KIND_HISTOGRAM};
+	bool		ok = true;
+
+	if (!HeapTupleIsValid(vardata->statsTuple))
+		return true;
+	for (int i = 0; i < lengthof(kinds) && ok; i++)
+	{
+		AttStatsSlot sslot;
+		EncValue	stored;
+
+		if (!get_attstatsslot(&sslot, vardata->statsTuple, kinds[i], InvalidOid,
+							  ATTSTATSSLOT_VALUES))
+			continue;
+		if (sslot.nvalues > 0 &&
+			(!header_of(sslot.values[0], &stored) ||
+			 stored.key_id != value->key_id || stored.group_tag != value->group_tag ||
+			 stored.level < ENC_EQ || value->level < ENC_EQ))
+			ok = false;
+		free_attstatsslot(&sslot);
+	}
+	return ok;
+}
+
+/* For restriction estimators: is "column op constant" safe to estimate? */
+static bool
+restriction_estimable(FunctionCallInfo fcinfo)
+{
+	PlannerInfo *root = (PlannerInfo *) PG_GETARG_POINTER(0);
+	List	   *args = (List *) PG_GETARG_POINTER(2);
+	int			varRelid = PG_GETARG_INT32(3);
+	VariableStatData vardata;
+	Node	   *other;
+	bool		varonleft;
+	bool		ok = true;
+	EncValue	value;
+
+	if (!get_restriction_variable(root, args, varRelid, &vardata, &other, &varonleft))
+		return true;
+	if (IsA(other, Const) && !((Const *) other)->constisnull)
+		ok = header_of(((Const *) other)->constvalue, &value) &&
+			stats_comparable(&vardata, &value);
+	ReleaseVariableStats(vardata);
+	return ok;
+}
+
+#define ENC_RESTRICTION_ESTIMATOR(name, wrapped, fallback) \
+PG_FUNCTION_INFO_V1(name); \
+Datum name(PG_FUNCTION_ARGS) \
+{ \
+	if (!restriction_estimable(fcinfo)) \
+		PG_RETURN_FLOAT8(fallback); \
+	return wrapped(fcinfo); \
+}
+
+ENC_RESTRICTION_ESTIMATOR(enc_eqsel, eqsel, DEFAULT_EQ_SEL)
+ENC_RESTRICTION_ESTIMATOR(enc_neqsel, neqsel, 1.0 - DEFAULT_EQ_SEL)
+ENC_RESTRICTION_ESTIMATOR(enc_scalarltsel, scalarltsel, DEFAULT_INEQ_SEL)
+ENC_RESTRICTION_ESTIMATOR(enc_scalarlesel, scalarlesel, DEFAULT_INEQ_SEL)
+ENC_RESTRICTION_ESTIMATOR(enc_scalargtsel, scalargtsel, DEFAULT_INEQ_SEL)
+ENC_RESTRICTION_ESTIMATOR(enc_scalargesel, scalargesel, DEFAULT_INEQ_SEL)
+
+/* For join estimators: do both sides' statistics hold comparable values? */
+static bool
+join_estimable(FunctionCallInfo fcinfo)
+{
+	PlannerInfo *root = (PlannerInfo *) PG_GETARG_POINTER(0);
+	List	   *args = (List *) PG_GETARG_POINTER(2);
+	SpecialJoinInfo *sjinfo = (SpecialJoinInfo *) PG_GETARG_POINTER(4);
+	VariableStatData vardata1,
+				vardata2;
+	bool		reversed;
+	bool		ok = true;
+	AttStatsSlot sslot;
+	EncValue	value;
+
+	if (list_length(args) != 2)
+		return true;
+	get_join_variables(root, args, sjinfo, &vardata1, &vardata2, &reversed);
+	if (HeapTupleIsValid(vardata1.statsTuple) &&
+		get_attstatsslot(&sslot, vardata1.statsTuple, STATISTIC_KIND_MCV, InvalidOid,
+						 ATTSTATSSLOT_VALUES))
+	{
+		if (sslot.nvalues > 0)
+			ok = header_of(sslot.values[0], &value) && stats_comparable(&vardata2, &value);
+		free_attstatsslot(&sslot);
+	}
+	ReleaseVariableStats(vardata1);
+	ReleaseVariableStats(vardata2);
+	return ok;
+}
+
+PG_FUNCTION_INFO_V1(enc_eqjoinsel);
+Datum
+enc_eqjoinsel(PG_FUNCTION_ARGS)
+{
+	if (!join_estimable(fcinfo))
+		PG_RETURN_FLOAT8(DEFAULT_EQ_SEL);
+	return eqjoinsel(fcinfo);
+}
+
+PG_FUNCTION_INFO_V1(enc_neqjoinsel);
+Datum
+enc_neqjoinsel(PG_FUNCTION_ARGS)
+{
+	if (!join_estimable(fcinfo))
+		PG_RETURN_FLOAT8(1.0 - DEFAULT_EQ_SEL);
+	return neqjoinsel(fcinfo);
 }

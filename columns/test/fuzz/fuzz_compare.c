@@ -46,8 +46,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(first, data, split);
 	memcpy(second, data + split, size - split);
 
-	if (enc_parse(first, split, &a) == ENC_PARSE_OK &&
-		enc_parse(second, size - split, &b) == ENC_PARSE_OK &&
+	if (enc_validate(first, split, &a) == ENC_PARSE_OK &&
+		enc_validate(second, size - split, &b) == ENC_PARSE_OK &&
 		a.level == ENC_ORD && b.level == ENC_ORD && a.type == b.type)
 	{
 		rab = ore_compare(a.ore, b.ore, a.ore_blocks, &ab);

@@ -70,3 +70,24 @@ SELECT attname, null_frac, avg_width > 0 AS has_width, n_distinct,
 ANALYZE vec, ranked;
 SELECT tablename, n_distinct, histogram_bounds IS NOT NULL AS histogram
   FROM pg_stats WHERE tablename IN ('vec', 'ranked') AND attname IN ('v', 'r') ORDER BY 1;
+
+-- Statistics of another key (the table was reloaded since ANALYZE) do not
+-- break planning: the estimators fall back to defaults.
+CREATE TABLE public.reloaded (v enc_int4_ord);
+INSERT INTO reloaded SELECT ct::enc_int4_ord FROM vectors
+ WHERE type = 'int4' AND level = 'ORD' AND key_id = 1;
+ANALYZE reloaded;
+TRUNCATE reloaded;
+INSERT INTO reloaded SELECT ct::enc_int4_ord FROM vectors
+ WHERE type = 'int4' AND level = 'ORD' AND key_id = 2;
+SELECT ct AS k2 FROM vectors WHERE type = 'int4' AND level = 'ORD' AND key_id = 2 ORDER BY n LIMIT 1 \gset
+SELECT count(*) FROM reloaded WHERE v = :'k2';
+SELECT count(*) FROM reloaded WHERE v <= :'k2';
+SELECT count(*) FROM reloaded a JOIN ranked b ON a.v = b.r;
+
+-- Bindings go with their column or table; the key sequence is dumped.
+ALTER TABLE vec2 DROP COLUMN v;
+DROP TABLE unsorted;
+SELECT table_name, column_name FROM pgcipher.columns ORDER BY 1, 2;
+SELECT count(*) AS bindings FROM pgcipher.encrypted_columns;
+SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension WHERE extname = 'pgcipher_columns' ORDER BY 1;

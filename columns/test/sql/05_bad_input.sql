@@ -35,7 +35,7 @@ SELECT :'rnd'::enc_int4 = :'rnd'::enc_int4;
 SELECT count(*) FROM (VALUES (:'rnd'::enc_int4)) v(x) GROUP BY x;
 -- values of different keys or join groups
 SELECT :'good'::enc_int4_ord < :'other'::enc_int4_ord;
--- a stored ORE ciphertext whose first differing block was tampered with
+-- an ORE ciphertext with impossible entries (3 in a mod-3 table) is refused on input
 SELECT ct AS second FROM vectors WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 AND plain <> (
   SELECT plain FROM vectors WHERE ct = :'good') ORDER BY n LIMIT 1 \gset
 SELECT :'good'::enc_int4_ord < mangle(:'second', 12 + 16 + 8 * 16 + 4 + 16 + 1, decode(repeat('ff', 32), 'hex'))::enc_int4_ord;
