@@ -85,7 +85,7 @@ SELECT count(*) FROM reloaded WHERE v = :'k2';
 SELECT count(*) FROM reloaded WHERE v <= :'k2';
 SELECT count(*) FROM reloaded a JOIN ranked b ON a.v = b.r;
 
--- Bindings go with their column or table; the key sequence is dumped.
+-- Bindings go with their column or table; both tables are dumped.
 ALTER TABLE vec2 DROP COLUMN v;
 DROP TABLE unsorted;
 SELECT table_name, column_name FROM pgcipher.columns ORDER BY 1, 2;
