@@ -25,7 +25,7 @@ def test_quick_profile_smoke(tmp_path):
     assert "elapsed" in r.stdout and "left]" in r.stdout          # progress lines
     data = json.loads((out / "results.json").read_text())
     scenarios = set(data["meta"]["scenarios"])
-    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "micro"}
+    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "micro", "columns-micro"}
     assert {row["scenario"] for row in data["results"]} == scenarios
     assert all(isinstance(row["value"], (int, float)) for row in data["results"])
     with open(out / "results.csv") as f:
@@ -45,3 +45,7 @@ def test_quick_profile_smoke(tmp_path):
     for w in ("copy", "ctas", "vacuum-full"):
         assert (w, "mb_per_s") in wal and (w, "wal_mb") in wal
     assert ("tpcb", "tps") in wal
+    cols = {(row["config"], row["metric"]) for row in data["results"] if row["scenario"] == "columns-micro"}
+    for kind in ("int8", "EQ", "ORD"):
+        assert (kind, "ns_per_comparison") in cols and (kind, "index_build_s") in cols
+    assert ("ORD", "client_us_per_value") in cols and ("RND", "datum_bytes") in cols
