@@ -277,40 +277,37 @@ values_equal(const EncValue *a, const EncValue *b)
 	return true;
 }
 
-static bool
-args_equal(FunctionCallInfo fcinfo)
+/* What compare_args() computes. */
+typedef enum ArgComparison
 {
-	bytea	   *a = PG_GETARG_BYTEA_PP(0);
-	bytea	   *b = PG_GETARG_BYTEA_PP(1);
-	EncValue	va,
-				vb;
-	bool		result;
-
-	parse_stored(a, &va);
-	parse_stored(b, &vb);
-	result = values_equal(&va, &vb);
-	PG_FREE_IF_COPY(a, 0);
-	PG_FREE_IF_COPY(b, 1);
-	return result;
-}
+	ARGS_EQUAL,					/* 0 if equal, 1 if not */
+	ARGS_TOKEN_ORDER,			/* enc_T's internal order of tokens */
+	ARGS_ORDER					/* enc_T_ord's order: ORE, then tokens */
+} ArgComparison;
 
 static int
-compare_args_equal(FunctionCallInfo fcinfo, const char *operation, bool ordered)
+compare_args(FunctionCallInfo fcinfo, ArgComparison how)
 {
 	bytea	   *a = PG_GETARG_BYTEA_PP(0);
 	bytea	   *b = PG_GETARG_BYTEA_PP(1);
 	EncValue	va,
 				vb;
-	int			result;
+	int			result = 0;
 
 	parse_stored(a, &va);
 	parse_stored(b, &vb);
-	if (ordered)
-		result = compare_ordered(&va, &vb);
-	else
+	switch (how)
 	{
-		check_comparable(&va, &vb, ENC_EQ, operation);
-		result = compare_tokens(&va, &vb);
+		case ARGS_EQUAL:
+			result = values_equal(&va, &vb) ? 0 : 1;
+			break;
+		case ARGS_TOKEN_ORDER:
+			check_comparable(&va, &vb, ENC_EQ, "equality");
+			result = compare_tokens(&va, &vb);
+			break;
+		case ARGS_ORDER:
+			result = compare_ordered(&va, &vb);
+			break;
 	}
 	PG_FREE_IF_COPY(a, 0);
 	PG_FREE_IF_COPY(b, 1);
@@ -321,14 +318,14 @@ PG_FUNCTION_INFO_V1(enc_eq);
 Datum
 enc_eq(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(args_equal(fcinfo));
+	PG_RETURN_BOOL(compare_args(fcinfo, ARGS_EQUAL) == 0);
 }
 
 PG_FUNCTION_INFO_V1(enc_ne);
 Datum
 enc_ne(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(!args_equal(fcinfo));
+	PG_RETURN_BOOL(compare_args(fcinfo, ARGS_EQUAL) != 0);
 }
 
 /*
@@ -340,42 +337,42 @@ PG_FUNCTION_INFO_V1(enc_token_cmp);
 Datum
 enc_token_cmp(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32(compare_args_equal(fcinfo, "equality", false));
+	PG_RETURN_INT32(compare_args(fcinfo, ARGS_TOKEN_ORDER));
 }
 
 PG_FUNCTION_INFO_V1(enc_ord_cmp);
 Datum
 enc_ord_cmp(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32(compare_args_equal(fcinfo, "ordering", true));
+	PG_RETURN_INT32(compare_args(fcinfo, ARGS_ORDER));
 }
 
 PG_FUNCTION_INFO_V1(enc_lt);
 Datum
 enc_lt(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) < 0);
+	PG_RETURN_BOOL(compare_args(fcinfo, ARGS_ORDER) < 0);
 }
 
 PG_FUNCTION_INFO_V1(enc_le);
 Datum
 enc_le(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) <= 0);
+	PG_RETURN_BOOL(compare_args(fcinfo, ARGS_ORDER) <= 0);
 }
 
 PG_FUNCTION_INFO_V1(enc_gt);
 Datum
 enc_gt(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) > 0);
+	PG_RETURN_BOOL(compare_args(fcinfo, ARGS_ORDER) > 0);
 }
 
 PG_FUNCTION_INFO_V1(enc_ge);
 Datum
 enc_ge(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(compare_args_equal(fcinfo, "ordering", true) >= 0);
+	PG_RETURN_BOOL(compare_args(fcinfo, ARGS_ORDER) >= 0);
 }
 
 PG_FUNCTION_INFO_V1(enc_smaller);
