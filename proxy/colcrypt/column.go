@@ -28,11 +28,12 @@ type Spec struct {
 
 // Column holds a column's derived keys.  It is safe for concurrent use.
 type Column struct {
-	spec   Spec
-	header Header
-	aead   cipher.AEAD
-	eqKey  []byte
-	ore    *ore.Key // ORD only
+	spec     Spec
+	header   Header
+	aead     cipher.AEAD
+	eqKey    []byte
+	ore      *ore.Key // ORD only
+	matchKey []byte   // MATCH only
 }
 
 // GroupTag is the join-group tag of the header: the first 4 bytes of
@@ -50,6 +51,9 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 	if !s.Level.Valid() {
 		return nil, fmt.Errorf("colcrypt: column %q: unknown level %d", s.Label, s.Level)
 	}
+	if !s.Type.HasLevel(s.Level) {
+		return nil, fmt.Errorf("colcrypt: column %q: level %s exists for text only, not %s", s.Label, s.Level, s.Type)
+	}
 	if s.Group == "" {
 		s.Group = s.Label
 	}
@@ -64,7 +68,7 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 	if c.aead, err = newGCM(pk); err != nil {
 		return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
 	}
-	if s.Level >= EQ {
+	if s.Level.HasToken() {
 		if c.eqKey, err = SubKey(cek, PurposeEq, s.Group); err != nil {
 			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
 		}
@@ -79,6 +83,11 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
 		}
 		if c.ore, err = ore.NewKey(prf, perm); err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+	}
+	if s.Level == MATCH {
+		if c.matchKey, err = SubKey(cek, PurposeMatch, s.Group); err != nil {
 			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
 		}
 	}
@@ -112,7 +121,8 @@ func (c *Column) Token(payload []byte) ([]byte, error) {
 }
 
 // Encrypt encrypts the PostgreSQL text form of a value; randomness (the
-// GCM nonce and, at ORD, the ORE's r) comes from rand.
+// GCM nonce and, at ORD, the ORE's r) comes from rand.  At MATCH this
+// encrypts a stored value; EncryptPattern encrypts a query.
 func (c *Column) Encrypt(plaintext string, rand io.Reader) ([]byte, error) {
 	p, err := Encode(c.spec.Type, plaintext)
 	if err != nil {
@@ -126,9 +136,20 @@ func (c *Column) EncryptPayload(p []byte, rand io.Reader) ([]byte, error) {
 	if m := c.spec.Type.PayloadSize(); m > 0 && len(p) != m {
 		return nil, fmt.Errorf("colcrypt: %s payload of %d bytes, want %d", c.spec.Type, len(p), m)
 	}
+	var bloom *[BloomSize]byte
+	if c.spec.Level == MATCH {
+		bloom = c.valueBloom(p)
+	}
+	return c.seal(c.header, p, bloom, rand)
+}
+
+// seal writes a ciphertext with header h: the token of p (EQ, ORD,
+// MATCH), the ORE part of p (ORD), the Bloom filter (MATCH) and the
+// payload p.
+func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader) ([]byte, error) {
 	out := make([]byte, 0, Size(c.spec.Type, c.spec.Level, len(p)))
-	out = c.header.Append(out)
-	if c.spec.Level >= EQ {
+	out = h.Append(out)
+	if c.spec.Level.HasToken() {
 		tok, err := c.Token(p)
 		if err != nil {
 			return nil, err
@@ -146,6 +167,9 @@ func (c *Column) EncryptPayload(p []byte, rand io.Reader) ([]byte, error) {
 		}
 		out = append(out, o...)
 	}
+	if c.spec.Level == MATCH {
+		out = append(out, bloom[:]...)
+	}
 	nonce := out[len(out) : len(out)+NonceSize]
 	if _, err := io.ReadFull(rand, nonce); err != nil {
 		return nil, fmt.Errorf("colcrypt: column %q: reading randomness: %w", c.spec.Label, err)
@@ -155,7 +179,8 @@ func (c *Column) EncryptPayload(p []byte, rand io.Reader) ([]byte, error) {
 }
 
 // Decrypt checks that ct is well formed and belongs to this column, and
-// returns the PostgreSQL text form of its value.
+// returns the PostgreSQL text form of its value (of a MATCH query: the
+// pattern).
 func (c *Column) Decrypt(ct []byte) (string, error) {
 	p, err := c.DecryptPayload(ct)
 	if err != nil {
@@ -207,8 +232,10 @@ func (c *Column) DecryptText(s string) (string, error) {
 }
 
 // comparable parses two ciphertexts that the server may compare: same
-// type, key and group, both at least at level min.
-func comparable(a, b []byte, min Level) (*Ciphertext, *Ciphertext, error) {
+// type, key and group, both with what level need has (EQ: an equality
+// token, so EQ, ORD or MATCH; ORD: an ORE part, so ORD; MATCH: a Bloom
+// filter, so MATCH).
+func comparable(a, b []byte, need Level) (*Ciphertext, *Ciphertext, error) {
 	x, err := Parse(a)
 	if err != nil {
 		return nil, nil, err
@@ -223,14 +250,25 @@ func comparable(a, b []byte, min Level) (*Ciphertext, *Ciphertext, error) {
 		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s", hx.Type, hy.Type)
 	case hx.KeyID != hy.KeyID || hx.GroupTag != hy.GroupTag:
 		return nil, nil, errors.New("colcrypt: comparing values of different keys or join groups")
-	case hx.Level < min || hy.Level < min:
-		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s values needs level %s", hx.Level, hy.Level, min)
+	case !has(hx.Level, need) || !has(hy.Level, need):
+		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s values needs level %s", hx.Level, hy.Level, need)
 	}
 	return x, y, nil
 }
 
-// Equal is the server's equality: the equality tokens of two EQ or ORD
-// ciphertexts of one type, key and join group.
+// has reports whether values of level l support what level need does.
+func has(l, need Level) bool {
+	switch need {
+	case EQ:
+		return l.HasToken()
+	case MATCH:
+		return l == MATCH
+	}
+	return l == need
+}
+
+// Equal is the server's equality: the equality tokens of two EQ, ORD or
+// MATCH ciphertexts of one type, key and join group.
 func Equal(a, b []byte) (bool, error) {
 	x, y, err := comparable(a, b, EQ)
 	if err != nil {

@@ -20,7 +20,12 @@ const (
 	TokenSize  = 16
 	NonceSize  = 12
 	TagSize    = 16
+	BloomSize  = 32 // MATCH: the 256-bit Bloom filter of trigrams (13.5a)
 )
+
+// FlagQuery is the only defined flag (header byte 3), allowed only with
+// level MATCH: the ciphertext is a LIKE-pattern query, not a value.
+const FlagQuery = 0x01
 
 // Type is the plaintext type of an encrypted column.
 type Type uint8
@@ -95,20 +100,32 @@ type Level uint8
 
 // Level codes, byte 2 of the header.
 const (
-	RND Level = 1 // randomized: nothing
-	EQ  Level = 2 // equality token
-	ORD Level = 3 // equality token and ORE
+	RND   Level = 1 // randomized: nothing
+	EQ    Level = 2 // equality token
+	ORD   Level = 3 // equality token and ORE
+	MATCH Level = 4 // text only: equality token and Bloom filter of trigrams
 )
 
-var levelNames = [...]string{RND: "RND", EQ: "EQ", ORD: "ORD"}
+var levelNames = [...]string{RND: "RND", EQ: "EQ", ORD: "ORD", MATCH: "MATCH"}
 
-// Levels lists every level in code order.
-var Levels = []Level{RND, EQ, ORD}
+// Levels lists every level in code order.  MATCH exists for text only
+// (see Type.HasLevel).
+var Levels = []Level{RND, EQ, ORD, MATCH}
 
 // Valid reports whether l is a known level code.
-func (l Level) Valid() bool { return l >= RND && l <= ORD }
+func (l Level) Valid() bool { return l >= RND && l <= MATCH }
 
-// String returns "RND", "EQ" or "ORD".
+// HasToken reports whether values of the level carry an equality token
+// (EQ, ORD, MATCH).
+func (l Level) HasToken() bool { return l == EQ || l == ORD || l == MATCH }
+
+// HasLevel reports whether a column of type t may have level l: every
+// known level for every known type, except MATCH, which is text only.
+func (t Type) HasLevel(l Level) bool {
+	return t.Valid() && l.Valid() && (l != MATCH || t == Text)
+}
+
+// String returns "RND", "EQ", "ORD" or "MATCH".
 func (l Level) String() string {
 	if l.Valid() {
 		return levelNames[l]
@@ -146,30 +163,39 @@ func (h Header) Append(b []byte) []byte {
 // Ciphertext is a parsed ciphertext; its slices alias the parsed bytes.
 type Ciphertext struct {
 	Header Header
-	Token  []byte // EQ and ORD: 16 bytes; RND: nil
+	Token  []byte // EQ, ORD and MATCH: 16 bytes; RND: nil
 	ORE    []byte // ORD: ore.Size(Type.OrderInputSize()) bytes; else nil
+	Bloom  []byte // MATCH: BloomSize bytes; else nil
 	Nonce  []byte // 12 bytes
 	Sealed []byte // GCM ciphertext of the payload followed by the tag
 }
+
+// IsQuery reports whether the ciphertext is a MATCH query (FlagQuery).
+func (c *Ciphertext) IsQuery() bool { return c.Header.Flags == FlagQuery }
 
 // PayloadLen is the length m of the encrypted plaintext.
 func (c *Ciphertext) PayloadLen() int { return len(c.Sealed) - TagSize }
 
 // Size returns the length of a ciphertext of the given type and level
-// whose payload is m bytes.
+// whose payload is m bytes (a MATCH query has the size of a value whose
+// payload is the pattern).
 func Size(t Type, l Level, m int) int {
 	n := HeaderSize + NonceSize + m + TagSize
-	if l >= EQ {
+	if l.HasToken() {
 		n += TokenSize
 	}
 	if l == ORD {
 		n += ore.Size(t.OrderInputSize())
 	}
+	if l == MATCH {
+		n += BloomSize
+	}
 	return n
 }
 
 // Parse splits ct into its parts and checks everything the server checks:
-// version, type, level, flags, the lengths of the token and ORE parts and,
+// version, type, level (MATCH only for text), flags (FlagQuery only with
+// MATCH), the lengths of the token, ORE and Bloom parts and,
 // for fixed-size types, the exact payload length.  It does not decrypt.
 func Parse(ct []byte) (*Ciphertext, error) {
 	if len(ct) < HeaderSize {
@@ -190,8 +216,10 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown type %d", ct[1])
 	case !h.Level.Valid():
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown level %d", ct[2])
-	case h.Flags != 0:
-		return nil, fmt.Errorf("colcrypt: malformed ciphertext: flags %#x, want 0", h.Flags)
+	case !h.Type.HasLevel(h.Level):
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: level %s for type %s", h.Level, h.Type)
+	case h.Flags != 0 && !(h.Flags == FlagQuery && h.Level == MATCH):
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: flags %#x at level %s", h.Flags, h.Level)
 	}
 	c := &Ciphertext{Header: h}
 	rest := ct[HeaderSize:]
@@ -201,8 +229,11 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		return b
 	}
 	minRest := NonceSize + TagSize
-	if h.Level >= EQ {
+	if h.Level.HasToken() {
 		minRest += TokenSize
+	}
+	if h.Level == MATCH {
+		minRest += BloomSize
 	}
 	oreLen := 0
 	if h.Level == ORD {
@@ -212,11 +243,14 @@ func Parse(ct []byte) (*Ciphertext, error) {
 	if len(rest) < minRest {
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %d bytes, too short for %s %s", len(ct), h.Type, h.Level)
 	}
-	if h.Level >= EQ {
+	if h.Level.HasToken() {
 		c.Token = take(TokenSize)
 	}
 	if h.Level == ORD {
 		c.ORE = take(oreLen)
+	}
+	if h.Level == MATCH {
+		c.Bloom = take(BloomSize)
 	}
 	c.Nonce = take(NonceSize)
 	c.Sealed = rest

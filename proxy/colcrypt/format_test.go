@@ -28,7 +28,7 @@ func TestTypeLevelNames(t *testing.T) {
 	if _, err := ParseLevel("DET"); err == nil {
 		t.Error("ParseLevel(DET) succeeded")
 	}
-	if Type(0).Valid() || Type(10).Valid() || Level(0).Valid() || Level(4).Valid() {
+	if Type(0).Valid() || Type(10).Valid() || Level(0).Valid() || Level(5).Valid() {
 		t.Error("invalid codes reported valid")
 	}
 	if Type(12).String() != "Type(12)" || Level(7).String() != "Level(7)" {
@@ -47,6 +47,7 @@ func TestSizes(t *testing.T) {
 		{Int8, RND, 8, 48}, {Int8, EQ, 8, 64}, {Int8, ORD, 8, 408},
 		{Text, RND, 0, 40}, {Text, EQ, 0, 56}, {Text, ORD, 0, 728},
 		{Text, ORD, 5, 733}, {Bool, ORD, 1, 114}, {Float8, ORD, 8, 408},
+		{Text, MATCH, 0, 88}, {Text, MATCH, 5, 93}, {Text, MATCH, 40, 128},
 	}
 	for _, tc := range cases {
 		if got := Size(tc.ty, tc.l, tc.m); got != tc.want {
@@ -68,6 +69,9 @@ func TestHeaderAppend(t *testing.T) {
 func TestParseMalformed(t *testing.T) {
 	for _, ty := range []Type{Int4, Text, Bool} {
 		for _, l := range Levels {
+			if !ty.HasLevel(l) {
+				continue
+			}
 			c := testColumn(t, ty, l, "public.t.c")
 			ct := mustEncrypt(t, c, sampleValue(ty))
 			if _, err := Parse(ct); err != nil {
@@ -82,9 +86,17 @@ func TestParseMalformed(t *testing.T) {
 				"type 0":     set(1, 0),
 				"type 10":    set(1, 10),
 				"level 0":    set(2, 0),
-				"level 4":    set(2, 4),
-				"flags 1":    set(3, 1),
+				"level 5":    set(2, 5),
+				"flags 2":    set(3, 2),
+				"flags 3":    set(3, 3),
 				"flags 0x80": set(3, 0x80),
+				"flags 0x81": set(3, 0x81),
+			}
+			if l != MATCH { // a MATCH value with flags 1 reads as a query
+				bad["flags 1"] = set(3, 1)
+			}
+			if ty != Text {
+				bad["MATCH"] = set(2, byte(MATCH))
 			}
 			if ty != Text {
 				bad["payload +1"] = append(bytes.Clone(ct), 0)

@@ -203,6 +203,7 @@ const (
 	PurposeEq      = "eq"
 	PurposeOREPRF  = "ore-prf"
 	PurposeOREPerm = "ore-perm"
+	PurposeMatch   = "match"
 )
 
 // SubKey derives HKDF-SHA-256(cek, no salt, info = "pgcipher columns

@@ -7,6 +7,7 @@
 //	pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
 //	pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
 //	    --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
+//	    [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
 //	pgcipher-keys vectors [-o FILE]
 package main
 
@@ -14,6 +15,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -30,6 +32,7 @@ const usage = `usage:
   pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
   pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
       --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
+      [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
   pgcipher-keys vectors [-o FILE]
 `
 
@@ -146,9 +149,13 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	wrapped := fs.String("wrapped-cek", "", `wrapped CEK in hex (optionally \x...)`)
 	keyID := fs.Uint("key-id", 0, "the CEK's key_id")
 	typ := fs.String("type", "", "plain type: int4, int8, float8, numeric, text, bytea, date, timestamptz, bool")
-	level := fs.String("level", "", "RND, EQ or ORD")
+	level := fs.String("level", "", "RND, EQ, ORD or MATCH (text only)")
 	label := fs.String("label", "", "column label, schema.table.column")
 	group := fs.String("group", "", "join group (default: the label)")
+	pattern := false
+	if cmd == "encrypt" {
+		fs.BoolVar(&pattern, "pattern", false, "encrypt each line as a LIKE-pattern query (level MATCH)")
+	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
@@ -159,6 +166,9 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	l, err := colcrypt.ParseLevel(*level)
 	if err != nil {
 		return err
+	}
+	if pattern && l != colcrypt.MATCH {
+		return errors.New("--pattern needs --level MATCH")
 	}
 	if *label == "" || *keyID == 0 || *keyID > 1<<32-1 {
 		return errors.New("--label and --key-id (1 to 4294967295) are required")
@@ -192,9 +202,15 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		line = strings.TrimSuffix(line, "\n")
 		var res string
-		if cmd == "encrypt" {
+		switch {
+		case pattern:
+			var ct []byte
+			if ct, err = col.EncryptPattern(line, rand.Reader); err == nil {
+				res = base64.StdEncoding.EncodeToString(ct)
+			}
+		case cmd == "encrypt":
 			res, err = col.EncryptText(line, rand.Reader)
-		} else {
+		default:
 			res, err = col.DecryptText(strings.TrimSpace(line))
 		}
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,9 +56,12 @@ func TestVectorsDecrypt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := colcrypt.ParseLevel(r[1])
-		if err != nil {
-			t.Fatal(err)
+		query := r[1] == patternLevel
+		l := colcrypt.MATCH
+		if !query {
+			if l, err = colcrypt.ParseLevel(r[1]); err != nil {
+				t.Fatal(err)
+			}
 		}
 		keyID, _ := strconv.Atoi(r[2])
 		if n, _ := strconv.Atoi(r[5]); n != i+1 {
@@ -74,7 +78,9 @@ func TestVectorsDecrypt(t *testing.T) {
 		if err != nil {
 			t.Fatalf("row %d (%s %s %q): %v", i+1, ty, l, plain, err)
 		}
-		if !sameValue(t, ty, plain, got) {
+		if query && got != plain {
+			t.Errorf("row %d (pattern): %q decrypts to %q", i+1, plain, got)
+		} else if !query && !sameValue(t, ty, plain, got) {
 			t.Errorf("row %d (%s %s): %q decrypts to %q", i+1, ty, l, plain, got)
 		}
 		if cts[r[7]] {
@@ -82,17 +88,30 @@ func TestVectorsDecrypt(t *testing.T) {
 		}
 		cts[r[7]] = true
 		ct, _ := base64.StdEncoding.DecodeString(r[7])
-		if x, err := colcrypt.Parse(ct); err != nil || x.Header != col.Header() {
+		want := col.Header()
+		if query {
+			want.Flags = colcrypt.FlagQuery
+		}
+		if x, err := colcrypt.Parse(ct); err != nil || x.Header != want {
 			t.Errorf("row %d: header %+v, %v", i+1, x, err)
 		}
 		seen[r[0]+"/"+r[1]+"/"+r[2]]++
 	}
 	for _, ty := range colcrypt.Types {
 		for _, l := range colcrypt.Levels {
+			if !ty.HasLevel(l) {
+				if seen[ty.String()+"/"+l.String()+"/1"] > 0 {
+					t.Errorf("rows for %s %s", ty, l)
+				}
+				continue
+			}
 			if seen[ty.String()+"/"+l.String()+"/1"] < 4 {
 				t.Errorf("few rows for %s %s", ty, l)
 			}
 		}
+	}
+	if seen["text/PATTERN/1"] != len(vectorPatterns) {
+		t.Errorf("%d pattern rows, want %d", seen["text/PATTERN/1"], len(vectorPatterns))
 	}
 	for _, k := range []string{"int4/EQ/2", "int4/ORD/2", "text/EQ/2", "text/ORD/2"} {
 		if seen[k] == 0 {
@@ -129,6 +148,48 @@ func sameValue(t *testing.T, ty colcrypt.Type, plain, got string) bool {
 	}
 	want, _ := colcrypt.Decode(ty, p)
 	return want == got
+}
+
+// TestVectorMatchRows: the MATCH rows are the text plaintexts, the
+// PATTERN rows the patterns, and every pattern of the form %literal% is a
+// candidate (MayMatch) for every value containing its literal.
+func TestVectorMatchRows(t *testing.T) {
+	rows, err := vectorRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values, patterns []vectorRow
+	for _, r := range rows {
+		switch {
+		case r.query:
+			patterns = append(patterns, r)
+		case r.level == colcrypt.MATCH:
+			values = append(values, r)
+		}
+	}
+	if len(values) != 2*len(vectorPlains(colcrypt.Text, nil)) || len(patterns) != len(vectorPatterns) {
+		t.Fatalf("%d MATCH rows, %d PATTERN rows", len(values), len(patterns))
+	}
+	checked := 0
+	for _, q := range patterns {
+		lit, ok := strings.CutPrefix(q.plain, "%")
+		lit, ok2 := strings.CutSuffix(lit, "%")
+		if !ok || !ok2 || strings.ContainsAny(lit, `%_\`) {
+			continue
+		}
+		for _, v := range values {
+			if !strings.Contains(v.plain, lit) {
+				continue
+			}
+			checked++
+			if ok, err := colcrypt.MayMatch(v.ct, q.ct); err != nil || !ok {
+				t.Errorf("%q LIKE %q: MayMatch = %v, %v", v.plain, q.plain, ok, err)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d pairs checked", checked)
+	}
 }
 
 func TestVectorPlainsCoverRequest(t *testing.T) {
@@ -187,6 +248,46 @@ func TestCommands(t *testing.T) {
 	dec, err := runCmd(t, enc, append([]string{"decrypt"}, common...)...)
 	if err != nil || dec != in {
 		t.Fatalf("decrypt: %q, %v", dec, err)
+	}
+	// MATCH values and pattern queries.
+	match := slices.Clone(common)
+	match[slices.Index(match, "numeric")] = "text"
+	match[slices.Index(match, "ORD")] = "MATCH"
+	vals := "The quick brown fox\nZebra\n"
+	encV, err := runCmd(t, vals, append([]string{"encrypt"}, match...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pats := "%quick%\ncaf_\n%e\\%%\n"
+	encP, err := runCmd(t, pats, append([]string{"encrypt", "--pattern"}, match...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec, err := runCmd(t, encV+encP, append([]string{"decrypt"}, match...)...); err != nil || dec != vals+pats {
+		t.Fatalf("decrypt MATCH: %q, %v", dec, err)
+	}
+	v0, _ := base64.StdEncoding.DecodeString(strings.Split(encV, "\n")[0])
+	q0, _ := base64.StdEncoding.DecodeString(strings.Split(encP, "\n")[0])
+	if len(v0) != 88+19 || len(q0) != 88+7 || q0[3] != colcrypt.FlagQuery || v0[3] != 0 {
+		t.Errorf("MATCH sizes %d, %d, flags %d, %d", len(v0), len(q0), v0[3], q0[3])
+	}
+	if ok, err := colcrypt.MayMatch(v0, q0); err != nil || !ok {
+		t.Errorf("MayMatch = %v, %v", ok, err)
+	}
+	if _, err := runCmd(t, "ab\\\n", append([]string{"encrypt", "--pattern"}, match...)...); err == nil {
+		t.Error("--pattern accepted a trailing escape")
+	}
+	if _, err := runCmd(t, "%a%\n", append([]string{"encrypt", "--pattern"}, common...)...); err == nil {
+		t.Error("--pattern accepted level ORD")
+	}
+	if _, err := runCmd(t, encP, append([]string{"decrypt", "--pattern"}, match...)...); err == nil {
+		t.Error("decrypt accepted --pattern")
+	}
+	intMatch := slices.Clone(common)
+	intMatch[slices.Index(intMatch, "numeric")] = "int4"
+	intMatch[slices.Index(intMatch, "ORD")] = "MATCH"
+	if _, err := runCmd(t, "1\n", append([]string{"encrypt"}, intMatch...)...); err == nil {
+		t.Error("encrypt accepted int4 MATCH")
 	}
 	// Another group: the header differs, decryption fails.
 	if _, err := runCmd(t, enc, append([]string{"decrypt", "--group", "g"}, common...)...); err == nil {

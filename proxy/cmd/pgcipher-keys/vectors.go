@@ -81,6 +81,15 @@ func vectorPlains(t colcrypt.Type, values *mrand.Rand) []string {
 	return nil
 }
 
+// vectorPatterns are the LIKE patterns of the PATTERN rows (MATCH queries
+// of key 1 in public.vec.v), one row each.
+var vectorPatterns = []string{`%a%`, `a%`, `%bra`, `Zeb%`, `%quick brown%`, `%`, ``,
+	`caf_`, `%zzz%`, `abc`, `%e\%%`, `%own zz%`}
+
+// patternLevel is the level column of a PATTERN row: ct is a MATCH query
+// (flags 0x01) and plain its pattern.
+const patternLevel = "PATTERN"
+
 // otherPlains are the values of key 2, group "other", for mixing tests.
 var otherPlains = map[colcrypt.Type][]string{
 	colcrypt.Int4: {"-1", "0", "1", "65536"},
@@ -95,9 +104,12 @@ type vectorRow struct {
 	group, label string
 	plain        string
 	ct           []byte
+	query        bool // a MATCH query: level written as PATTERN
 }
 
-// vectorRows encrypts every plaintext twice.
+// vectorRows encrypts every plaintext twice, and every pattern once.  The
+// MATCH and PATTERN rows come last and draw from a stream of their own,
+// so that the rows before them do not change.
 func vectorRows() ([]vectorRow, error) {
 	values := mrand.New(mrand.NewChaCha8(seed("pgcipher vector values")))
 	random := mrand.NewChaCha8(seed("pgcipher vector randomness"))
@@ -115,14 +127,14 @@ func vectorRows() ([]vectorRow, error) {
 				if err != nil {
 					return err
 				}
-				rows = append(rows, vectorRow{t, l, keyID, group, label, p, ct})
+				rows = append(rows, vectorRow{t, l, keyID, group, label, p, ct, false})
 			}
 		}
 		return nil
 	}
 	for _, t := range colcrypt.Types {
 		plains := vectorPlains(t, values)
-		for _, l := range colcrypt.Levels {
+		for _, l := range []colcrypt.Level{colcrypt.RND, colcrypt.EQ, colcrypt.ORD} {
 			if err := add(t, l, 1, vectorLabel, vectorLabel, plains); err != nil {
 				return nil, err
 			}
@@ -134,6 +146,23 @@ func vectorRows() ([]vectorRow, error) {
 				return nil, err
 			}
 		}
+	}
+	random = mrand.NewChaCha8(seed("pgcipher vector match randomness"))
+	if err := add(colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, vectorPlains(colcrypt.Text, nil)); err != nil {
+		return nil, err
+	}
+	col, err := colcrypt.NewColumn(vectorCEK(1), colcrypt.Spec{
+		KeyID: 1, Type: colcrypt.Text, Level: colcrypt.MATCH, Label: vectorLabel, Group: vectorLabel,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range vectorPatterns {
+		ct, err := col.EncryptPattern(p, random)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, vectorRow{colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, p, ct, true})
 	}
 	return rows, nil
 }
@@ -156,7 +185,11 @@ func vectors() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("type,level,key_id,grp,label,n,plain,ct\n")
 	for i, r := range rows {
-		fields := []string{r.typ.String(), r.level.String(), strconv.FormatUint(uint64(r.keyID), 10),
+		level := r.level.String()
+		if r.query {
+			level = patternLevel
+		}
+		fields := []string{r.typ.String(), level, strconv.FormatUint(uint64(r.keyID), 10),
 			r.group, r.label, strconv.Itoa(i + 1), r.plain, base64.StdEncoding.EncodeToString(r.ct)}
 		for j, f := range fields {
 			if j > 0 {
