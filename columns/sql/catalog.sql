@@ -24,7 +24,7 @@ CREATE TABLE pgcipher.encrypted_columns (
 	relid regclass NOT NULL,
 	attname name NOT NULL,
 	key_id int NOT NULL REFERENCES pgcipher.column_keys,
-	level text NOT NULL CHECK (level IN ('RND', 'EQ', 'ORD')),
+	level text NOT NULL CHECK (level IN ('RND', 'EQ', 'ORD', 'MATCH')),
 	label text NOT NULL,
 	join_group text NOT NULL,
 	PRIMARY KEY (relid, attname)
@@ -131,14 +131,18 @@ BEGIN
 			USING ERRCODE = 'wrong_object_type',
 				  HINT = 'Declare the column as enc_int4, enc_text, enc_int8_ord, ...';
 	END IF;
-	IF lvl NOT IN ('RND', 'EQ', 'ORD') THEN
+	IF lvl NOT IN ('RND', 'EQ', 'ORD', 'MATCH') THEN
 		RAISE EXCEPTION 'unknown encryption level "%"', level
-			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use RND, EQ or ORD.';
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use RND, EQ, ORD or MATCH.';
+	END IF;
+	IF lvl = 'MATCH' AND col_type <> 'enc_text' THEN
+		RAISE EXCEPTION 'level MATCH does not fit column "%" of type %', col, col_type
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Only enc_text columns have level MATCH.';
 	END IF;
 	IF (lvl = 'ORD') <> (col_type ~ '_ord$') THEN
 		RAISE EXCEPTION 'level % does not fit column "%" of type %', lvl, col, col_type
 			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'Types enc_T_ord hold level ORD; types enc_T hold RND or EQ.';
+				  HINT = 'Types enc_T_ord hold level ORD; types enc_T hold RND or EQ (and enc_text MATCH).';
 	END IF;
 	SELECT k.key_id INTO kid FROM pgcipher.column_keys k WHERE k.key_name = encrypt_column.key_name;
 	IF NOT FOUND THEN
@@ -153,7 +157,7 @@ BEGIN
 	INSERT INTO pgcipher.encrypted_columns VALUES (tbl, col, kid, lvl, lbl, grp);
 	EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I CHECK (@extschema@.enc_binding_ok(%I, %s, %s, %L::bytea, %L))',
 				   tbl, 'pgcipher_' || col, col, kid,
-				   CASE lvl WHEN 'RND' THEN 1 WHEN 'EQ' THEN 2 ELSE 3 END,
+				   CASE lvl WHEN 'RND' THEN 1 WHEN 'EQ' THEN 2 WHEN 'ORD' THEN 3 ELSE 4 END,
 				   pgcipher.group_tag(grp), lbl);
 END
 $$;

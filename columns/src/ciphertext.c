@@ -91,18 +91,21 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		return ENC_PARSE_BAD_VERSION;
 	if (data[1] < 1 || data[1] > ENC_TYPE_MAX)
 		return ENC_PARSE_BAD_TYPE;
-	if (data[2] < ENC_RND || data[2] > ENC_ORD)
+	if (data[2] < ENC_RND || data[2] > ENC_LEVEL_MAX ||
+		(data[2] == ENC_MATCH && data[1] != ENC_TEXT))
 		return ENC_PARSE_BAD_LEVEL;
-	if (data[3] != 0)
+	if (data[3] != 0 && !(data[3] == ENC_FLAG_QUERY && data[2] == ENC_MATCH))
 		return ENC_PARSE_BAD_FLAGS;
 
 	value->type = (EncType) data[1];
 	value->level = (EncLevel) data[2];
 	value->key_id = read_uint32(data + 4);
 	value->group_tag = read_uint32(data + 8);
+	value->flags = data[3];
 	value->token = NULL;
 	value->ore = NULL;
 	value->ore_blocks = 0;
+	value->bloom = NULL;
 
 	if (value->level >= ENC_EQ)
 	{
@@ -121,6 +124,14 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		value->ore = data + pos;
 		value->ore_blocks = blocks;
 		pos += size;
+	}
+
+	if (value->level == ENC_MATCH)
+	{
+		if (len - pos < ENC_BLOOM_SIZE)
+			return ENC_PARSE_TOO_SHORT;
+		value->bloom = data + pos;
+		pos += ENC_BLOOM_SIZE;
 	}
 
 	value->payload = data + pos;
@@ -147,7 +158,7 @@ enc_parse_result_string(EncParseResult result)
 		case ENC_PARSE_BAD_TYPE:
 			return "unknown type code";
 		case ENC_PARSE_BAD_LEVEL:
-			return "unknown level";
+			return "unknown level (or MATCH for a type other than text)";
 		case ENC_PARSE_BAD_FLAGS:
 			return "reserved flags are set";
 		case ENC_PARSE_BAD_PAYLOAD:
@@ -180,6 +191,8 @@ enc_level_name(EncLevel level)
 			return "EQ";
 		case ENC_ORD:
 			return "ORD";
+		case ENC_MATCH:
+			return "MATCH";
 	}
 	return "?";
 }

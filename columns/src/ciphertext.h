@@ -21,6 +21,8 @@
 #define ENC_NONCE_SIZE		12
 #define ENC_TAG_SIZE		16
 #define ENC_MIN_PAYLOAD		(ENC_NONCE_SIZE + ENC_TAG_SIZE)
+#define ENC_BLOOM_SIZE		32	/* MATCH: 256-bit Bloom filter of trigrams */
+#define ENC_FLAG_QUERY		0x01	/* MATCH: a LIKE-pattern query, not a value */
 
 typedef enum EncType
 {
@@ -41,8 +43,11 @@ typedef enum EncLevel
 {
 	ENC_RND = 1,				/* payload only */
 	ENC_EQ = 2,					/* + equality token */
-	ENC_ORD = 3					/* + equality token + ORE ciphertext */
+	ENC_ORD = 3,				/* + equality token + ORE ciphertext */
+	ENC_MATCH = 4				/* text: + equality token + Bloom filter */
 } EncLevel;
+
+#define ENC_LEVEL_MAX		4
 
 typedef enum EncParseResult
 {
@@ -63,9 +68,11 @@ typedef struct EncValue
 	EncLevel	level;
 	uint32_t	key_id;
 	uint32_t	group_tag;
+	uint8_t		flags;
 	const uint8_t *token;		/* ENC_TOKEN_SIZE bytes, or NULL for RND */
 	const uint8_t *ore;			/* ORE ciphertext, or NULL below ORD */
 	int			ore_blocks;		/* 4-bit blocks in it */
+	const uint8_t *bloom;		/* ENC_BLOOM_SIZE bytes for MATCH, else NULL */
 	const uint8_t *payload;		/* nonce, GCM ciphertext, tag */
 	size_t		payload_len;
 } EncValue;

@@ -21,6 +21,7 @@
 #include "common/base64.h"
 #include "common/hashfn.h"
 #include "fmgr.h"
+#include "access/gin.h"
 #include "libpq/pqformat.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -198,12 +199,15 @@ check_comparable(const EncValue *a, const EncValue *b, EncLevel needed,
 				 errdetail("One value is under key %u, join group %08x; the other under key %u, join group %08x.",
 						   a->key_id, a->group_tag, b->key_id, b->group_tag),
 				 errhint("Only columns encrypted with one key and one join group can be compared.")));
-	if (a->level < needed || b->level < needed)
+	/* EQ, ORD and MATCH values all have tokens; only ORD values have order */
+	if ((needed == ENC_ORD && (a->level != ENC_ORD || b->level != ENC_ORD)) ||
+		(needed == ENC_MATCH && (a->level != ENC_MATCH || b->level != ENC_MATCH)) ||
+		a->level < needed || b->level < needed)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s needs encrypted values of level %s, not %s",
 						operation, enc_level_name(needed),
-						enc_level_name(a->level < b->level ? a->level : b->level)),
+						enc_level_name(a->level != needed ? a->level : b->level)),
 				 errhint("Encrypt the column at level %s to allow this.",
 						 enc_level_name(needed))));
 }
@@ -470,6 +474,11 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 	expected_tag = ((uint32) t[0] << 24) | ((uint32) t[1] << 16) |
 		((uint32) t[2] << 8) | t[3];
 	parse_stored(datum, &value);
+	if (value.flags != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("a MATCH query cannot be stored in column %s", label),
+				 errhint("Queries (LIKE patterns encrypted by the client) are compared with @>, not stored.")));
 	if (value.key_id != (uint32) key_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
@@ -499,9 +508,10 @@ enc_describe(PG_FUNCTION_ARGS)
 	EncValue	value;
 
 	parse_stored(datum, &value);
-	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s key=%u group=%08x bytes=%zu payload=%zu",
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s key=%u group=%08x bytes=%zu payload=%zu",
 											  enc_type_name(value.type),
 											  enc_level_name(value.level),
+											  value.flags & ENC_FLAG_QUERY ? " query" : "",
 											  value.key_id, value.group_tag,
 											  (size_t) VARSIZE_ANY_EXHDR(datum),
 											  value.payload_len)));
@@ -724,4 +734,105 @@ enc_neqjoinsel(PG_FUNCTION_ARGS)
 	if (!join_estimable(fcinfo))
 		PG_RETURN_FLOAT8(1.0 - DEFAULT_EQ_SEL);
 	return neqjoinsel(fcinfo);
+}
+
+/*
+ * MATCH (text): value @> query is true when every bit of the query's
+ * trigram Bloom filter is set in the value's -- a superset of the rows the
+ * client's LIKE pattern matches, which the client filters after
+ * decrypting (design 13.5a).
+ */
+static bool
+bloom_contains(const EncValue *value, const EncValue *query)
+{
+	for (int i = 0; i < ENC_BLOOM_SIZE; i++)
+		if ((value->bloom[i] & query->bloom[i]) != query->bloom[i])
+			return false;
+	return true;
+}
+
+PG_FUNCTION_INFO_V1(enc_match);
+Datum
+enc_match(PG_FUNCTION_ARGS)
+{
+	bytea	   *a = PG_GETARG_BYTEA_PP(0);
+	bytea	   *b = PG_GETARG_BYTEA_PP(1);
+	EncValue	va,
+				vb;
+	bool		result;
+
+	parse_stored(a, &va);
+	parse_stored(b, &vb);
+	check_comparable(&va, &vb, ENC_MATCH, "substring search");
+	result = bloom_contains(&va, &vb);
+	PG_FREE_IF_COPY(a, 0);
+	PG_FREE_IF_COPY(b, 1);
+	PG_RETURN_BOOL(result);
+}
+
+/* The set bits of a MATCH value's Bloom filter, as int4 GIN keys. */
+static Datum *
+bloom_keys(bytea *datum, int32 *nkeys)
+{
+	EncValue	value;
+	Datum	   *keys = palloc(sizeof(Datum) * ENC_BLOOM_SIZE * 8);
+	int			n = 0;
+
+	parse_stored(datum, &value);
+	if (value.level != ENC_MATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("substring search needs encrypted values of level MATCH, not %s",
+						enc_level_name(value.level)),
+				 errhint("Encrypt the column at level MATCH to index it with enc_text_match_ops.")));
+	for (int bit = 0; bit < ENC_BLOOM_SIZE * 8; bit++)
+		if (value.bloom[bit / 8] & (1 << (bit % 8)))
+			keys[n++] = Int32GetDatum(bit);
+	*nkeys = n;
+	return keys;
+}
+
+PG_FUNCTION_INFO_V1(enc_match_extract_value);
+Datum
+enc_match_extract_value(PG_FUNCTION_ARGS)
+{
+	bytea	   *datum = PG_GETARG_BYTEA_PP(0);
+	int32	   *nkeys = (int32 *) PG_GETARG_POINTER(1);
+
+	PG_RETURN_POINTER(bloom_keys(datum, nkeys));
+}
+
+PG_FUNCTION_INFO_V1(enc_match_extract_query);
+Datum
+enc_match_extract_query(PG_FUNCTION_ARGS)
+{
+	bytea	   *datum = PG_GETARG_BYTEA_PP(0);
+	int32	   *nkeys = (int32 *) PG_GETARG_POINTER(1);
+	int32	   *searchMode = (int32 *) PG_GETARG_POINTER(6);
+	Datum	   *keys = bloom_keys(datum, nkeys);
+
+	/* a pattern without a literal run of 3 bytes: every row is a candidate */
+	if (*nkeys == 0)
+		*searchMode = GIN_SEARCH_MODE_ALL;
+	PG_RETURN_POINTER(keys);
+}
+
+/*
+ * Every query bit present: a candidate.  The operator is rechecked on the
+ * row, which also raises the key and join-group mismatch errors the index
+ * cannot see.
+ */
+PG_FUNCTION_INFO_V1(enc_match_consistent);
+Datum
+enc_match_consistent(PG_FUNCTION_ARGS)
+{
+	bool	   *check = (bool *) PG_GETARG_POINTER(0);
+	int32		nkeys = PG_GETARG_INT32(3);
+	bool	   *recheck = (bool *) PG_GETARG_POINTER(5);
+
+	*recheck = true;
+	for (int i = 0; i < nkeys; i++)
+		if (!check[i])
+			PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(true);
 }
