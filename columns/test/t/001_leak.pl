@@ -36,8 +36,11 @@ my $wrapped = $node->safe_psql('postgres',
 	"SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'k1'");
 
 $node->safe_psql('postgres', q{
-	CREATE TABLE public.leak (id int, secret enc_text, ranked enc_text_ord, control text);
+	CREATE TABLE public.leak (id int, secret enc_text, ranked enc_text_ord, searchable enc_text,
+							  control text);
 	SELECT pgcipher.encrypt_column('public.leak', 'secret', 'k1', 'EQ');
+	SELECT pgcipher.encrypt_column('public.leak', 'searchable', 'k1', 'MATCH');
+	CREATE INDEX ON public.leak USING gin (searchable enc_text_match_ops);
 	SELECT pgcipher.encrypt_column('public.leak', 'ranked', 'k1', 'ORD');
 	CREATE INDEX ON public.leak (ranked);
 	CREATE INDEX ON public.leak (secret);
@@ -47,10 +50,13 @@ sub encrypt_lines
 {
 	my ($level, $label, @lines) = @_;
 	my ($out, $err);
+	my @pattern = ($level eq 'PATTERN') ? ('--pattern') : ();
+	$level = 'MATCH' if $level eq 'PATTERN';
 	IPC::Run::run(
 		[
 			$keys, 'encrypt', @cmk, '--key-name', 'k1', '--wrapped-cek', $wrapped,
-			'--key-id', '1', '--type', 'text', '--level', $level, '--label', $label
+			'--key-id', '1', '--type', 'text', '--level', $level, '--label', $label,
+			@pattern
 		],
 		'<', \(join("\n", @lines) . "\n"), '>', \$out, '2>', \$err)
 	  or die "encrypt failed: $err";
@@ -61,12 +67,16 @@ my $n = 300;
 my @secret = map { sprintf('pgcipher-eq-marker-%05d', $_) } 1 .. $n;
 # ORD text is ordered by its first 16 bytes: put the number first
 my @ranked = map { sprintf('%05d-pgcipher-ord-marker', $_) } 1 .. $n;
+my @searchable = map { sprintf('pgcipher-match-marker-%05d', $_) } 1 .. $n;
 my @secret_ct = encrypt_lines('EQ', 'public.leak.secret', @secret);
 my @ranked_ct = encrypt_lines('ORD', 'public.leak.ranked', @ranked);
-is(scalar(@secret_ct) + scalar(@ranked_ct), 2 * $n, 'client encrypted every marker');
+my @searchable_ct = encrypt_lines('MATCH', 'public.leak.searchable', @searchable);
+is(scalar(@secret_ct) + scalar(@ranked_ct) + scalar(@searchable_ct), 3 * $n,
+	'client encrypted every marker');
 
 my $copy = join('', map {
-	sprintf("%d\t%s\t%s\tpgcipher-ctl-marker-%05d\n", $_, $secret_ct[ $_ - 1 ], $ranked_ct[ $_ - 1 ], $_)
+	sprintf("%d\t%s\t%s\t%s\tpgcipher-ctl-marker-%05d\n",
+		$_, $secret_ct[ $_ - 1 ], $ranked_ct[ $_ - 1 ], $searchable_ct[ $_ - 1 ], $_)
 } 1 .. $n);
 $node->safe_psql('postgres', "COPY public.leak FROM STDIN;\n$copy\\.\n");
 $node->safe_psql('postgres', 'CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;');
@@ -75,6 +85,14 @@ $node->safe_psql('postgres', 'CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;');
 is($node->safe_psql('postgres',
 	'SELECT count(*) FROM public.leak a JOIN public.leak b ON a.ranked < b.ranked WHERE a.id < b.id'),
 	$n * ($n - 1) / 2, 'ORD column ordered like its plaintext');
+
+# ... and substring-search candidates through the GIN index.
+my ($query) = encrypt_lines('PATTERN', 'public.leak.searchable', '%marker-00042%');
+# (candidates: keys are random per run, so a false positive may join row 42)
+like($node->safe_psql('postgres', qq{
+	SET enable_seqscan = off;
+	SELECT string_agg(id::text, ',' ORDER BY id) FROM public.leak WHERE searchable @> '$query'}),
+	qr/(^|,)42(,|$)/, 'MATCH query finds its row among the candidates');
 
 # Scan every byte under the data directory.
 my %found;
@@ -85,7 +103,7 @@ find(
 		wanted => sub {
 			return unless -f $_;
 			my $content = slurp_file($_);
-			for my $kind ('eq', 'ord', 'ctl')
+			for my $kind ('eq', 'ord', 'match', 'ctl')
 			{
 				$found{$kind}++ if index($content, "pgcipher-$kind-marker") >= 0;
 			}
@@ -104,6 +122,7 @@ else
 }
 ok(!$found{eq}, 'EQ column markers absent from the data directory');
 ok(!$found{ord}, 'ORD column markers absent from the data directory');
+ok(!$found{match}, 'MATCH column markers absent from the data directory');
 
 # The client decrypts what the server returns.
 my $back = $node->safe_psql('postgres', 'SELECT secret FROM public.leak ORDER BY id');
