@@ -6,7 +6,11 @@ table per column kind, each holding the same N random int8 values:
     int8          the plaintext type, the baseline;
     enc_int8 RND  ciphertext only (no server-side comparison exists);
     enc_int8 EQ   + equality token (=, hash and btree for uniqueness);
-    enc_int8_ord  + Lewi-Wu ORE ciphertext (<, ORDER BY, ranges).
+    enc_int8_ord  + Lewi-Wu ORE ciphertext (<, ORDER BY, ranges);
+    text          24 random lowercase letters, the baseline of
+    enc_text MATCH the same values with a trigram Bloom filter: value @> query
+                  (candidates for a LIKE pattern) beside text LIKE, and a
+                  GIN index (enc_text_match_ops).
 
 Values are encrypted by the Go key tool (pgcipher-keys encrypt), whose time
 per value is reported too (client side, one core).  Measured, with column
@@ -41,18 +45,23 @@ NAME = "columns-micro"
 TITLE = "Encrypted columns: ns per comparison, index build time, bytes per value"
 SEED = None
 
-# name -> (SQL type, level or None for plaintext)
-KINDS = {"int8": ("int8", None), "RND": ("enc_int8", "RND"), "EQ": ("enc_int8", "EQ"),
-         "ORD": ("enc_int8_ord", "ORD")}
-# (kind, operator) pairs a server can evaluate
-COMPARISONS = [("int8", "="), ("int8", "<"), ("EQ", "="), ("ORD", "="), ("ORD", "<")]
-INDEXES = [("int8", "btree"), ("EQ", "btree"), ("EQ", "hash"), ("ORD", "btree")]
+# name -> (SQL type, level or None for plaintext, plaintext type)
+KINDS = {"int8": ("int8", None, "int8"), "RND": ("enc_int8", "RND", "int8"),
+         "EQ": ("enc_int8", "EQ", "int8"), "ORD": ("enc_int8_ord", "ORD", "int8"),
+         "text": ("text", None, "text"), "MATCH": ("enc_text", "MATCH", "text")}
+# (kind, operator, the plaintext (kind, operator) it stands for)
+COMPARISONS = [("int8", "=", ("int8", "=")), ("int8", "<", ("int8", "<")),
+               ("EQ", "=", ("int8", "=")), ("ORD", "=", ("int8", "=")), ("ORD", "<", ("int8", "<")),
+               ("text", "LIKE", ("text", "LIKE")), ("MATCH", "@>", ("text", "LIKE"))]
+# (kind, method, operator class or "")
+INDEXES = [("int8", "btree", ""), ("EQ", "btree", ""), ("EQ", "hash", ""), ("ORD", "btree", ""),
+           ("MATCH", "gin", "enc_text_match_ops")]
 
 PROFILES = {"quick": dict(rows=100_000, repetitions=3), "full": dict(rows=1_000_000, repetitions=3)}
 
 # rough costs on a 2-core machine, for the time estimate only (seconds per row)
-_ENCRYPT_S = {"RND": 2e-6, "EQ": 3e-6, "ORD": 80e-6}
-_ROUND_S_PER_ROW = 40e-6
+_ENCRYPT_S = {"RND": 2e-6, "EQ": 3e-6, "ORD": 80e-6, "MATCH": 20e-6}
+_ROUND_S_PER_ROW = 50e-6
 
 
 def plan(profile, overrides=None):
@@ -70,9 +79,9 @@ def settings(p):
             "jit": "off", "autovacuum": "off", "max_wal_size": "8GB", "checkpoint_timeout": "1h"}
 
 
-def _tool(run, *args, stdin=None, stdout=None):
+def _tool(run, *args, stdin=None, stdout=None, stdin_text=None):
     tool = run.installs["pgcipher"].keys_tool
-    r = subprocess.run([tool, *args], stdin=stdin, stdout=stdout or subprocess.PIPE,
+    r = subprocess.run([tool, *args], stdin=stdin, input=stdin_text, stdout=stdout or subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"pgcipher-keys {args[0]} failed: {r.stderr.strip()}")
@@ -105,28 +114,36 @@ def run(run, p):
 
     rng = random.Random(20261123)
     values = [rng.randrange(-2**63, 2**63) for _ in range(n)]
-    plain = os.path.join(work, "int8.txt")
-    with open(plain, "w") as f:
+    texts = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=24)) for _ in range(n)]
+    plain = {"int8": os.path.join(work, "int8.txt"), "text": os.path.join(work, "text.txt")}
+    with open(plain["int8"], "w") as f:
         f.write("".join(f"{v}\n" for v in values))
+    with open(plain["text"], "w") as f:
+        f.write("".join(f"{v}\n" for v in texts))
     ordered = sorted(values)
-    # = against the median (one match), < against the minimum (no match):
-    # both filters count (almost) nothing, like the IS NULL baseline
+    # = against the median (one match), < against the minimum (no match),
+    # LIKE a 5-letter substring of one value (about one match): the filters
+    # count (almost) nothing, like the IS NULL baseline
     probe_values = {"=": ordered[n // 2], "<": ordered[0]}
-    files = {"int8": plain}
-    for kind, (sqltype, level) in KINDS.items():
+    pattern = f"%{texts[n // 2][8:13]}%"
+    files = dict(plain)
+    for kind, (sqltype, level, ptype) in KINDS.items():
         table = f"t_{kind.lower()}"
         c.psql(f"CREATE TABLE public.{table} (c {sqltype})")
         if level:
             c.psql(f"SELECT pgcipher.encrypt_column('public.{table}', 'c', 'bench', '{level}')")
             files[kind] = os.path.join(work, f"{kind}.txt")
             t0 = time.perf_counter()
-            with open(plain) as fin, open(files[kind], "w") as fout:
-                _tool(run, "encrypt", *keyargs, "--wrapped-cek", wrapped, "--key-id", key_id,
-                      "--type", "int8", "--level", level, "--label", f"public.{table}.c",
-                      stdin=fin, stdout=fout)
+            colargs = ["--wrapped-cek", wrapped, "--key-id", key_id, "--type", ptype,
+                       "--level", level, "--label", f"public.{table}.c"]
+            with open(plain[ptype]) as fin, open(files[kind], "w") as fout:
+                _tool(run, "encrypt", *keyargs, *colargs, stdin=fin, stdout=fout)
             us = (time.perf_counter() - t0) * 1e6 / n
             run.record(NAME, kind, 0, "client_us_per_value", us)
-            run.command(f"pgcipher-keys encrypt --type int8 --level {level} < {n} values")
+            run.command(f"pgcipher-keys encrypt --type {ptype} --level {level} < {n} values")
+            if level == "MATCH":
+                match_query = _tool(run, "encrypt", *keyargs, *colargs, "--pattern",
+                                    stdin_text=pattern + "\n").strip()
         c.psql(f"COPY public.{table} FROM '{files[kind]}'")
         c.psql(f"VACUUM (ANALYZE) public.{table}")
         run.record(NAME, kind, 0, "datum_bytes", float(c.psql(f"SELECT avg(pg_column_size(c)) FROM public.{table}")))
@@ -143,20 +160,27 @@ def run(run, p):
                     if i == index_of:
                         probe[(kind, op)] = line.strip()
                         break
+    probe[("text", "LIKE")] = pattern
+    probe[("MATCH", "@>")] = match_query
+    # how many candidates the Bloom filter lets through, beside true matches
+    run.record(NAME, "MATCH", 0, "candidates",
+               int(c.psql(f"SELECT count(*) FROM public.t_match WHERE c @> '{match_query}'")))
+    run.record(NAME, "text", 0, "matches",
+               int(c.psql(f"SELECT count(*) FROM public.t_text WHERE c LIKE '{pattern}'")))
     c.psql("CHECKPOINT")
     run.progress.step(f"{NAME} loaded {n} rows per kind", None)
 
     for rep in range(1, p["repetitions"] + 1):
-        for kind, op in COMPARISONS:
+        for kind, op, _ in COMPARISONS:
             table = f"public.t_{kind.lower()}"
             sqltype = KINDS[kind][0]
             base = _median_ms(c, f"SELECT count(*) FROM {table} WHERE c IS NULL")
             filt = _median_ms(c, f"SELECT count(*) FROM {table} WHERE c {op} '{probe[(kind, op)]}'::{sqltype}")
             run.record(NAME, kind, rep, "ns_per_comparison", (filt - base) * 1e6 / n, op=op)
-        for kind, method in INDEXES:
+        for kind, method, opclass in INDEXES:
             table = f"public.t_{kind.lower()}"
             t0 = time.perf_counter()
-            c.psql(f"CREATE INDEX bench_idx ON {table} USING {method} (c)")
+            c.psql(f"CREATE INDEX bench_idx ON {table} USING {method} (c {opclass})")
             run.record(NAME, kind, rep, "index_build_s", time.perf_counter() - t0, method=method)
             run.record(NAME, kind, rep, "index_bytes_per_row",
                        int(c.psql("SELECT pg_relation_size('public.bench_idx')")) / n, method=method)
@@ -173,19 +197,19 @@ def _med(rows, kind, metric, **match):
 
 def report(rows, p, out_dir):
     n = p["rows"]
-    md = [f"{n:,} random int8 values per column kind, TDE off, one backend, no parallel workers; "
+    md = [f"{n:,} random int8 values (text: 24 random letters) per column kind, TDE off, one backend, no parallel workers; "
           f"medians of {p['repetitions']} interleaved rounds.\n",
-          "| column | operator | ns per comparison | vs int8 |", "|---|---|---|---|"]
+          "| column | operator | ns per comparison | vs plaintext |", "|---|---|---|---|"]
     labels, values = [], []
-    for kind, op in COMPARISONS:
+    for kind, op, (ref_kind, ref_op) in COMPARISONS:
         ns = _med(rows, kind, "ns_per_comparison", op=op)
-        ref = _med(rows, "int8", "ns_per_comparison", op=op)
-        md.append(f"| {kind} ({KINDS[kind][0]}) | `{op}` | {ns:,.1f} | {ns / ref:.1f}× |")
+        ref = _med(rows, ref_kind, "ns_per_comparison", op=ref_op)
+        md.append(f"| {kind} ({KINDS[kind][0]}) | `{op}` | {ns:,.1f} | {ns / ref:.1f}× {ref_kind} `{ref_op}` |")
         labels.append(f"{kind} {op}")
         values.append(ns)
     md += ["", "| column | index | build (s) | vs int8 | index bytes/row |", "|---|---|---|---|---|"]
     ref = _med(rows, "int8", "index_build_s", method="btree")
-    for kind, method in INDEXES:
+    for kind, method, _ in INDEXES:
         s = _med(rows, kind, "index_build_s", method=method)
         b = _med(rows, kind, "index_bytes_per_row", method=method)
         md.append(f"| {kind} | {method} | {s:.2f} | {s / ref:.1f}× | {b:.0f} |")
@@ -196,9 +220,13 @@ def report(rows, p, out_dir):
         t = _med(rows, kind, "table_bytes_per_row")
         u = _med(rows, kind, "client_us_per_value")
         md.append(f"| {kind} | {d:.0f} | {t:.0f} | {'—' if u != u else f'{u:.1f}'} |")
+    md.append(f"\nMATCH query for a 5-letter substring (`%xxxxx%`): "
+              f"{_med(rows, 'MATCH', 'candidates'):,.0f} candidates for "
+              f"{_med(rows, 'text', 'matches'):,.0f} true matches among {n:,} rows (the client rechecks).")
     md.append("\nA comparison's cost is (scan filtered by the operator − scan filtered by IS NULL) / rows: "
               "the operator's fmgr call, detoasting and parsing included, as the executor pays them.  ORD `<` computes one SHA-256 per comparison "
-              "(design 13.5); `=` on EQ and ORD compares 16-byte tokens.")
+              "(design 13.5); `=` on EQ and ORD compares 16-byte tokens; MATCH `@>` tests 32 bytes of Bloom "
+              "filter, text `LIKE` runs the pattern over the plaintext.")
     pngs = []
     if labels and plots.bars(labels, values, os.path.join(out_dir, f"{NAME}-ns.png"),
                              "ns per comparison", "ns (lower is better)"):
