@@ -1,5 +1,5 @@
 
--- The key and column catalog that the client side reads (design 13.7).
+-- The key and column catalog that the client side reads (design 13.8).
 -- The server stores wrapped keys only; it cannot unwrap them.
 CREATE SCHEMA pgcipher;
 GRANT USAGE ON SCHEMA pgcipher TO PUBLIC;
