@@ -14,13 +14,6 @@
 
 #include "ore.h"
 
-static uint32_t
-read_uint32(const uint8_t *p)
-{
-	return ((uint32_t) p[0] << 24) | ((uint32_t) p[1] << 16) |
-		((uint32_t) p[2] << 8) | (uint32_t) p[3];
-}
-
 /* Bytes of the order input the client feeds to ORE for each type. */
 int
 enc_order_input_size(EncType type)
@@ -99,8 +92,8 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 
 	value->type = (EncType) data[1];
 	value->level = (EncLevel) data[2];
-	value->key_id = read_uint32(data + 4);
-	value->group_tag = read_uint32(data + 8);
+	value->key_id = enc_read_uint32(data + 4);
+	value->group_tag = enc_read_uint32(data + 8);
 	value->flags = data[3];
 	value->token = NULL;
 	value->ore = NULL;

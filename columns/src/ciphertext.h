@@ -77,6 +77,14 @@ typedef struct EncValue
 	size_t		payload_len;
 } EncValue;
 
+/* Integers in the format are big-endian. */
+static inline uint32_t
+enc_read_uint32(const uint8_t *p)
+{
+	return ((uint32_t) p[0] << 24) | ((uint32_t) p[1] << 16) |
+		((uint32_t) p[2] << 8) | (uint32_t) p[3];
+}
+
 extern EncParseResult enc_parse(const uint8_t *data, size_t len, EncValue *value);
 extern EncParseResult enc_validate(const uint8_t *data, size_t len, EncValue *value);
 extern const char *enc_parse_result_string(EncParseResult result);

@@ -462,39 +462,39 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 	int32		key_id = PG_GETARG_INT32(1);
 	int32		level = PG_GETARG_INT32(2);
 	bytea	   *tag = PG_GETARG_BYTEA_PP(3);
-	char	   *label = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	EncValue	value;
 	uint32		expected_tag;
-	const uint8 *t = (const uint8 *) VARDATA_ANY(tag);
 
 	if (VARSIZE_ANY_EXHDR(tag) != 4)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("join-group tag must be 4 bytes")));
-	expected_tag = ((uint32) t[0] << 24) | ((uint32) t[1] << 16) |
-		((uint32) t[2] << 8) | t[3];
+	expected_tag = enc_read_uint32((const uint8 *) VARDATA_ANY(tag));
 	parse_stored(datum, &value);
+	/* the label (argument 4) is only read for the error messages */
 	if (value.flags != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
-				 errmsg("a MATCH query cannot be stored in column %s", label),
+				 errmsg("a MATCH query cannot be stored in column %s",
+						text_to_cstring(PG_GETARG_TEXT_PP(4))),
 				 errhint("Queries (LIKE patterns encrypted by the client) are compared with @>, not stored.")));
 	if (value.key_id != (uint32) key_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
 				 errmsg("encrypted value for column %s is under key %u, not the column's key %d",
-						label, value.key_id, key_id),
+						text_to_cstring(PG_GETARG_TEXT_PP(4)), value.key_id, key_id),
 				 errhint("The client encrypted it for another column or with another key.")));
 	if ((int32) value.level != level)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
 				 errmsg("encrypted value for column %s has level %s, not the column's level %s",
-						label, enc_level_name(value.level), enc_level_name((EncLevel) level))));
+						text_to_cstring(PG_GETARG_TEXT_PP(4)), enc_level_name(value.level),
+						enc_level_name((EncLevel) level))));
 	if (value.group_tag != expected_tag)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
 				 errmsg("encrypted value for column %s belongs to join group %08x, not the column's %08x",
-						label, value.group_tag, expected_tag),
+						text_to_cstring(PG_GETARG_TEXT_PP(4)), value.group_tag, expected_tag),
 				 errhint("The client encrypted it for another column.")));
 	PG_RETURN_BOOL(true);
 }
@@ -539,7 +539,8 @@ enc_compute_stats(VacAttrStats *stats, AnalyzeAttrFetchFunc fetchfunc,
 	EncAnalyzeData *data = (EncAnalyzeData *) stats->extra_data;
 	bool		comparable = true;
 	bool		have_first = false;
-	EncValue	first;
+	uint32		first_key = 0,
+				first_tag = 0;
 	int			nulls = 0;
 	double		total_width = 0;
 
@@ -562,12 +563,12 @@ enc_compute_stats(VacAttrStats *stats, AnalyzeAttrFetchFunc fetchfunc,
 		value = DatumGetByteaPP(datum);
 		parse_stored(value, &v);
 		if (v.level < ENC_EQ ||
-			(have_first && (v.key_id != first.key_id || v.group_tag != first.group_tag)))
+			(have_first && (v.key_id != first_key || v.group_tag != first_tag)))
 			comparable = false;
 		else if (!have_first)
 		{
-			first = v;
-			first.token = first.ore = first.payload = NULL;	/* not kept */
+			first_key = v.key_id;
+			first_tag = v.group_tag;
 			have_first = true;
 		}
 		if ((Pointer) value != DatumGetPointer(datum))
