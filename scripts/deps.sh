@@ -14,7 +14,7 @@ for p in "${packages[@]}"; do
 done
 here=$(cd "$(dirname "$0")" && pwd)
 if [ ${#missing[@]} = 0 ]; then
-    # proxy/ needs Go >= 1.24 (Debian 12 has 1.19): see go.sh
+    # proxy/ needs Go >= 1.25 (Debian 12 has 1.19): see go.sh
     if [ "${1:-}" = --check ]; then exec "$here/go.sh" path >/dev/null; fi
     exec "$here/go.sh" install
 fi

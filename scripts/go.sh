@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # go.sh — find (or, as root, install) the Go toolchain that builds proxy/.
 #
-# proxy/ needs Go >= 1.24 (crypto/hkdf).  Debian 12 ships 1.19, so when no
+# proxy/ needs Go >= 1.25 (crypto/hkdf; pgx v5.12 asks for 1.25).  Debian 12 ships 1.19, so when no
 # new enough `go` is on PATH, the pinned toolchain is fetched from the Go
 # module proxy (the same zip `GOTOOLCHAIN` would fetch), sha256-checked and
 # unpacked into /opt/pgcipher/go.
@@ -10,16 +10,16 @@
 #   scripts/go.sh install    install the pinned toolchain if none fits (root)
 set -euo pipefail
 
-version=1.24.13
-sha256=d2b048367a3d1a748b87f756fa06df12ce3b419e1d5f2a3612acb8950d615f9f
+version=1.25.14
+sha256=1bb543a7745d4c6e045a1bfdb4c4d5a0b05b71ee8b8ff72c0a351598b26991a4
 url=https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$version.linux-amd64.zip
 dest=${PGCIPHER_GO_DIR:-/opt/pgcipher/go}
 
 fits() {
     local v
-    v=$("$1" env GOVERSION 2>/dev/null) || return 1      # go1.24.13
+    v=$("$1" env GOVERSION 2>/dev/null) || return 1      # go1.25.14
     v=${v#go}
-    [ "$(printf '%s\n1.24\n' "${v%%[-+ ]*}" | sort -V | head -1)" = 1.24 ]
+    [ "$(printf '%s\n1.25\n' "${v%%[-+ ]*}" | sort -V | head -1)" = 1.25 ]
 }
 
 find_go() {
@@ -32,7 +32,7 @@ find_go() {
 
 case "${1:-path}" in
     path)
-        find_go || { echo "pgcipher: no Go >= 1.24 found; run 'sudo ./pgcipher deps'" >&2; exit 1; } ;;
+        find_go || { echo "pgcipher: no Go >= 1.25 found; run 'sudo ./pgcipher deps'" >&2; exit 1; } ;;
     install)
         find_go >/dev/null && exit 0
         echo "deps: fetching Go $version from the Go module proxy"

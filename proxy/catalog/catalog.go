@@ -1,0 +1,328 @@
+// The catalog of one database as the proxy sees it, and the queries that
+// load it.
+package catalog
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+// Result is one result set of a simple query, in text format; a nil
+// value is NULL.
+type Result struct {
+	Rows [][][]byte
+}
+
+// Querier runs a simple query (several statements allowed) and returns
+// one Result per statement that returned rows.
+type Querier interface {
+	SimpleQuery(sql string) ([]Result, error)
+}
+
+// EncType is a type of the extension: enc_T or enc_T_ord.
+type EncType struct {
+	OID   uint32
+	Name  string // enc_int4, enc_text_ord, ...
+	Plain colcrypt.Type
+	Ord   bool
+	// ArrayOID is the OID of the type's array type (enc_T[]).
+	ArrayOID uint32
+}
+
+// Attr is a column of a relation that has encrypted columns.
+type Attr struct {
+	Name    string
+	Num     int16
+	TypeOID uint32
+	Enc     *EncType // nil: a plaintext column
+	Binding *Binding // nil: not bound (plaintext, or an enc type in a view or an unbound column)
+}
+
+// Binding is what pgcipher.encrypted_columns says of a column.
+type Binding struct {
+	Spec       colcrypt.Spec
+	KeyName    string
+	CMKName    string
+	WrappedCEK []byte
+}
+
+// Relation is a table, view or materialized view with at least one column
+// of an encrypted type.
+type Relation struct {
+	OID    uint32
+	Schema string
+	Name   string
+	Attrs  []*Attr // in attnum order
+}
+
+// Attr returns the relation's column named name, or nil.
+func (r *Relation) Attr(name string) *Attr {
+	for _, a := range r.Attrs {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// AttrNum returns the column with attribute number num, or nil.
+func (r *Relation) AttrNum(num int16) *Attr {
+	for _, a := range r.Attrs {
+		if a.Num == num {
+			return a
+		}
+	}
+	return nil
+}
+
+// Catalog is one database's encrypted columns at one moment.
+type Catalog struct {
+	ExtSchema  string // schema of the extension's types; "" without the extension
+	Types      map[uint32]*EncType
+	Relations  map[uint32]*Relation
+	byName     map[string][]*Relation
+	SearchPath []string // current_schemas(true)
+	names      []string // lower-case relation names, for Mentions
+}
+
+// Empty is the catalog of a database without the extension.
+func Empty() *Catalog {
+	return &Catalog{Types: map[uint32]*EncType{}, Relations: map[uint32]*Relation{}, byName: map[string][]*Relation{}}
+}
+
+// New builds a catalog from its parts (tests, and callers that read the
+// catalog another way).
+func New(extSchema string, types []*EncType, rels []*Relation, searchPath []string) *Catalog {
+	c := Empty()
+	c.ExtSchema, c.SearchPath = extSchema, searchPath
+	for _, t := range types {
+		c.Types[t.OID] = t
+	}
+	for _, r := range rels {
+		c.Relations[r.OID] = r
+		c.byName[r.Name] = append(c.byName[r.Name], r)
+		c.names = append(c.names, strings.ToLower(r.Name))
+	}
+	return c
+}
+
+// HasEncryption reports whether any relation has an encrypted column.
+func (c *Catalog) HasEncryption() bool { return len(c.Relations) > 0 }
+
+// Mentions is the proxy's cheap test before parsing: whether sql may name
+// an encrypted relation or the pgcipher schema.  False means the
+// statement cannot touch an encrypted column by name.
+func (c *Catalog) Mentions(sql string) bool {
+	if c.ExtSchema == "" {
+		return false
+	}
+	low := strings.ToLower(sql)
+	if strings.Contains(low, "pgcipher") || strings.Contains(low, "enc_") {
+		return true
+	}
+	for _, n := range c.names {
+		if strings.Contains(low, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Lookup resolves a relation name as PostgreSQL would through the search
+// path (schema "" for an unqualified name).  Only relations with encrypted
+// columns are known: nil means a relation without any.
+func (c *Catalog) Lookup(schema, name string) *Relation {
+	cands := c.byName[name]
+	if len(cands) == 0 {
+		return nil
+	}
+	if schema != "" {
+		for _, r := range cands {
+			if r.Schema == schema {
+				return r
+			}
+		}
+		return nil
+	}
+	for _, s := range c.SearchPath {
+		for _, r := range cands {
+			if r.Schema == s {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// TypeOf returns the encrypted type of OID oid, or nil.
+func (c *Catalog) TypeOf(oid uint32) *EncType { return c.Types[oid] }
+
+// ArrayOf returns the OID of the array type of encrypted type oid, or 0.
+func (c *Catalog) ArrayOf(oid uint32) uint32 {
+	if t := c.Types[oid]; t != nil {
+		return t.ArrayOID
+	}
+	return 0
+}
+
+// ElemOf returns the encrypted type whose array type is oid, or nil.
+func (c *Catalog) ElemOf(oid uint32) *EncType {
+	for _, t := range c.Types {
+		if t.ArrayOID == oid && oid != 0 {
+			return t
+		}
+	}
+	return nil
+}
+
+// TypeFor returns the encrypted type holding plain type t in the given form.
+func (c *Catalog) TypeFor(t colcrypt.Type, ord bool) *EncType {
+	for _, et := range c.Types {
+		if et.Plain == t && et.Ord == ord {
+			return et
+		}
+	}
+	return nil
+}
+
+// Bindings returns every bound column.
+func (c *Catalog) Bindings() []*Binding {
+	var out []*Binding
+	for _, r := range c.Relations {
+		for _, a := range r.Attrs {
+			if a.Binding != nil {
+				out = append(out, a.Binding)
+			}
+		}
+	}
+	return out
+}
+
+// ErrNoExtension: the database has no pgcipher_columns extension.
+var ErrNoExtension = errors.New("catalog: extension pgcipher_columns is not installed")
+
+// The catalog queries: the extension's schema first (a database without
+// it gets no more queries, so that nothing fails inside a client's
+// transaction), then types, relations, bindings and search path.
+const extensionQuery = `SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pgcipher_columns'`
+
+const loadQuery = `SELECT t.oid, t.typname, t.typarray FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND t.typtype = 'b';
+SELECT c.oid, n.nspname, c.relname, a.attnum, a.attname, a.atttypid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.oid IN (SELECT x.attrelid FROM pg_catalog.pg_attribute x JOIN pg_catalog.pg_type t ON t.oid = x.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND x.attnum > 0 AND NOT x.attisdropped) ORDER BY c.oid, a.attnum;
+SELECT e.relid::oid, e.attname, e.level, k.key_id, k.key_name, k.cmk_name, pg_catalog.encode(k.wrapped_cek, 'hex'), e.label, e.join_group FROM pgcipher.encrypted_columns e JOIN pgcipher.column_keys k ON k.key_id = e.key_id;
+SELECT pg_catalog.unnest(pg_catalog.current_schemas(true))`
+
+// Load reads a database's catalog through q.
+func Load(q Querier) (*Catalog, error) {
+	res, err := q.SimpleQuery(extensionQuery)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: looking for the extension: %w", err)
+	}
+	c := Empty()
+	if len(res) != 1 || len(res[0].Rows) == 0 {
+		return c, nil
+	}
+	c.ExtSchema = string(res[0].Rows[0][0])
+	res, err = q.SimpleQuery(loadQuery)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: reading encrypted columns: %w", err)
+	}
+	if len(res) != 4 {
+		return nil, fmt.Errorf("catalog: %d result sets from the catalog queries, want 4", len(res))
+	}
+	if err := c.load(res); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Catalog) load(res []Result) error {
+	for _, row := range res[0].Rows {
+		oid, err := parseOID(row[0])
+		if err != nil {
+			return err
+		}
+		name := string(row[1])
+		base := strings.TrimPrefix(name, "enc_")
+		ord := strings.HasSuffix(base, "_ord")
+		base = strings.TrimSuffix(base, "_ord")
+		t, err := colcrypt.ParseType(base)
+		if err != nil {
+			continue // not one of the value types
+		}
+		arr, err := parseOID(row[2])
+		if err != nil {
+			return err
+		}
+		c.Types[oid] = &EncType{OID: oid, Name: name, Plain: t, Ord: ord, ArrayOID: arr}
+	}
+	for _, row := range res[1].Rows {
+		oid, err := parseOID(row[0])
+		if err != nil {
+			return err
+		}
+		r := c.Relations[oid]
+		if r == nil {
+			r = &Relation{OID: oid, Schema: string(row[1]), Name: string(row[2])}
+			c.Relations[oid] = r
+			c.byName[r.Name] = append(c.byName[r.Name], r)
+			c.names = append(c.names, strings.ToLower(r.Name))
+		}
+		num, err := strconv.ParseInt(string(row[3]), 10, 16)
+		if err != nil {
+			return fmt.Errorf("catalog: attribute number %q: %w", row[3], err)
+		}
+		typ, err := parseOID(row[5])
+		if err != nil {
+			return err
+		}
+		r.Attrs = append(r.Attrs, &Attr{Name: string(row[4]), Num: int16(num), TypeOID: typ, Enc: c.Types[typ]})
+	}
+	for _, row := range res[2].Rows {
+		relid, err := parseOID(row[0])
+		if err != nil {
+			return err
+		}
+		r := c.Relations[relid]
+		if r == nil {
+			continue // a binding of a relation we cannot see
+		}
+		a := r.Attr(string(row[1]))
+		if a == nil || a.Enc == nil {
+			continue
+		}
+		level, err := colcrypt.ParseLevel(string(row[2]))
+		if err != nil {
+			return fmt.Errorf("catalog: column %s.%s: %w", r.Name, a.Name, err)
+		}
+		kid, err := strconv.ParseUint(string(row[3]), 10, 32)
+		if err != nil {
+			return fmt.Errorf("catalog: key id %q: %w", row[3], err)
+		}
+		wrapped, err := hex.DecodeString(string(row[6]))
+		if err != nil {
+			return fmt.Errorf("catalog: wrapped key of %s: %w", row[4], err)
+		}
+		a.Binding = &Binding{
+			Spec: colcrypt.Spec{KeyID: uint32(kid), Type: a.Enc.Plain, Level: level,
+				Label: string(row[7]), Group: string(row[8])},
+			KeyName: string(row[4]), CMKName: string(row[5]), WrappedCEK: wrapped,
+		}
+	}
+	for _, row := range res[3].Rows {
+		c.SearchPath = append(c.SearchPath, string(row[0]))
+	}
+	return nil
+}
+
+func parseOID(b []byte) (uint32, error) {
+	v, err := strconv.ParseUint(string(b), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("catalog: OID %q: %w", b, err)
+	}
+	return uint32(v), nil
+}

@@ -1,0 +1,12 @@
+// Package catalog is the proxy's picture of a database's encrypted
+// columns: the extension's types, every relation with a column of such a
+// type (views too), each column's binding (key, level, label, join group,
+// from pgcipher.encrypted_columns) and the session's search path.  It is
+// loaded with a few catalog queries on the client's own connection and
+// cached per database.
+//
+// Keys unwraps column keys with the column master key, caches the
+// derived colcrypt.Columns in memory only, and pins every binding it has
+// used: a server that later reports another key, level, type or group for
+// a label is detected (ErrPinMismatch), not obeyed.
+package catalog

@@ -1,0 +1,84 @@
+// Column keys: unwrapped with the column master key on first use, kept in
+// memory only, and pinned.
+package catalog
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+// ErrPinMismatch: the server reports, for a column label the proxy has
+// already used, another key, type, level or join group.
+var ErrPinMismatch = errors.New("the server changed the encryption of a column since the proxy first used it")
+
+// ErrForeignCMK: a column key is wrapped under another column master key.
+var ErrForeignCMK = errors.New("column key is wrapped under another column master key")
+
+// Keys holds the column master key and everything derived from it.  It is
+// shared by all connections and safe for concurrent use.
+type Keys struct {
+	cmk     []byte
+	cmkName string
+
+	mu      sync.Mutex
+	ceks    map[string][]byte           // cmk name + key name + wrapped → CEK
+	columns map[string]*colcrypt.Column // label → column
+	pins    map[string]*Binding         // label → the binding first used
+}
+
+// NewKeys keeps the CMK (32 bytes) of the given name.
+func NewKeys(cmk []byte, cmkName string) *Keys {
+	return &Keys{cmk: cmk, cmkName: cmkName, ceks: map[string][]byte{},
+		columns: map[string]*colcrypt.Column{}, pins: map[string]*Binding{}}
+}
+
+// CMKName is the name under which the proxy wraps new keys.
+func (k *Keys) CMKName() string { return k.cmkName }
+
+// NewWrappedKey draws a column key and wraps it for key name name.
+func (k *Keys) NewWrappedKey(name string) ([]byte, error) {
+	cek, err := colcrypt.NewCEK(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return colcrypt.WrapCEK(k.cmk, cek, k.cmkName, name, rand.Reader)
+}
+
+// Column returns the crypto of a bound column, checking its pin.
+func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
+	label := b.Spec.Label
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p := k.pins[label]; p != nil {
+		if p.Spec != b.Spec || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
+			return nil, fmt.Errorf("column %s: %w", label, ErrPinMismatch)
+		}
+		return k.columns[label], nil
+	}
+	if b.CMKName != k.cmkName {
+		return nil, fmt.Errorf("column %s: key %q under CMK %q, the proxy holds %q: %w",
+			label, b.KeyName, b.CMKName, k.cmkName, ErrForeignCMK)
+	}
+	ck := b.CMKName + "\x00" + b.KeyName + "\x00" + string(b.WrappedCEK)
+	cek := k.ceks[ck]
+	if cek == nil {
+		var err error
+		if cek, err = colcrypt.UnwrapCEK(k.cmk, b.WrappedCEK, b.CMKName, b.KeyName); err != nil {
+			return nil, fmt.Errorf("column %s: %w", label, err)
+		}
+		k.ceks[ck] = cek
+	}
+	c, err := colcrypt.NewColumn(cek, b.Spec)
+	if err != nil {
+		return nil, err
+	}
+	pin := *b
+	k.pins[label] = &pin
+	k.columns[label] = c
+	return c, nil
+}

@@ -1,0 +1,186 @@
+// Command pgcipher-proxy lets unchanged PostgreSQL clients use
+// always-encrypted columns: it sits between the clients and the server,
+// encrypts what the clients write to and compare with encrypted columns,
+// decrypts what they read, and refuses what cannot be run on ciphertext.
+//
+//	pgcipher-proxy --listen 127.0.0.1:6432 --upstream 'host=/run/postgresql port=5432' \
+//	    (--cmk-file F | --cmk-command C) [--cmk-name main] [--tls-cert F --tls-key F]
+//	    [--log-level info] [--record F] [--config F]
+//
+// A config file holds the same settings as "name = value" lines (names
+// without the dashes; # starts a comment); flags override it.  SIGHUP
+// makes every connection reload the encrypted-column catalog.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/wire"
+)
+
+const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--cmk-file F | --cmk-command C) [options]
+
+  --listen HOST:PORT     where clients connect (default 127.0.0.1:6432)
+  --upstream CONNINFO    the server: a libpq connection string or URL; user and
+                         database come from each client unless it sets them
+  --cmk-file F           file holding the column master key (pgcipher-keys new-cmk)
+  --cmk-command C        command printing it (sh -c, 30 s limit)
+  --cmk-name NAME        name of the CMK, wrapped into column keys (default main)
+  --tls-cert F, --tls-key F   offer TLS to clients
+  --log-level LEVEL      debug, info, warn or error (default info)
+  --record F             test mode: append every byte sent to the server to F
+  --config F             read these settings from F ("name = value" lines)
+`
+
+type settings struct {
+	listen, upstream, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, logLevel, record string
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, usage)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "pgcipher-proxy: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string) (*settings, error) {
+	st := &settings{listen: "127.0.0.1:6432", cmkName: "main", logLevel: "info"}
+	fs := flag.NewFlagSet("pgcipher-proxy", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	config := fs.String("config", "", "")
+	vars := map[string]*string{"listen": &st.listen, "upstream": &st.upstream, "cmk-file": &st.cmkFile,
+		"cmk-command": &st.cmkCommand, "cmk-name": &st.cmkName, "tls-cert": &st.tlsCert, "tls-key": &st.tlsKey,
+		"log-level": &st.logLevel, "record": &st.record}
+	for name, p := range vars {
+		fs.StringVar(p, name, *p, "")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w\n%s", err, usage)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), usage)
+	}
+	if *config != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := readConfig(*config, vars, set); err != nil {
+			return nil, err
+		}
+	}
+	if st.upstream == "" {
+		return nil, errors.New("--upstream is required")
+	}
+	if (st.cmkFile == "") == (st.cmkCommand == "") {
+		return nil, errors.New("give exactly one of --cmk-file and --cmk-command")
+	}
+	if (st.tlsCert == "") != (st.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	return st, nil
+}
+
+// readConfig reads "name = value" lines; flags given on the command line
+// win.
+func readConfig(path string, vars map[string]*string, set map[string]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `'"`)
+		p := vars[k]
+		if !ok || p == nil {
+			return fmt.Errorf("%s:%d: expected \"name = value\" with a name of --help", path, n)
+		}
+		if !set[k] {
+			*p = v
+		}
+	}
+	return sc.Err()
+}
+
+func run(args []string) error {
+	st, err := parse(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(st.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var cmk []byte
+	if st.cmkFile != "" {
+		cmk, err = colcrypt.LoadCMKFile(st.cmkFile)
+	} else {
+		cmk, err = colcrypt.LoadCMKCommand(context.Background(), st.cmkCommand)
+	}
+	if err != nil {
+		return err
+	}
+	cfg := wire.Config{Upstream: st.upstream, Keys: catalog.NewKeys(cmk, st.cmkName), Log: log}
+	if st.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(st.tlsCert, st.tlsKey)
+		if err != nil {
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+		cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if st.record != "" {
+		f, err := os.OpenFile(st.record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.Record = f
+	}
+	srv, err := wire.NewServer(cfg)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", st.listen)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reloading the encrypted-column catalog")
+			srv.Reload()
+		}
+	}()
+	go func() { <-ctx.Done(); l.Close() }()
+	log.Info("listening", "address", l.Addr().String(), "upstream", st.upstream)
+	return srv.Serve(ctx, l)
+}

@@ -1,0 +1,463 @@
+// The analysis: scopes of relations, column resolution, and the contexts
+// in which an encrypted column is allowed.
+package rewrite
+
+import (
+	"fmt"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+// Analyze decides what to do with sql.  keys may be nil only for
+// catalogs without bindings.
+func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error) {
+	if !cat.Mentions(sql) {
+		return &Plan{SQL: sql, Cacheable: true, Reload: mayChangeCatalog(sql)}, nil
+	}
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		// The server will report the syntax error; nothing of an
+		// encrypted column can be in a statement that does not parse...
+		// unless the client relies on the error text: send it as is.
+		return &Plan{SQL: sql}, nil
+	}
+	a := &analyzer{cat: cat, keys: keys, plan: &Plan{Cacheable: true}}
+	for _, raw := range tree.Stmts {
+		a.top = len(tree.Stmts) == 1
+		if err := a.statement(raw.Stmt); err != nil {
+			return nil, err
+		}
+	}
+	a.plan.SQL = sql
+	if a.changed {
+		if a.plan.SQL, err = pg.Deparse(tree); err != nil {
+			return nil, fmt.Errorf("rewrite: deparsing: %w", err)
+		}
+	}
+	return a.plan, nil
+}
+
+// mayChangeCatalog is the cheap test for statements that pass untouched:
+// DDL and SET search_path may change what the catalog says.
+func mayChangeCatalog(sql string) bool {
+	low := strings.ToLower(sql)
+	for _, w := range []string{"create", "alter", "drop", "search_path", "extension", "rename", "import"} {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
+}
+
+type analyzer struct {
+	cat     *catalog.Catalog
+	keys    *catalog.Keys
+	plan    *Plan
+	changed bool
+	top     bool // a single statement: result post-processing is possible
+	// cur: the top-level query whose WHERE is being analysed, when
+	// LIKE rechecks may add hidden columns to it
+	cur *pg.SelectStmt
+	// returning: the derived relation of the last RETURNING list
+	returning *catalog.Relation
+}
+
+// rel is one entry of a FROM list: a catalog relation, or a derived one
+// (subquery, CTE) whose attributes carry the bindings of the columns they
+// pass through.  Relations without encrypted columns have r == nil.
+type rel struct {
+	alias string
+	name  string
+	r     *catalog.Relation
+}
+
+type scope struct {
+	rels   []rel
+	ctes   map[string]*catalog.Relation
+	parent *scope
+}
+
+func (s *scope) cte(name string) (*catalog.Relation, bool) {
+	for ; s != nil; s = s.parent {
+		if r, ok := s.ctes[name]; ok {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// col is a resolved reference to an encrypted column.
+type col struct {
+	attr   *catalog.Attr
+	rel    *catalog.Relation
+	name   string   // as written
+	fields []string // the reference's names, as written
+}
+
+func (c *col) qualifier() []string { return c.fields }
+
+func (c *col) binding() *catalog.Binding { return c.attr.Binding }
+
+// resolve finds the encrypted column a ColumnRef names, if any.  A
+// reference to a whole row or to t.* of a relation with encrypted columns
+// is returned with attr == nil.
+func (a *analyzer) resolve(sc *scope, cr *pg.ColumnRef) (*col, error) {
+	var names []string
+	star := false
+	for _, f := range cr.Fields {
+		switch {
+		case f.GetString_() != nil:
+			names = append(names, f.GetString_().Sval)
+		case f.GetAStar() != nil:
+			star = true
+		}
+	}
+	if star {
+		for s := sc; s != nil; s = s.parent {
+			for _, r := range s.rels {
+				if r.r == nil || !hasEncrypted(r.r) {
+					continue
+				}
+				if len(names) == 0 || names[len(names)-1] == r.alias {
+					return &col{rel: r.r, name: strings.Join(append(names, "*"), ".")}, nil
+				}
+			}
+		}
+		return nil, nil
+	}
+	colName := names[len(names)-1]
+	qual := names[:len(names)-1]
+	for s := sc; s != nil; s = s.parent {
+		for _, r := range s.rels {
+			if len(qual) > 0 && qual[len(qual)-1] != r.alias {
+				continue
+			}
+			if r.r == nil {
+				continue
+			}
+			if at := r.r.Attr(colName); at != nil {
+				if at.Enc == nil {
+					return nil, nil
+				}
+				return &col{attr: at, rel: r.r, name: strings.Join(names, "."), fields: names}, nil
+			}
+			// a whole-row reference: SELECT t FROM t
+			if len(qual) == 0 && colName == r.alias && hasEncrypted(r.r) {
+				return &col{rel: r.r, name: colName}, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+func hasEncrypted(r *catalog.Relation) bool {
+	for _, at := range r.Attrs {
+		if at.Enc != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// encCol returns the encrypted column n is a plain reference to (nil if
+// n is something else or a plaintext column); whole-row references are
+// refused.
+func (a *analyzer) encCol(sc *scope, n *pg.Node) (*col, error) {
+	cr := n.GetColumnRef()
+	if cr == nil {
+		return nil, nil
+	}
+	c, err := a.resolve(sc, cr)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if c.attr == nil {
+		return nil, refuse("Name the columns you need.",
+			"pgcipher: a whole-row reference %q to a relation with encrypted columns cannot be used here", c.name)
+	}
+	return c, nil
+}
+
+// crypt returns the crypto of a bound column, or a refusal.
+func (a *analyzer) crypt(c *col) (*colcrypt.Column, error) {
+	b := c.binding()
+	if b == nil {
+		return nil, refuse("Bind it with pgcipher.encrypt_column(table, column, key, level).",
+			"pgcipher: column %q has an encrypted type but no key binding", c.name)
+	}
+	cc, err := a.keys.Column(b)
+	if err != nil {
+		return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
+			Hint: "Check pgcipher.column_keys and pgcipher.encrypted_columns; restart the proxy to accept a new binding."}
+	}
+	return cc, nil
+}
+
+// level returns a column's level; unbound columns count as RND.
+func level(c *col) colcrypt.Level {
+	if b := c.binding(); b != nil {
+		return b.Spec.Level
+	}
+	return colcrypt.RND
+}
+
+// prefixOrder: ORD order of these types covers a 16-byte prefix only.
+func prefixOrder(t colcrypt.Type) bool {
+	return t == colcrypt.Text || t == colcrypt.Bytea || t == colcrypt.Numeric
+}
+
+// statement analyses one top-level statement.
+func (a *analyzer) statement(n *pg.Node) error {
+	switch {
+	case n.GetSelectStmt() != nil:
+		a.plan.Touches = true
+		s := n.GetSelectStmt()
+		if f := a.keyFunction(s); f != "" {
+			return a.keyCall(s, f)
+		}
+		_, err := a.selectStmt(nil, s, true)
+		return err
+	case n.GetInsertStmt() != nil:
+		a.plan.Touches = true
+		return a.insertStmt(nil, n.GetInsertStmt())
+	case n.GetUpdateStmt() != nil:
+		a.plan.Touches = true
+		return a.updateStmt(nil, n.GetUpdateStmt())
+	case n.GetDeleteStmt() != nil:
+		a.plan.Touches = true
+		return a.deleteStmt(nil, n.GetDeleteStmt())
+	case n.GetCopyStmt() != nil:
+		a.plan.Touches = true
+		return a.copyStmt(n.GetCopyStmt())
+	case n.GetExplainStmt() != nil:
+		// EXPLAIN shows plans, whose constants are ciphertext; EXPLAIN
+		// ANALYZE runs the statement: rewrite it like the statement.
+		a.top = false
+		return a.statement(n.GetExplainStmt().Query)
+	case n.GetDeclareCursorStmt() != nil:
+		a.plan.Touches = true
+		a.top = false
+		_, err := a.selectStmt(nil, n.GetDeclareCursorStmt().Query.GetSelectStmt(), false)
+		return err
+	case n.GetPrepareStmt() != nil, n.GetDoStmt() != nil, n.GetCreateFunctionStmt() != nil:
+		return refuse("Use the extended query protocol (your driver's prepared statements), or run this without the proxy on tables without encrypted columns.",
+			"pgcipher: PREPARE, DO and function bodies that mention encrypted relations cannot be checked by the proxy")
+	case n.GetVariableSetStmt() != nil:
+		if strings.EqualFold(n.GetVariableSetStmt().Name, "search_path") {
+			a.plan.Reload = true
+		}
+		return nil
+	case n.GetTransactionStmt() != nil, n.GetVariableShowStmt() != nil, n.GetListenStmt() != nil,
+		n.GetUnlistenStmt() != nil, n.GetNotifyStmt() != nil, n.GetVacuumStmt() != nil,
+		n.GetTruncateStmt() != nil, n.GetLockStmt() != nil, n.GetClosePortalStmt() != nil,
+		n.GetFetchStmt() != nil, n.GetDeallocateStmt() != nil, n.GetDiscardStmt() != nil,
+		n.GetExecuteStmt() != nil, n.GetCheckPointStmt() != nil:
+		if n.GetFetchStmt() != nil {
+			a.plan.Touches = true
+		}
+		return nil
+	case n.GetCreateTableAsStmt() != nil:
+		a.plan.Reload, a.plan.Touches = true, true
+		q := n.GetCreateTableAsStmt().Query
+		if q.GetSelectStmt() != nil {
+			_, err := a.selectStmt(nil, q.GetSelectStmt(), false)
+			return err
+		}
+		return nil
+	case n.GetAlterTableStmt() != nil:
+		a.plan.Reload = true
+		return a.alterTable(n.GetAlterTableStmt())
+	case n.GetViewStmt() != nil:
+		a.plan.Reload = true
+		q := n.GetViewStmt().Query
+		if q.GetSelectStmt() != nil {
+			_, err := a.selectStmt(nil, q.GetSelectStmt(), false)
+			return err
+		}
+		return nil
+	}
+	// other utility statements (CREATE, DROP, GRANT, COMMENT, ...) do not
+	// read or write values
+	a.plan.Reload = true
+	return nil
+}
+
+// alterTable refuses changing the type of an encrypted column (its
+// ciphertext would become data of another type) and defaults that are
+// plaintext expressions.
+func (a *analyzer) alterTable(s *pg.AlterTableStmt) error {
+	r := a.relation(s.Relation)
+	if r == nil {
+		return nil
+	}
+	for _, c := range s.Cmds {
+		cmd := c.GetAlterTableCmd()
+		if cmd == nil {
+			continue
+		}
+		at := r.Attr(cmd.Name)
+		if at == nil || at.Enc == nil {
+			continue
+		}
+		switch cmd.Subtype {
+		case pg.AlterTableType_AT_AlterColumnType, pg.AlterTableType_AT_ColumnDefault:
+			return refuse("Create a new column of the type you want and copy the values through the proxy.",
+				"pgcipher: the type or default of encrypted column %q cannot be changed through the proxy", cmd.Name)
+		}
+	}
+	return nil
+}
+
+// relation looks a RangeVar up in the catalog.
+func (a *analyzer) relation(rv *pg.RangeVar) *catalog.Relation {
+	if rv == nil {
+		return nil
+	}
+	return a.cat.Lookup(rv.Schemaname, rv.Relname)
+}
+
+// fromItem adds a FROM-list item to sc.
+func (a *analyzer) fromItem(sc *scope, n *pg.Node) error {
+	switch {
+	case n.GetRangeVar() != nil:
+		rv := n.GetRangeVar()
+		alias := rv.Relname
+		if rv.Alias != nil {
+			alias = rv.Alias.Aliasname
+		}
+		if rv.Schemaname == "" {
+			if r, ok := sc.cte(rv.Relname); ok {
+				sc.rels = append(sc.rels, rel{alias: alias, name: rv.Relname, r: r})
+				return nil
+			}
+		}
+		sc.rels = append(sc.rels, rel{alias: alias, name: rv.Relname, r: a.relation(rv)})
+		return nil
+	case n.GetJoinExpr() != nil:
+		j := n.GetJoinExpr()
+		if err := a.fromItem(sc, j.Larg); err != nil {
+			return err
+		}
+		if err := a.fromItem(sc, j.Rarg); err != nil {
+			return err
+		}
+		if j.IsNatural {
+			return a.checkUsing(sc, nil, true)
+		}
+		if len(j.UsingClause) > 0 {
+			var names []string
+			for _, u := range j.UsingClause {
+				names = append(names, u.GetString_().Sval)
+			}
+			if err := a.checkUsing(sc, names, false); err != nil {
+				return err
+			}
+		}
+		if j.Quals != nil {
+			return a.predicate(sc, j.Quals, false)
+		}
+		return nil
+	case n.GetRangeSubselect() != nil:
+		rs := n.GetRangeSubselect()
+		sub := &scope{parent: sc}
+		if !rs.Lateral {
+			sub.parent = &scope{ctes: ctesOf(sc)}
+		}
+		r, err := a.selectStmt(sub.parent, rs.Subquery.GetSelectStmt(), false)
+		if err != nil {
+			return err
+		}
+		alias := ""
+		if rs.Alias != nil {
+			alias = rs.Alias.Aliasname
+			if r != nil {
+				renameAttrs(r, rs.Alias.Colnames)
+			}
+		}
+		sc.rels = append(sc.rels, rel{alias: alias, name: alias, r: r})
+		return nil
+	case n.GetRangeFunction() != nil:
+		// functions in FROM: their arguments must not be encrypted columns
+		return a.generic(sc, n, "a function in FROM")
+	}
+	return a.generic(sc, n, "this FROM item")
+}
+
+// ctesOf collects the CTEs visible from sc (a non-lateral subquery sees
+// the CTEs but not the FROM items of its parents).
+func ctesOf(sc *scope) map[string]*catalog.Relation {
+	out := map[string]*catalog.Relation{}
+	var chain []*scope
+	for s := sc; s != nil; s = s.parent {
+		chain = append(chain, s)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		for k, v := range chain[i].ctes {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func renameAttrs(r *catalog.Relation, names []*pg.Node) {
+	for i, n := range names {
+		if i < len(r.Attrs) && n.GetString_() != nil {
+			r.Attrs[i].Name = n.GetString_().Sval
+		}
+	}
+}
+
+// checkUsing: JOIN USING / NATURAL compares same-named columns with "=".
+func (a *analyzer) checkUsing(sc *scope, names []string, natural bool) error {
+	if len(sc.rels) < 2 {
+		return nil
+	}
+	l, r := sc.rels[len(sc.rels)-2], sc.rels[len(sc.rels)-1]
+	if natural {
+		if l.r != nil && hasEncrypted(l.r) || r.r != nil && hasEncrypted(r.r) {
+			return refuse("Join with ON or USING and name the columns.",
+				"pgcipher: NATURAL JOIN of relations with encrypted columns is not supported")
+		}
+		return nil
+	}
+	for _, n := range names {
+		var x, y *catalog.Attr
+		if l.r != nil {
+			x = l.r.Attr(n)
+		}
+		if r.r != nil {
+			y = r.r.Attr(n)
+		}
+		if (x == nil || x.Enc == nil) && (y == nil || y.Enc == nil) {
+			continue
+		}
+		if err := a.joinable(&col{attr: x, name: n}, &col{attr: y, name: n}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinable: two encrypted columns compared with "=" need one type, key
+// and join group and levels with equality tokens.
+func (a *analyzer) joinable(x, y *col) error {
+	if x.attr == nil || y.attr == nil || x.attr.Enc == nil || y.attr.Enc == nil {
+		return refuse("Compare encrypted columns only with columns of the same join group.",
+			"pgcipher: column %q is compared with a column that is not encrypted the same way", x.name)
+	}
+	bx, by := x.binding(), y.binding()
+	if bx == nil || by == nil || x.attr.Enc != y.attr.Enc || bx.Spec.KeyID != by.Spec.KeyID ||
+		bx.Spec.Group != by.Spec.Group || !bx.Spec.Level.HasToken() || !by.Spec.Level.HasToken() {
+		return refuse("Bind both columns with one key and join group (pgcipher.encrypt_column's join_group) at level EQ or ORD.",
+			"pgcipher: columns %q and %q are not in one join group, so the server cannot compare them", x.name, y.name)
+	}
+	if _, err := a.crypt(x); err != nil {
+		return err
+	}
+	_, err := a.crypt(y)
+	return err
+}

@@ -1,0 +1,119 @@
+// What the analysis of one SQL string yields: the SQL to send, how to
+// treat its parameters and results, and the errors it can refuse with.
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+// SQLSTATEs of the proxy's own errors (class PC, unused by PostgreSQL).
+const (
+	// CodeRefused: the statement uses an encrypted column in a way the
+	// proxy cannot run on ciphertext; nothing was sent to the server.
+	CodeRefused = "PC001"
+	// CodeDecrypt: a value of an encrypted type could not be decrypted.
+	CodeDecrypt = "PC002"
+	// CodeKey: a column's key cannot be used (pinned binding changed,
+	// key of another CMK, key does not unwrap).
+	CodeKey = "PC003"
+	// CodeValue: a plaintext value does not fit its encrypted column.
+	CodeValue = "PC004"
+)
+
+// Refusal is an error the proxy answers with instead of the server.
+type Refusal struct {
+	Code    string
+	Message string
+	Detail  string
+	Hint    string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// ErrRefused is what every Refusal of CodeRefused matches with errors.Is.
+var ErrRefused = errors.New("statement refused on encrypted columns")
+
+// Is makes errors.Is(r, ErrRefused) true for refusals of CodeRefused.
+func (r *Refusal) Is(target error) bool { return target == ErrRefused && r.Code == CodeRefused }
+
+func refuse(hint, format string, args ...any) *Refusal {
+	return &Refusal{Code: CodeRefused, Message: fmt.Sprintf(format, args...), Hint: hint}
+}
+
+// Param says how to encrypt the value of one parameter.
+type Param struct {
+	Attr    *catalog.Attr
+	Column  *colcrypt.Column
+	EncType *catalog.EncType
+	Pattern bool // a LIKE pattern for a MATCH column: encrypted as a query
+	Array   bool // = ANY($n): an array of values
+	// ArrayOID is the encrypted array type's OID when Array is set.
+	ArrayOID uint32
+}
+
+// Resort asks the proxy to sort a result again by the plaintext of one
+// output column: ORDER BY on an ORD column whose order covers a prefix
+// (text, bytea, numeric).  The server's order is right except among values
+// with equal prefixes; a stable sort by the whole plaintext fixes that and
+// keeps the server's order of later sort keys.
+type Resort struct {
+	// the column, found in the result by RowDescription's table OID and
+	// attribute number
+	Relid      uint32
+	Attnum     int16
+	Type       colcrypt.Type
+	Desc       bool
+	NullsFirst bool
+}
+
+// Filter is a LIKE or NOT LIKE that the proxy rechecks on the decrypted
+// value of a hidden output column (MATCH is a candidate test).
+type Filter struct {
+	Hidden  int // the k-th hidden field, counted from the first hidden one
+	Column  *colcrypt.Column
+	Pattern string // the LIKE pattern of a literal
+	Param   int    // 1-based parameter holding the pattern, 0 for a literal
+	Not     bool
+}
+
+// Plan is the outcome of analysing one SQL string.
+type Plan struct {
+	SQL string // what to send; the original when nothing changed
+	// Touches: the statement reads or writes a relation with encrypted
+	// columns, so results may carry ciphertext.
+	Touches bool
+	Params  []*Param // index i is $i+1; nil: a plaintext parameter
+	// Reload: the statement may change the catalog (DDL, bindings, keys,
+	// search_path): reload it once the statement has run.
+	Reload  bool
+	Resorts []Resort
+	Filters []Filter
+	// Hidden: the number of fields appended to the select list for
+	// Filters, which the client does not see.
+	Hidden int
+	Copy    *CopyPlan
+	// Cacheable: the plan depends only on the SQL text and the catalog
+	// (no literal was encrypted into it).
+	Cacheable bool
+}
+
+// PostProcess reports whether result rows must be buffered or dropped.
+func (p *Plan) PostProcess() bool { return len(p.Resorts) > 0 || len(p.Filters) > 0 }
+
+// CopyPlan describes COPY FROM STDIN or TO STDOUT on a relation with
+// encrypted columns: which fields of each row to encrypt or decrypt.
+type CopyPlan struct {
+	From      bool
+	CSV       bool
+	Delimiter byte
+	Null      string
+	Quote     byte
+	Escape    byte
+	Header    bool
+	Columns   []*colcrypt.Column // per field; nil for a plaintext field
+	Names     []string
+}

@@ -1,0 +1,412 @@
+// Predicates (WHERE, HAVING, JOIN ON) and the values compared with
+// encrypted columns: literals are encrypted in place, parameters typed.
+package rewrite
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strconv"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+// predicate checks a boolean expression.  conj: n is a top-level
+// conjunct of the top query's WHERE, where LIKE can be rechecked.
+func (a *analyzer) predicate(sc *scope, n *pg.Node, conj bool) error {
+	switch {
+	case n == nil:
+		return nil
+	case n.GetBoolExpr() != nil:
+		b := n.GetBoolExpr()
+		inner := conj && b.Boolop == pg.BoolExprType_AND_EXPR
+		for _, x := range b.Args {
+			if err := a.predicate(sc, x, inner); err != nil {
+				return err
+			}
+		}
+		return nil
+	case n.GetNullTest() != nil:
+		if c, err := a.encCol(sc, n.GetNullTest().Arg); c != nil || err != nil {
+			return err
+		}
+		return a.generic(sc, n, "")
+	case n.GetAExpr() != nil:
+		return a.aexpr(sc, n, conj)
+	case n.GetSubLink() != nil:
+		return a.sublink(sc, n.GetSubLink())
+	}
+	return a.generic(sc, n, "")
+}
+
+// need returns the level that an operator needs: EQ for =, <>, IN and
+// IS DISTINCT FROM (any level with a token), ORD for order.
+func need(op string) (colcrypt.Level, bool) {
+	switch op {
+	case "=", "<>", "!=":
+		return colcrypt.EQ, true
+	case "<", "<=", ">", ">=":
+		return colcrypt.ORD, true
+	}
+	return 0, false
+}
+
+func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
+	e := n.GetAExpr()
+	op := opName(e)
+	l, err := a.encCol(sc, e.Lexpr)
+	if err != nil {
+		return err
+	}
+	r, err := a.encCol(sc, e.Rexpr)
+	if err != nil {
+		return err
+	}
+	if l == nil && r == nil {
+		return a.aexprPlain(sc, n, op)
+	}
+	switch e.Kind {
+	case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
+		lvl, ok := need(op)
+		if !ok || e.Kind != pg.A_Expr_Kind_AEXPR_OP && lvl != colcrypt.EQ {
+			c := l
+			if c == nil {
+				c = r
+			}
+			return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
+		}
+		if l != nil && r != nil {
+			if err := a.joinable(l, r); err != nil {
+				return err
+			}
+			return a.levelFits(l, lvl, op)
+		}
+		if l != nil {
+			return a.compared(sc, l, e.Rexpr, lvl, op)
+		}
+		return a.compared(sc, r, e.Lexpr, lvl, op)
+	case pg.A_Expr_Kind_AEXPR_IN:
+		if l == nil {
+			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be used in an IN list", r.name)
+		}
+		for _, x := range e.Rexpr.GetList().GetItems() {
+			if err := a.compared(sc, l, x, colcrypt.EQ, "IN"); err != nil {
+				return err
+			}
+		}
+		return nil
+	case pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:
+		lvl, ok := need(op)
+		if l == nil || !ok {
+			return refuse(hintAllowed, "pgcipher: this ANY/ALL cannot be computed on encrypted columns")
+		}
+		if err := a.levelFits(l, lvl, op); err != nil {
+			return err
+		}
+		if arr := e.Rexpr.GetAArrayExpr(); arr != nil {
+			for _, x := range arr.Elements {
+				if err := a.compared(sc, l, x, lvl, op+" ANY"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if p := e.Rexpr.GetParamRef(); p != nil {
+			return a.param(l, int(p.Number), false, true)
+		}
+		return refuse(hintAllowed, "pgcipher: %s ANY on encrypted column %q needs an ARRAY[...] of values or one parameter", op, l.name)
+	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN,
+		pg.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
+		if l == nil {
+			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be a bound of BETWEEN", r.name)
+		}
+		for _, x := range e.Rexpr.GetList().GetItems() {
+			if err := a.compared(sc, l, x, colcrypt.ORD, "BETWEEN"); err != nil {
+				return err
+			}
+		}
+		return nil
+	case pg.A_Expr_Kind_AEXPR_LIKE:
+		if l == nil {
+			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be a LIKE pattern", r.name)
+		}
+		return a.like(sc, n, l, op == "!~~", conj)
+	}
+	c := l
+	if c == nil {
+		c = r
+	}
+	return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
+}
+
+// aexprPlain: an operator expression without a direct encrypted column;
+// its operands may still hide one (refused by generic), or a subquery.
+func (a *analyzer) aexprPlain(sc *scope, n *pg.Node, op string) error {
+	e := n.GetAExpr()
+	if sl := e.Rexpr.GetSubLink(); sl != nil && e.Lexpr != nil {
+		if err := a.generic(sc, e.Lexpr, "operator "+op); err != nil {
+			return err
+		}
+		return a.sublink(sc, sl)
+	}
+	return a.generic(sc, n, "")
+}
+
+// levelFits: a column's level supports what an operator needs.
+func (a *analyzer) levelFits(c *col, lvl colcrypt.Level, op string) error {
+	have := level(c)
+	if lvl == colcrypt.EQ && !have.HasToken() {
+		return refuse("Bind the column at level EQ, ORD or MATCH to compare it.",
+			"pgcipher: operator %s on encrypted column %q needs level EQ or ORD; it is %s", op, c.name, have)
+	}
+	if lvl == colcrypt.ORD {
+		if have != colcrypt.ORD {
+			return refuse("Bind the column at level ORD (type enc_T_ord).",
+				"pgcipher: operator %s on encrypted column %q needs level ORD; it is %s", op, c.name, have)
+		}
+		if prefixOrder(c.attr.Enc.Plain) {
+			return refuse("Compare with = or IN, or use ORDER BY without LIMIT (the proxy sorts), or an ORD column of a fixed-size type.",
+				"pgcipher: range comparison %s on %q is refused: the ORD order of %s covers only a 16-byte prefix", op, c.name, c.attr.Enc.Plain)
+		}
+	}
+	return nil
+}
+
+// compared checks the other side of a comparison with encrypted column c:
+// a literal (encrypted in place), a parameter (typed and encrypted at
+// Bind), NULL, a cast of those, or a subquery over a joinable column.
+func (a *analyzer) compared(sc *scope, c *col, v *pg.Node, lvl colcrypt.Level, op string) error {
+	if err := a.levelFits(c, lvl, op); err != nil {
+		return err
+	}
+	return a.value(sc, c, v, op, false)
+}
+
+// value handles a value bound for encrypted column c, in a comparison
+// (write == false) or a write.
+func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool) error {
+	if v == nil {
+		return nil
+	}
+	if tc := v.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
+		// '2024-01-01'::date, $1::int: the value is the literal or
+		// parameter; the server sees the encrypted type instead
+		v.Node = tc.Arg.Node
+	}
+	switch {
+	case v.GetAConst() != nil:
+		k := v.GetAConst()
+		if k.Isnull {
+			return nil
+		}
+		s, ok := constText(k)
+		if !ok {
+			return refuse(hintAllowed, "pgcipher: a bit-string literal cannot be a value of encrypted column %q", c.name)
+		}
+		return a.encryptLiteral(c, v, s, false)
+	case v.GetParamRef() != nil:
+		return a.param(c, int(v.GetParamRef().Number), false, false)
+	case v.GetSetToDefault() != nil:
+		if write {
+			return nil
+		}
+	case v.GetColumnRef() != nil:
+		x, err := a.encCol(sc, v)
+		if err != nil {
+			return err
+		}
+		if x != nil {
+			if write {
+				if x.binding() != nil && c.binding() != nil && x.binding().Spec == c.binding().Spec {
+					return nil // SET c = c, EXCLUDED.c
+				}
+				return refuse("Copy values between encrypted columns by reading them through the proxy and writing them back.",
+					"pgcipher: encrypted column %q cannot be assigned from column %q (another column's ciphertext does not decrypt under this column's label)", c.name, x.name)
+			}
+			return a.joinable(c, x)
+		}
+	case v.GetSubLink() != nil && v.GetSubLink().SubLinkType == pg.SubLinkType_EXPR_SUBLINK && !write:
+		r, err := a.selectStmt(sc, v.GetSubLink().Subselect.GetSelectStmt(), false)
+		if err != nil {
+			return err
+		}
+		if r == nil || len(r.Attrs) != 1 {
+			return refuse(hintAllowed, "pgcipher: encrypted column %q is compared with a subquery that does not return a column of its join group", c.name)
+		}
+		return a.joinable(c, &col{attr: r.Attrs[0], name: r.Attrs[0].Name})
+	}
+	if write {
+		return refuse(hintAllowed, "pgcipher: the value written to encrypted column %q cannot be computed by the server; give a literal or a parameter", c.name)
+	}
+	return refuse(hintAllowed, "pgcipher: encrypted column %q can be compared (%s) only with a literal, a parameter or a column of its join group", c.name, what)
+}
+
+// constText returns the text of a literal as PostgreSQL's input function
+// would read it.
+func constText(k *pg.A_Const) (string, bool) {
+	switch {
+	case k.GetIval() != nil:
+		return strconv.FormatInt(int64(k.GetIval().Ival), 10), true
+	case k.GetFval() != nil:
+		return k.GetFval().Fval, true
+	case k.GetSval() != nil:
+		return k.GetSval().Sval, true
+	case k.GetBoolval() != nil:
+		if k.GetBoolval().Boolval {
+			return "true", true
+		}
+		return "false", true
+	}
+	return "", false
+}
+
+// encryptLiteral replaces literal node v by its ciphertext, cast to the
+// column's encrypted type.
+func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern bool) error {
+	cc, err := a.crypt(c)
+	if err != nil {
+		return err
+	}
+	var ct []byte
+	if pattern {
+		ct, err = cc.EncryptPattern(plain, rand.Reader)
+	} else {
+		ct, err = cc.Encrypt(plain, rand.Reader)
+	}
+	if err != nil {
+		return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error(),
+			Hint: "Give a value of the column's plain type " + c.attr.Enc.Plain.String() + "."}
+	}
+	v.Node = &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
+		Arg: pg.MakeAConstStrNode(base64.StdEncoding.EncodeToString(ct), -1),
+		TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode(a.cat.ExtSchema), pg.MakeStrNode(c.attr.Enc.Name)},
+			Typemod: -1, Location: -1},
+		Location: -1,
+	}}
+	a.changed = true
+	a.plan.Cacheable = false
+	return nil
+}
+
+// param records that parameter $num carries a value of column c.
+func (a *analyzer) param(c *col, num int, pattern, array bool) error {
+	cc, err := a.crypt(c)
+	if err != nil {
+		return err
+	}
+	if num < 1 || num > 65535 {
+		return refuse("", "pgcipher: parameter $%d out of range", num)
+	}
+	for len(a.plan.Params) < num {
+		a.plan.Params = append(a.plan.Params, nil)
+	}
+	p := &Param{Attr: c.attr, Column: cc, EncType: c.attr.Enc, Pattern: pattern, Array: array}
+	if old := a.plan.Params[num-1]; old != nil {
+		if old.Column != cc || old.Pattern != pattern || old.Array != array {
+			return refuse("Use a separate parameter for each use.",
+				"pgcipher: parameter $%d is used for two encrypted columns or in two ways", num)
+		}
+		return nil
+	}
+	if array {
+		p.ArrayOID = a.cat.ArrayOf(c.attr.Enc.OID)
+		if p.ArrayOID == 0 {
+			return refuse("", "pgcipher: no array type of %s", c.attr.Enc.Name)
+		}
+	}
+	a.plan.Params[num-1] = p
+	return nil
+}
+
+// like rewrites LIKE on a MATCH column into the Bloom-filter candidate
+// test @> and asks the proxy to recheck the rows on their plaintext;
+// NOT LIKE leaves the server no test and is rechecked alone.
+func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
+	e := n.GetAExpr()
+	if level(c) != colcrypt.MATCH {
+		return refuse("Bind the column at level MATCH to search it with LIKE.",
+			"pgcipher: LIKE on encrypted column %q needs level MATCH; it is %s", c.name, level(c))
+	}
+	if !conj || a.cur == nil {
+		return refuse("Put LIKE at the top level of the WHERE clause (ANDed), in a query without GROUP BY, DISTINCT, aggregates, LIMIT or OFFSET.",
+			"pgcipher: LIKE on encrypted column %q is allowed only where the proxy can recheck the rows it returns", c.name)
+	}
+	cc, err := a.crypt(c)
+	if err != nil {
+		return err
+	}
+	f := Filter{Hidden: a.plan.Hidden, Column: cc, Not: not}
+	pat := e.Rexpr
+	if tc := pat.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
+		pat = tc.Arg
+	}
+	switch {
+	case pat.GetAConst() != nil && pat.GetAConst().GetSval() != nil:
+		f.Pattern = pat.GetAConst().GetSval().Sval
+		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
+			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
+		}
+		if !not {
+			if err := a.encryptLiteral(c, pat, f.Pattern, true); err != nil {
+				return err
+			}
+			e.Rexpr = pat
+		}
+	case pat.GetParamRef() != nil:
+		f.Param = int(pat.GetParamRef().Number)
+		if !not {
+			if err := a.param(c, f.Param, true, false); err != nil {
+				return err
+			}
+			e.Rexpr = pat
+		}
+	default:
+		return refuse(hintAllowed, "pgcipher: LIKE on encrypted column %q needs a literal pattern or a parameter", c.name)
+	}
+	if not {
+		n.Node = &pg.Node_AConst{AConst: &pg.A_Const{Val: &pg.A_Const_Boolval{Boolval: &pg.Boolean{Boolval: true}}, Location: -1}}
+	} else {
+		e.Kind = pg.A_Expr_Kind_AEXPR_OP
+		e.Name = []*pg.Node{pg.MakeStrNode("@>")}
+		if a.cat.ExtSchema != "" {
+			e.Name = []*pg.Node{pg.MakeStrNode(a.cat.ExtSchema), pg.MakeStrNode("@>")}
+		}
+	}
+	// the column, hidden at the end of the select list, for the recheck
+	fields := []*pg.Node{}
+	for _, q := range c.qualifier() {
+		fields = append(fields, pg.MakeStrNode(q))
+	}
+	a.cur.TargetList = append(a.cur.TargetList, pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode(fields, -1), -1))
+	a.plan.Hidden++
+	a.plan.Filters = append(a.plan.Filters, f)
+	a.changed = true
+	return nil
+}
+
+// sublink checks EXISTS, IN (SELECT …) and = ANY (SELECT …).
+func (a *analyzer) sublink(sc *scope, sl *pg.SubLink) error {
+	r, err := a.selectStmt(sc, sl.Subselect.GetSelectStmt(), false)
+	if err != nil {
+		return err
+	}
+	if sl.Testexpr == nil {
+		return nil
+	}
+	c, err := a.encCol(sc, sl.Testexpr)
+	if err != nil {
+		return err
+	}
+	var out *col
+	if r != nil && len(r.Attrs) > 0 {
+		out = &col{attr: r.Attrs[0], name: r.Attrs[0].Name}
+	}
+	if c == nil && out == nil {
+		return a.generic(sc, sl.Testexpr, "a subquery test")
+	}
+	if c == nil || out == nil {
+		return refuse(hintAllowed, "pgcipher: a subquery compares an encrypted column with a value the server cannot compare it with")
+	}
+	return a.joinable(c, out)
+}

@@ -1,0 +1,217 @@
+// Parameter values in, result values out.
+package values
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+// OIDs of PostgreSQL's built-in types used here.
+const (
+	oidBool        = 16
+	oidBytea       = 17
+	oidName        = 19
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidText        = 25
+	oidFloat4      = 700
+	oidFloat8      = 701
+	oidUnknown     = 705
+	oidBpchar      = 1042
+	oidVarchar     = 1043
+	oidDate        = 1082
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+	oidNumeric     = 1700
+)
+
+// ErrFormat: a binary value of a type the proxy cannot read.
+var ErrFormat = errors.New("values: cannot read this binary value")
+
+// PlainOID is the OID of the plaintext type of t.
+func PlainOID(t colcrypt.Type) uint32 {
+	switch t {
+	case colcrypt.Int4:
+		return oidInt4
+	case colcrypt.Int8:
+		return oidInt8
+	case colcrypt.Float8:
+		return oidFloat8
+	case colcrypt.Numeric:
+		return oidNumeric
+	case colcrypt.Text:
+		return oidText
+	case colcrypt.Bytea:
+		return oidBytea
+	case colcrypt.Date:
+		return oidDate
+	case colcrypt.Timestamptz:
+		return oidTimestamptz
+	case colcrypt.Bool:
+		return oidBool
+	}
+	return 0
+}
+
+// PlainLen is pg_type.typlen of the plaintext type of t (-1: varlena).
+func PlainLen(t colcrypt.Type) int16 {
+	switch t {
+	case colcrypt.Int4, colcrypt.Date:
+		return 4
+	case colcrypt.Int8, colcrypt.Float8, colcrypt.Timestamptz:
+		return 8
+	case colcrypt.Bool:
+		return 1
+	}
+	return -1
+}
+
+// Payload turns a parameter value, sent by the client in format (0 text,
+// 1 binary) as type oid (0: the column's plain type), into the payload of
+// column type t.
+func Payload(t colcrypt.Type, oid uint32, format int16, v []byte) ([]byte, error) {
+	if oid == 0 || oid == oidUnknown {
+		oid = PlainOID(t)
+	}
+	if format == 0 {
+		return colcrypt.Encode(t, string(v))
+	}
+	if oid == PlainOID(t) && t != colcrypt.Numeric {
+		if m := t.PayloadSize(); m > 0 && len(v) != m {
+			return nil, fmt.Errorf("values: binary %s of %d bytes, want %d", t, len(v), m)
+		}
+		if t == colcrypt.Bool && v[0] > 1 {
+			return nil, fmt.Errorf("values: binary bool %d", v[0])
+		}
+		return v, nil
+	}
+	s, err := BinaryText(oid, v)
+	if err != nil {
+		return nil, err
+	}
+	return colcrypt.Encode(t, s)
+}
+
+// BinaryText returns the text form of a binary value of type oid.
+func BinaryText(oid uint32, v []byte) (string, error) {
+	need := func(n int) error {
+		if len(v) != n {
+			return fmt.Errorf("values: binary value of type %d has %d bytes, want %d", oid, len(v), n)
+		}
+		return nil
+	}
+	switch oid {
+	case oidBool:
+		if err := need(1); err != nil {
+			return "", err
+		}
+		if v[0] != 0 {
+			return "t", nil
+		}
+		return "f", nil
+	case oidInt2:
+		if err := need(2); err != nil {
+			return "", err
+		}
+		return strconv.FormatInt(int64(int16(binary.BigEndian.Uint16(v))), 10), nil
+	case oidInt4:
+		if err := need(4); err != nil {
+			return "", err
+		}
+		return strconv.FormatInt(int64(int32(binary.BigEndian.Uint32(v))), 10), nil
+	case oidInt8:
+		if err := need(8); err != nil {
+			return "", err
+		}
+		return strconv.FormatInt(int64(binary.BigEndian.Uint64(v)), 10), nil
+	case oidFloat4:
+		if err := need(4); err != nil {
+			return "", err
+		}
+		return colcrypt.FormatFloat8(float64(math.Float32frombits(binary.BigEndian.Uint32(v)))), nil
+	case oidFloat8:
+		if err := need(8); err != nil {
+			return "", err
+		}
+		return colcrypt.FormatFloat8(math.Float64frombits(binary.BigEndian.Uint64(v))), nil
+	case oidText, oidVarchar, oidBpchar, oidName, oidUnknown:
+		return string(v), nil
+	case oidBytea:
+		return `\x` + fmt.Sprintf("%x", v), nil
+	case oidNumeric:
+		var n pgtype.Numeric
+		if err := typeMap.Scan(oidNumeric, 1, v, &n); err != nil {
+			return "", fmt.Errorf("values: binary numeric: %w", err)
+		}
+		return numericText(n)
+	case oidDate:
+		var d pgtype.Date
+		if err := typeMap.Scan(oidDate, 1, v, &d); err != nil {
+			return "", fmt.Errorf("values: binary date: %w", err)
+		}
+		switch d.InfinityModifier {
+		case pgtype.Infinity:
+			return "infinity", nil
+		case pgtype.NegativeInfinity:
+			return "-infinity", nil
+		}
+		return d.Time.Format("2006-01-02"), nil
+	case oidTimestamp, oidTimestamptz:
+		if err := need(8); err != nil {
+			return "", err
+		}
+		us := int64(binary.BigEndian.Uint64(v))
+		switch us {
+		case math.MaxInt64:
+			return "infinity", nil
+		case math.MinInt64:
+			return "-infinity", nil
+		}
+		t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(us) * time.Microsecond)
+		return t.Format("2006-01-02 15:04:05.999999") + "+00", nil
+	}
+	return "", fmt.Errorf("%w (type OID %d)", ErrFormat, oid)
+}
+
+var typeMap = pgtype.NewMap()
+
+func numericText(n pgtype.Numeric) (string, error) {
+	v, err := n.Value()
+	if err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", errors.New("values: numeric without a text form")
+	}
+	return s, nil
+}
+
+// Result turns a decrypted payload of type t into the client's format
+// (0 text, 1 binary of the plain type), appending to buf.
+func Result(buf []byte, t colcrypt.Type, payload []byte, format int16) ([]byte, error) {
+	if format == 0 {
+		s, err := colcrypt.Decode(t, payload)
+		if err != nil {
+			return nil, err
+		}
+		return append(buf, s...), nil
+	}
+	if t != colcrypt.Numeric {
+		return append(buf, payload...), nil
+	}
+	var n pgtype.Numeric
+	if err := n.Scan(string(payload)); err != nil {
+		return nil, fmt.Errorf("values: numeric %q: %w", payload, err)
+	}
+	return typeMap.Encode(oidNumeric, 1, n, buf)
+}

@@ -1,0 +1,192 @@
+// Parameters of Bind: the values of encrypted columns encrypted, whatever
+// format and type the client sent them in.
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgcipher/pgcipher/proxy/rewrite"
+	"github.com/pgcipher/pgcipher/proxy/values"
+)
+
+func formatOf(codes []int16, i int) int16 {
+	switch len(codes) {
+	case 0:
+		return 0
+	case 1:
+		return codes[0]
+	}
+	if i < len(codes) {
+		return codes[i]
+	}
+	return 0
+}
+
+func valueError(i int, err error) error {
+	return &rewrite.Refusal{Code: rewrite.CodeValue,
+		Message: fmt.Sprintf("pgcipher: parameter $%d is not a valid value for its encrypted column", i+1),
+		Detail:  err.Error(), Hint: "Send a value of the column's plain type."}
+}
+
+// encryptParams returns the Bind to send and the plaintext LIKE patterns
+// of the plan's filters.
+func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error) {
+	out := &pgproto3.Bind{DestinationPortal: m.DestinationPortal, PreparedStatement: m.PreparedStatement,
+		ResultFormatCodes: m.ResultFormatCodes, Parameters: make([][]byte, len(m.Parameters)),
+		ParameterFormatCodes: make([]int16, len(m.Parameters))}
+	clientOID := func(i int) uint32 {
+		if i < len(st.clientOIDs) {
+			return st.clientOIDs[i]
+		}
+		return 0
+	}
+	text := func(i int, v []byte) (string, error) {
+		if formatOf(m.ParameterFormatCodes, i) == 0 {
+			return string(v), nil
+		}
+		return values.BinaryText(clientOID(i), v)
+	}
+	for i, v := range m.Parameters {
+		f := formatOf(m.ParameterFormatCodes, i)
+		out.ParameterFormatCodes[i] = f
+		out.Parameters[i] = v
+		if i >= len(st.plan.Params) || st.plan.Params[i] == nil || v == nil {
+			continue
+		}
+		p := st.plan.Params[i]
+		var ct []byte
+		var err error
+		switch {
+		case p.Pattern:
+			var s string
+			if s, err = text(i, v); err == nil {
+				ct, err = p.Column.EncryptPattern(s, rand.Reader)
+			}
+		case p.Array:
+			ct, err = encryptArray(p, clientOID(i), f, v)
+		default:
+			var payload []byte
+			if payload, err = values.Payload(p.EncType.Plain, clientOID(i), f, v); err == nil {
+				ct, err = p.Column.EncryptPayload(payload, rand.Reader)
+			}
+		}
+		if err != nil {
+			return nil, nil, valueError(i, err)
+		}
+		out.Parameters[i], out.ParameterFormatCodes[i] = ct, 1
+	}
+	var patterns []string
+	for _, fl := range st.plan.Filters {
+		if fl.Param == 0 {
+			patterns = append(patterns, fl.Pattern)
+			continue
+		}
+		i := fl.Param - 1
+		if i >= len(m.Parameters) || m.Parameters[i] == nil {
+			return nil, nil, valueError(i, errors.New("a LIKE pattern is NULL"))
+		}
+		s, err := text(i, m.Parameters[i])
+		if err != nil {
+			return nil, nil, valueError(i, err)
+		}
+		patterns = append(patterns, s)
+	}
+	return out, patterns, nil
+}
+
+var typeMap = pgtype.NewMap()
+
+// encryptArray encrypts each element of a one-dimensional array parameter
+// (= ANY($n)) and returns the binary array of the encrypted type.
+func encryptArray(p *rewrite.Param, oid uint32, format int16, v []byte) ([]byte, error) {
+	var elems [][]byte // nil: NULL
+	var elemOID uint32
+	if format == 0 {
+		var strs []*string
+		if err := typeMap.Scan(pgtype.TextArrayOID, 0, v, &strs); err != nil {
+			return nil, fmt.Errorf("array parameter: %w", err)
+		}
+		for _, s := range strs {
+			if s == nil {
+				elems = append(elems, nil)
+			} else {
+				elems = append(elems, []byte(*s))
+			}
+		}
+	} else {
+		var err error
+		if elems, elemOID, err = readBinaryArray(v); err != nil {
+			return nil, err
+		}
+	}
+	out := binary.BigEndian.AppendUint32(nil, 1) // ndim
+	out = binary.BigEndian.AppendUint32(out, 0)  // flags, set below
+	out = binary.BigEndian.AppendUint32(out, p.EncType.OID)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(elems)))
+	out = binary.BigEndian.AppendUint32(out, 1)
+	hasNull := false
+	for _, e := range elems {
+		if e == nil {
+			hasNull = true
+			out = binary.BigEndian.AppendUint32(out, 0xFFFFFFFF)
+			continue
+		}
+		payload, err := values.Payload(p.EncType.Plain, elemOID, format, e)
+		if err != nil {
+			return nil, err
+		}
+		ct, err := p.Column.EncryptPayload(payload, rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		out = binary.BigEndian.AppendUint32(out, uint32(len(ct)))
+		out = append(out, ct...)
+	}
+	if hasNull {
+		binary.BigEndian.PutUint32(out[4:], 1)
+	}
+	return out, nil
+}
+
+// readBinaryArray reads a one-dimensional array in PostgreSQL's binary
+// array format (array_send).
+func readBinaryArray(v []byte) ([][]byte, uint32, error) {
+	bad := errors.New("array parameter: malformed binary array")
+	if len(v) < 12 {
+		return nil, 0, bad
+	}
+	ndim := binary.BigEndian.Uint32(v)
+	elemOID := binary.BigEndian.Uint32(v[8:])
+	if ndim == 0 {
+		return nil, elemOID, nil
+	}
+	if ndim != 1 || len(v) < 20 {
+		return nil, 0, errors.New("array parameter: only one-dimensional arrays are supported")
+	}
+	n := int(binary.BigEndian.Uint32(v[12:]))
+	rest := v[20:]
+	elems := make([][]byte, 0, n)
+	for i := 0; i < n; i++ {
+		if len(rest) < 4 {
+			return nil, 0, bad
+		}
+		l := int32(binary.BigEndian.Uint32(rest))
+		rest = rest[4:]
+		if l < 0 {
+			elems = append(elems, nil)
+			continue
+		}
+		if int(l) > len(rest) {
+			return nil, 0, bad
+		}
+		elems = append(elems, rest[:l])
+		rest = rest[l:]
+	}
+	return elems, elemOID, nil
+}

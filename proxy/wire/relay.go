@@ -1,0 +1,358 @@
+// The relay loop: server messages matched to the expectations the client
+// loop queued, in order.
+package wire
+
+import (
+	"bytes"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/rewrite"
+)
+
+type kind int
+
+const (
+	kQuery    kind = iota // a simple query: everything up to ReadyForQuery
+	kParse                // ParseComplete
+	kBind                 // BindComplete
+	kDescribe             // [ParameterDescription] RowDescription | NoData
+	kExecute              // DataRow* then CommandComplete | PortalSuspended | EmptyQueryResponse
+	kClose                // CloseComplete
+	kSync                 // ReadyForQuery
+	kRefused              // the error of the proxy's failing message
+	kInternal             // the proxy's own query
+)
+
+type internalResult struct {
+	results []catalog.Result
+	err     error
+}
+
+// expect is what the server will answer to one message.
+type expect struct {
+	kind    kind
+	plan    *rewrite.Plan
+	refused *rewrite.Refusal
+	// refusedLater: an error found after the message was sent (a COPY
+	// row that does not encrypt), set by the client loop
+	refusedLater atomic.Pointer[rewrite.Refusal]
+	objType      byte
+	st           *stmt
+	portal       *portal
+	internal2    bool // the proxy's own Describe after Parse: not relayed
+	internal     chan internalResult
+
+	rows    *rowState
+	copyOut *copyStream
+	results []catalog.Result
+	err     error
+	failed  bool // a value did not decrypt: drop the rest of the result
+}
+
+func (s *session) send(m pgproto3.BackendMessage) { s.client.Send(m) }
+
+func (s *session) relay() error {
+	var cur *expect
+	for {
+		m, err := s.server.Receive()
+		if err != nil {
+			return err
+		}
+		s.clientMu.Lock()
+		switch m.(type) {
+		case *pgproto3.NoticeResponse, *pgproto3.NotificationResponse, *pgproto3.ParameterStatus:
+			if cur == nil || cur.kind != kInternal {
+				s.send(m)
+			}
+		default:
+			if cur == nil {
+				cur = <-s.queue
+			}
+			var done bool
+			done, cur, err = s.process(cur, m)
+			if done {
+				cur = nil
+			}
+		}
+		if err == nil && s.server.ReadBufferLen() == 0 {
+			err = s.client.Flush()
+		}
+		s.clientMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// skipToSync drops the expectations of a batch after an error, as the
+// server skips the messages; it returns the Sync's.
+func (s *session) skipToSync() *expect {
+	for {
+		e := <-s.queue
+		if e.kind == kSync {
+			return e
+		}
+		if e.kind == kInternal {
+			// cannot happen inside a batch; answer it rather than hang
+			e.internal <- internalResult{err: errRefusedInternal}
+		}
+	}
+}
+
+type relayError string
+
+func (e relayError) Error() string { return string(e) }
+
+const errRefusedInternal = relayError("wire: internal query inside a batch")
+
+func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
+	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: r.Code,
+		Message: r.Message, Detail: r.Detail, Hint: r.Hint}
+}
+
+// process handles message m for expectation e; it returns whether e is
+// complete and the expectation now current (a batch error skips ahead).
+func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, error) {
+	if e.kind == kInternal {
+		return s.internalMessage(e, m), e, nil
+	}
+	if er, ok := m.(*pgproto3.ErrorResponse); ok {
+		switch {
+		case e.refused != nil:
+			s.send(errorFrom(e.refused))
+		case e.refusedLater.Load() != nil:
+			s.send(errorFrom(e.refusedLater.Load()))
+		case e.failed:
+		default:
+			s.send(er)
+		}
+		e.rows = nil
+		if e.kind == kQuery || e.kind == kSync {
+			return false, e, nil
+		}
+		return false, s.skipToSync(), nil
+	}
+	if rfq, ok := m.(*pgproto3.ReadyForQuery); ok {
+		s.txStatus.Store(uint32(rfq.TxStatus))
+		if e.kind != kQuery && e.kind != kSync {
+			// a failed result made the relay drop the rest of a batch
+			e = s.skipToSync()
+		}
+		s.send(rfq)
+		return true, e, nil
+	}
+	if e.failed {
+		// a value did not decrypt: the rest of this result is dropped
+		switch m.(type) {
+		case *pgproto3.CommandComplete, *pgproto3.PortalSuspended, *pgproto3.EmptyQueryResponse:
+			if e.kind == kExecute {
+				return false, s.skipToSync(), nil
+			}
+			e.failed = false
+		}
+		return false, e, nil
+	}
+	switch e.kind {
+	case kQuery:
+		return false, e, s.queryMessage(e, m)
+	case kDescribe:
+		return s.describeMessage(e, m), e, nil
+	case kExecute:
+		return s.executeMessage(e, m), e, nil
+	}
+	// ParseComplete, BindComplete, CloseComplete
+	s.send(m)
+	return true, e, nil
+}
+
+func (s *session) internalMessage(e *expect, m pgproto3.BackendMessage) bool {
+	switch m := m.(type) {
+	case *pgproto3.RowDescription:
+		e.results = append(e.results, catalog.Result{})
+	case *pgproto3.DataRow:
+		row := make([][]byte, len(m.Values))
+		for i, v := range m.Values {
+			if v != nil {
+				row[i] = bytes.Clone(v)
+			}
+		}
+		r := &e.results[len(e.results)-1]
+		r.Rows = append(r.Rows, row)
+	case *pgproto3.ErrorResponse:
+		e.err = relayError("wire: " + m.Message)
+	case *pgproto3.ReadyForQuery:
+		s.txStatus.Store(uint32(m.TxStatus))
+		e.internal <- internalResult{results: e.results, err: e.err}
+		return true
+	}
+	return false
+}
+
+// fail reports a value that does not decrypt and drops the rest of the
+// result (never ciphertext handed on as data).
+func (s *session) fail(e *expect, err error) {
+	s.send(errorFrom(&rewrite.Refusal{Code: rewrite.CodeDecrypt,
+		Message: "pgcipher: a value of an encrypted column could not be decrypted",
+		Detail:  err.Error(),
+		Hint:    "The value was written under another key or label, or damaged; the proxy does not pass ciphertext on as data."}))
+	e.failed = true
+	e.rows = nil
+}
+
+func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
+	switch m := m.(type) {
+	case *pgproto3.RowDescription:
+		formats := make([]int16, len(m.Fields))
+		for i, f := range m.Fields {
+			formats[i] = f.Format
+		}
+		e.rows = s.newRowState(e.plan, m, formats, nil)
+		s.send(e.rows.description(m))
+	case *pgproto3.DataRow:
+		if e.rows == nil {
+			s.send(m)
+			return nil
+		}
+		if err := e.rows.row(m); err != nil {
+			s.fail(e, err)
+		}
+	case *pgproto3.CommandComplete:
+		if e.rows != nil {
+			m = e.rows.complete(m)
+			e.rows = nil
+		}
+		e.copyOut = nil
+		s.send(m)
+	case *pgproto3.CopyOutResponse:
+		if e.plan.Copy != nil && !e.plan.Copy.From {
+			e.copyOut = newCopyStream(s, e.plan.Copy)
+		}
+		s.send(m)
+	case *pgproto3.CopyData:
+		if e.copyOut != nil {
+			out, err := e.copyOut.decryptRow(m.Data)
+			if err != nil {
+				s.fail(e, err)
+				return nil
+			}
+			s.send(&pgproto3.CopyData{Data: out})
+			return nil
+		}
+		s.send(m)
+	default:
+		s.send(m)
+	}
+	return nil
+}
+
+func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
+	switch m := m.(type) {
+	case *pgproto3.ParameterDescription:
+		if e.st != nil {
+			e.st.params = append([]uint32(nil), m.ParameterOIDs...)
+		}
+		if !e.internal2 {
+			s.send(s.clientParams(e.st, m))
+		}
+		return false
+	case *pgproto3.RowDescription:
+		var plan *rewrite.Plan
+		var formats []int16
+		if e.objType == 'S' && e.st != nil {
+			e.st.desc = cloneDesc(m)
+			plan = e.st.plan
+		} else if e.portal != nil {
+			plan, formats = e.portal.st.plan, e.portal.formats
+		}
+		if !e.internal2 {
+			rs := s.newRowState(plan, m, formats, nil)
+			s.send(rs.description(m))
+		}
+		return true
+	case *pgproto3.NoData:
+		if e.objType == 'S' && e.st != nil {
+			e.st.desc = nil
+		}
+		if !e.internal2 {
+			s.send(m)
+		}
+		return true
+	}
+	s.send(m)
+	return true
+}
+
+func (s *session) executeMessage(e *expect, m pgproto3.BackendMessage) bool {
+	switch m := m.(type) {
+	case *pgproto3.DataRow:
+		if e.rows == nil {
+			if e.portal == nil || e.portal.st.desc == nil {
+				s.send(m)
+				return false
+			}
+			p := e.portal
+			e.rows = s.newRowState(p.st.plan, p.st.desc, p.formats, p.patterns)
+		}
+		if err := e.rows.row(m); err != nil {
+			s.fail(e, err)
+		}
+		return false
+	case *pgproto3.CommandComplete:
+		if e.rows != nil {
+			m = e.rows.complete(m)
+		}
+		s.send(m)
+		return true
+	case *pgproto3.PortalSuspended, *pgproto3.EmptyQueryResponse:
+		if e.rows != nil {
+			e.rows.flushRows()
+		}
+		s.send(m)
+		return true
+	}
+	// COPY through the extended protocol (relations without encrypted
+	// columns): CopyIn/OutResponse, CopyData, CopyDone
+	s.send(m)
+	return false
+}
+
+// clientParams shows the client the plaintext types of encrypted
+// parameters: the type it declared, or the column's plain type.
+func (s *session) clientParams(st *stmt, m *pgproto3.ParameterDescription) *pgproto3.ParameterDescription {
+	out := &pgproto3.ParameterDescription{ParameterOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+	for i, oid := range out.ParameterOIDs {
+		if st != nil && i < len(st.clientOIDs) && st.clientOIDs[i] != 0 {
+			if s.cat.TypeOf(oid) != nil || s.cat.ElemOf(oid) != nil {
+				out.ParameterOIDs[i] = st.clientOIDs[i]
+			}
+			continue
+		}
+		if t := s.cat.TypeOf(oid); t != nil {
+			out.ParameterOIDs[i] = plainOID(t)
+		} else if t := s.cat.ElemOf(oid); t != nil {
+			out.ParameterOIDs[i] = plainArrayOID(t)
+		}
+	}
+	return out
+}
+
+func cloneDesc(d *pgproto3.RowDescription) *pgproto3.RowDescription {
+	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(d.Fields))}
+	for i, f := range d.Fields {
+		f.Name = bytes.Clone(f.Name)
+		out.Fields[i] = f
+	}
+	return out
+}
+
+// commandCount rewrites the row count of "SELECT n".
+func commandCount(tag []byte, n int) []byte {
+	if bytes.HasPrefix(tag, []byte("SELECT ")) {
+		return strconv.AppendInt([]byte("SELECT "), int64(n), 10)
+	}
+	return tag
+}

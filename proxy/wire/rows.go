@@ -1,0 +1,313 @@
+// Results: descriptions of encrypted types shown as their plaintext
+// types, values decrypted into the client's format, LIKE rechecks and
+// the sort of prefix-ordered columns.
+package wire
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/rewrite"
+	"github.com/pgcipher/pgcipher/proxy/values"
+)
+
+func plainOID(t *catalog.EncType) uint32 { return values.PlainOID(t.Plain) }
+
+// plainArrayOID is the OID of the array of a plaintext type.
+func plainArrayOID(t *catalog.EncType) uint32 {
+	switch t.Plain {
+	case colcrypt.Int4:
+		return 1007
+	case colcrypt.Int8:
+		return 1016
+	case colcrypt.Float8:
+		return 1022
+	case colcrypt.Numeric:
+		return 1231
+	case colcrypt.Text:
+		return 1009
+	case colcrypt.Bytea:
+		return 1001
+	case colcrypt.Date:
+		return 1182
+	case colcrypt.Timestamptz:
+		return 1185
+	case colcrypt.Bool:
+		return 1000
+	}
+	return 0
+}
+
+// field is how to treat one field of a result.
+type field struct {
+	enc    *catalog.EncType // nil: plaintext, passed through
+	bound  *colcrypt.Column // the column the field comes from, if known
+	format int16
+}
+
+type rowState struct {
+	s        *session
+	plan     *rewrite.Plan
+	fields   []field
+	visible  int
+	patterns []string
+	resort   int // field index to sort by, -1 for none
+	rtype    colcrypt.Type
+	rdesc    bool
+	rnulls   bool
+	buffered []*pgproto3.DataRow
+	kept     int
+}
+
+// newRowState prepares the treatment of the rows of a result described by
+// d; formats are the client's result formats (nil: those in d).
+func (s *session) newRowState(plan *rewrite.Plan, d *pgproto3.RowDescription, formats []int16, patterns []string) *rowState {
+	rs := &rowState{s: s, plan: plan, fields: make([]field, len(d.Fields)), visible: len(d.Fields), resort: -1, patterns: patterns}
+	if plan != nil && plan.Hidden > 0 && plan.Hidden <= len(d.Fields) {
+		rs.visible = len(d.Fields) - plan.Hidden
+	}
+	for i, f := range d.Fields {
+		fp := field{format: f.Format}
+		switch {
+		case len(formats) == 1:
+			fp.format = formats[0]
+		case len(formats) > i:
+			fp.format = formats[i]
+		case formats != nil:
+			fp.format = 0
+		}
+		if t := s.cat.TypeOf(f.DataTypeOID); t != nil {
+			fp.enc = t
+			if r := s.cat.Relations[f.TableOID]; r != nil && f.TableOID != 0 {
+				if at := r.AttrNum(int16(f.TableAttributeNumber)); at != nil && at.Binding != nil {
+					fp.bound, _ = s.srv.cfg.Keys.Column(at.Binding)
+				}
+			}
+			if plan != nil {
+				for _, r := range plan.Resorts {
+					if r.Relid == f.TableOID && r.Attnum == int16(f.TableAttributeNumber) && rs.resort < 0 && i < rs.visible {
+						rs.resort, rs.rtype, rs.rdesc, rs.rnulls = i, r.Type, r.Desc, r.NullsFirst
+					}
+				}
+			}
+		}
+		rs.fields[i] = fp
+	}
+	if plan != nil && len(patterns) == 0 {
+		for _, f := range plan.Filters {
+			rs.patterns = append(rs.patterns, f.Pattern)
+		}
+	}
+	return rs
+}
+
+// description shows the client plaintext types and hides the proxy's
+// extra fields.
+func (rs *rowState) description(d *pgproto3.RowDescription) *pgproto3.RowDescription {
+	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, rs.visible)}
+	for i := 0; i < rs.visible; i++ {
+		f := d.Fields[i]
+		if t := rs.fields[i].enc; t != nil {
+			f.DataTypeOID = plainOID(t)
+			f.DataTypeSize = values.PlainLen(t.Plain)
+			f.TypeModifier = -1
+		}
+		out.Fields[i] = f
+	}
+	return out
+}
+
+// row decrypts one row, rechecks the plan's LIKE filters, and sends it
+// (or buffers it for a sort).
+func (rs *rowState) row(m *pgproto3.DataRow) error {
+	if len(m.Values) != len(rs.fields) {
+		return fmt.Errorf("row of %d fields, description has %d", len(m.Values), len(rs.fields))
+	}
+	out := &pgproto3.DataRow{Values: make([][]byte, rs.visible)}
+	for i, v := range m.Values {
+		f := &rs.fields[i]
+		if f.enc == nil || v == nil {
+			if i < rs.visible {
+				out.Values[i] = v
+			}
+			continue
+		}
+		p, err := rs.s.decrypt(f, v)
+		if err != nil {
+			return err
+		}
+		if i >= rs.visible {
+			k := i - rs.visible
+			keep, err := rs.recheck(k, p)
+			if err != nil {
+				return err
+			}
+			if !keep {
+				return nil
+			}
+			continue
+		}
+		if out.Values[i], err = values.Result(nil, f.enc.Plain, p, f.format); err != nil {
+			return err
+		}
+		if i == rs.resort {
+			// keep the payload for the sort: appended after the values
+			out.Values = append(out.Values, p)
+		}
+	}
+	rs.kept++
+	if rs.resort >= 0 {
+		if len(out.Values) == rs.visible {
+			out.Values = append(out.Values, nil) // NULL sort key
+		}
+		for i, v := range out.Values {
+			if v != nil {
+				out.Values[i] = bytes.Clone(v)
+			}
+		}
+		rs.buffered = append(rs.buffered, out)
+		return nil
+	}
+	rs.s.send(out)
+	return nil
+}
+
+// recheck applies LIKE filter k to a decrypted value.
+func (rs *rowState) recheck(k int, payload []byte) (bool, error) {
+	if k >= len(rs.plan.Filters) || k >= len(rs.patterns) {
+		return false, errors.New("LIKE recheck without its pattern")
+	}
+	f := rs.plan.Filters[k]
+	ok, err := like(string(payload), rs.patterns[k])
+	if err != nil {
+		return false, err
+	}
+	return ok != f.Not, nil
+}
+
+// flushRows sorts and sends buffered rows.
+func (rs *rowState) flushRows() {
+	if rs.resort < 0 {
+		return
+	}
+	key := func(r *pgproto3.DataRow) []byte { return r.Values[rs.visible] }
+	sort.SliceStable(rs.buffered, func(i, j int) bool {
+		a, b := key(rs.buffered[i]), key(rs.buffered[j])
+		if a == nil || b == nil {
+			if a == nil && b == nil {
+				return false
+			}
+			return (a == nil) == rs.rnulls
+		}
+		c := comparePlain(rs.rtype, a, b)
+		if rs.rdesc {
+			return c > 0
+		}
+		return c < 0
+	})
+	for _, r := range rs.buffered {
+		r.Values = r.Values[:rs.visible]
+		rs.s.send(r)
+	}
+	rs.buffered = nil
+}
+
+// complete ends a result: sorted rows sent, the count fixed for rows the
+// LIKE recheck dropped.
+func (rs *rowState) complete(m *pgproto3.CommandComplete) *pgproto3.CommandComplete {
+	rs.flushRows()
+	if rs.plan != nil && len(rs.plan.Filters) > 0 {
+		return &pgproto3.CommandComplete{CommandTag: commandCount(m.CommandTag, rs.kept)}
+	}
+	return m
+}
+
+// comparePlain orders payloads of prefix-ordered types as PostgreSQL
+// orders their values (text in C collation: bytes).
+func comparePlain(t colcrypt.Type, a, b []byte) int {
+	if t != colcrypt.Numeric {
+		return bytes.Compare(a, b)
+	}
+	return compareNumeric(string(a), string(b))
+}
+
+// compareNumeric: NaN above everything, then ±Infinity, then values.
+func compareNumeric(a, b string) int {
+	rank := func(s string) (int, *big.Rat) {
+		switch strings.ToLower(s) {
+		case "nan":
+			return 3, nil
+		case "infinity", "+infinity", "inf", "+inf":
+			return 2, nil
+		case "-infinity", "-inf":
+			return 0, nil
+		}
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			return 1, new(big.Rat)
+		}
+		return 1, r
+	}
+	ra, xa := rank(a)
+	rb, xb := rank(b)
+	if ra != rb || ra != 1 {
+		return ra - rb
+	}
+	return xa.Cmp(xb)
+}
+
+// decrypt returns the payload of an encrypted value as the server sent it
+// (base64 text or binary).
+func (s *session) decrypt(f *field, v []byte) ([]byte, error) {
+	ct := v
+	if f.format == 0 {
+		ct = make([]byte, base64.StdEncoding.DecodedLen(len(v)))
+		n, err := base64.StdEncoding.Decode(ct, v)
+		if err != nil {
+			return nil, fmt.Errorf("ciphertext is not base64: %w", err)
+		}
+		ct = ct[:n]
+	}
+	x, err := colcrypt.Parse(ct)
+	if err != nil {
+		return nil, err
+	}
+	if f.bound != nil && f.bound.Header() == x.Header {
+		return f.bound.DecryptPayload(ct)
+	}
+	var last error = errors.New("no column of this key and join group is known to the proxy")
+	for _, c := range s.candidates(x.Header) {
+		p, err := c.DecryptPayload(ct)
+		if err == nil {
+			return p, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// candidates are the columns whose values carry header h (the key,
+// type, level and join group): usually one.
+func (s *session) candidates(h colcrypt.Header) []*colcrypt.Column {
+	if s.cands == nil || s.candsCat != s.cat {
+		s.cands = map[colcrypt.Header][]*colcrypt.Column{}
+		s.candsCat = s.cat
+		for _, b := range s.cat.Bindings() {
+			c, err := s.srv.cfg.Keys.Column(b)
+			if err != nil {
+				continue
+			}
+			s.cands[c.Header()] = append(s.cands[c.Header()], c)
+		}
+	}
+	return s.cands[h]
+}

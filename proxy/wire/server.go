@@ -1,0 +1,336 @@
+// Listening, startup, TLS, authentication relay and cancel requests.
+package wire
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+)
+
+// Config is what a Server needs.
+type Config struct {
+	// Upstream is a libpq connection string or URL naming the server;
+	// user and database come from each client unless it names them.
+	Upstream string
+	Keys     *catalog.Keys
+	// ClientTLS, if set, is offered to clients that ask for TLS.
+	ClientTLS *tls.Config
+	// Record, if set, receives a copy of every byte sent to the server
+	// (test mode: proves what the server saw).
+	Record io.Writer
+	Log    *slog.Logger
+}
+
+// Server accepts client connections and proxies them.
+type Server struct {
+	cfg      Config
+	upstream *pgconn.Config
+	setUser  bool
+	setDB    bool
+	catalogs *catalogCache
+	recordMu sync.Mutex
+}
+
+// NewServer checks cfg.
+func NewServer(cfg Config) (*Server, error) {
+	up, err := pgconn.ParseConfig(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("wire: upstream %q: %w", cfg.Upstream, err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{cfg: cfg, upstream: up, catalogs: newCatalogCache()}
+	s.setUser, s.setDB = namesUserAndDB(cfg.Upstream)
+	return s, nil
+}
+
+var (
+	userKey = regexp.MustCompile(`(^|\s)user\s*=`)
+	dbKey   = regexp.MustCompile(`(^|\s)dbname\s*=`)
+)
+
+// namesUserAndDB reports whether a connection string sets the user and
+// the database itself (otherwise each client's startup message does).
+func namesUserAndDB(s string) (bool, bool) {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return false, false
+		}
+		return u.User != nil && u.User.Username() != "", strings.Trim(u.Path, "/") != ""
+	}
+	return userKey.MatchString(s), dbKey.MatchString(s)
+}
+
+// Reload marks every cached catalog stale (SIGHUP).
+func (s *Server) Reload() { s.catalogs.invalidateAll() }
+
+// Serve accepts connections until l is closed.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go s.handle(c)
+	}
+}
+
+func (s *Server) handle(c net.Conn) {
+	defer c.Close()
+	if err := s.serveConn(c); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.cfg.Log.Debug("connection ended", "remote", c.RemoteAddr().String(), "err", err)
+	}
+}
+
+// fatal sends a FATAL error to a client that has not reached the server.
+func fatal(b *pgproto3.Backend, code, msg string) error {
+	b.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
+	b.Flush()
+	return errors.New(msg)
+}
+
+func (s *Server) serveConn(c net.Conn) error {
+	var client net.Conn = c
+	b := pgproto3.NewBackend(client, client)
+	var startup *pgproto3.StartupMessage
+	for startup == nil {
+		m, err := b.ReceiveStartupMessage()
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case *pgproto3.SSLRequest:
+			if s.cfg.ClientTLS == nil {
+				if _, err := client.Write([]byte{'N'}); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := client.Write([]byte{'S'}); err != nil {
+				return err
+			}
+			tc := tls.Server(c, s.cfg.ClientTLS)
+			if err := tc.Handshake(); err != nil {
+				return fmt.Errorf("wire: TLS with client: %w", err)
+			}
+			client = tc
+			b = pgproto3.NewBackend(client, client)
+		case *pgproto3.GSSEncRequest:
+			if _, err := client.Write([]byte{'N'}); err != nil {
+				return err
+			}
+		case *pgproto3.CancelRequest:
+			return s.cancel(m)
+		case *pgproto3.StartupMessage:
+			startup = m
+		default:
+			return fatal(b, "08P01", "pgcipher-proxy: unexpected startup message")
+		}
+	}
+	params := map[string]string{}
+	for k, v := range startup.Parameters {
+		params[k] = v
+	}
+	if s.setUser {
+		params["user"] = s.upstream.User
+	}
+	if s.setDB {
+		params["database"] = s.upstream.Database
+	}
+	if params["database"] == "" {
+		params["database"] = params["user"]
+	}
+	for k, v := range s.upstream.RuntimeParams {
+		if _, ok := params[k]; !ok {
+			params[k] = v
+		}
+	}
+	server, err := s.dial()
+	if err != nil {
+		return fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
+	}
+	defer server.Close()
+	var w io.Writer = server
+	if s.cfg.Record != nil {
+		w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
+	}
+	f := pgproto3.NewFrontend(server, w)
+	f.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: params})
+	if err := f.Flush(); err != nil {
+		return err
+	}
+	if err := s.authenticate(b, f); err != nil {
+		return err
+	}
+	sess := newSession(s, b, f, params["database"])
+	return sess.run()
+}
+
+// recorder copies what is written to the server (test mode).
+type recorder struct {
+	w   io.Writer
+	rec io.Writer
+	mu  *sync.Mutex
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	r.rec.Write(p)
+	r.mu.Unlock()
+	return r.w.Write(p)
+}
+
+// dial opens a connection to the server, with TLS if the connection
+// string asks for it.
+func (s *Server) dial() (net.Conn, error) {
+	cfg := s.upstream
+	network, addr := "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	if strings.HasPrefix(cfg.Host, "/") {
+		network, addr = "unix", fmt.Sprintf("%s/.s.PGSQL.%d", cfg.Host, cfg.Port)
+	}
+	timeout := cfg.ConnectTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	conn, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TLSConfig == nil || network == "unix" {
+		return conn, nil
+	}
+	// SSLRequest
+	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	reply := make([]byte, 1)
+	if _, err := io.ReadFull(conn, reply); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if reply[0] == 'S' {
+		tc := tls.Client(conn, cfg.TLSConfig)
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("TLS with server: %w", err)
+		}
+		return tc, nil
+	}
+	for _, fb := range cfg.Fallbacks {
+		if fb.TLSConfig == nil {
+			return conn, nil // sslmode=prefer: plain is acceptable
+		}
+	}
+	conn.Close()
+	return nil, errors.New("the server refused TLS, which the connection string requires")
+}
+
+// authenticate relays authentication until the server's ReadyForQuery;
+// a failed authentication ends the connection.
+func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend) error {
+	for {
+		m, err := f.Receive()
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case *pgproto3.AuthenticationSASL:
+			// The client's channel binding would be to its TLS session
+			// with the proxy, not the proxy's with the server: offer
+			// SCRAM without channel binding only.
+			var mechs []string
+			for _, x := range m.AuthMechanisms {
+				if !strings.HasSuffix(x, "-PLUS") {
+					mechs = append(mechs, x)
+				}
+			}
+			b.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: mechs})
+			if err := s.authReply(b, f, pgproto3.AuthTypeSASL); err != nil {
+				return err
+			}
+		case *pgproto3.AuthenticationSASLContinue:
+			b.Send(m)
+			if err := s.authReply(b, f, pgproto3.AuthTypeSASLContinue); err != nil {
+				return err
+			}
+		case *pgproto3.AuthenticationCleartextPassword:
+			b.Send(m)
+			if err := s.authReply(b, f, pgproto3.AuthTypeCleartextPassword); err != nil {
+				return err
+			}
+		case *pgproto3.AuthenticationMD5Password:
+			b.Send(m)
+			if err := s.authReply(b, f, pgproto3.AuthTypeMD5Password); err != nil {
+				return err
+			}
+		case *pgproto3.AuthenticationGSS, *pgproto3.AuthenticationGSSContinue:
+			return fatal(b, "28000", "pgcipher-proxy: GSSAPI authentication is not supported through the proxy")
+		case *pgproto3.ErrorResponse:
+			b.Send(m)
+			b.Flush()
+			return fmt.Errorf("wire: authentication failed: %s", m.Message)
+		case *pgproto3.ReadyForQuery:
+			// sent by the session once the catalog is loaded
+			return nil
+		default:
+			// AuthenticationOk, AuthenticationSASLFinal,
+			// ParameterStatus, BackendKeyData, NoticeResponse
+			b.Send(m)
+		}
+		if err := b.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Server) authReply(b *pgproto3.Backend, f *pgproto3.Frontend, t uint32) error {
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	if err := b.SetAuthType(t); err != nil {
+		return err
+	}
+	m, err := b.Receive()
+	if err != nil {
+		return err
+	}
+	f.Send(m)
+	return f.Flush()
+}
+
+// cancel forwards a CancelRequest: the client holds the server's own
+// process id and key (BackendKeyData is relayed unchanged).
+func (s *Server) cancel(m *pgproto3.CancelRequest) error {
+	c, err := s.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf, err := m.Encode(nil)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(buf)
+	return err
+}

@@ -1,0 +1,405 @@
+// The client loop of one connection.
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/rewrite"
+)
+
+// catalogCache keeps the newest catalog of each database.
+type catalogCache struct {
+	mu  sync.Mutex
+	dbs map[string]*cachedCatalog
+	gen atomic.Uint64 // bumped by invalidations
+}
+
+type cachedCatalog struct {
+	cat *catalog.Catalog
+	gen uint64
+}
+
+func newCatalogCache() *catalogCache { return &catalogCache{dbs: map[string]*cachedCatalog{}} }
+
+func (c *catalogCache) get(db string) (*catalog.Catalog, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.dbs[db]; e != nil && e.gen == c.gen.Load() {
+		return e.cat, e.gen
+	}
+	return nil, 0
+}
+
+func (c *catalogCache) put(db string, cat *catalog.Catalog, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == c.gen.Load() {
+		c.dbs[db] = &cachedCatalog{cat: cat, gen: gen}
+	}
+}
+
+func (c *catalogCache) invalidateAll() { c.gen.Add(1) }
+
+// stmt is a prepared statement as the client named it.
+type stmt struct {
+	plan       *rewrite.Plan
+	clientOIDs []uint32 // parameter types the client declared
+	// desc: the server's description of the rewritten statement, from the
+	// Describe the proxy adds after each Parse (nil: no rows)
+	desc   *pgproto3.RowDescription
+	params []uint32 // the server's parameter types
+}
+
+// portal is a bound statement.
+type portal struct {
+	st       *stmt
+	formats  []int16  // result formats as the client asked
+	patterns []string // LIKE patterns of the plan's filters
+}
+
+type session struct {
+	srv    *Server
+	client *pgproto3.Backend
+	server *pgproto3.Frontend
+	db     string
+
+	cat    *catalog.Catalog // written by the client loop before the statements that use it
+	catGen uint64
+	// the relay's index of columns by ciphertext header
+	cands    map[colcrypt.Header][]*colcrypt.Column
+	candsCat *catalog.Catalog
+	stale    bool
+
+	stmts   map[string]*stmt
+	portals map[string]*portal
+	plans   map[string]*rewrite.Plan // cacheable plans by SQL text
+
+	queue    chan *expect
+	txStatus atomic.Uint32 // the server's last ReadyForQuery status
+	inBatch  bool          // extended-protocol messages since the last Sync
+	skipping bool          // refused in a batch: drop messages until Sync
+	copyIn   *copyStream   // COPY FROM STDIN in progress
+	relayErr chan error
+	clientMu sync.Mutex // writes to the client: the relay's, and the startup's last
+}
+
+func newSession(srv *Server, b *pgproto3.Backend, f *pgproto3.Frontend, db string) *session {
+	s := &session{srv: srv, client: b, server: f, db: db,
+		stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{},
+		queue: make(chan *expect, 4096), relayErr: make(chan error, 1)}
+	s.txStatus.Store('I')
+	return s
+}
+
+func (s *session) run() error {
+	go func() { s.relayErr <- s.relay() }()
+	if err := s.loadCatalog(); err != nil {
+		return fatal(s.client, "58000", "pgcipher-proxy: cannot read the encrypted-column catalog: "+err.Error())
+	}
+	// the ReadyForQuery that ended authentication; nothing is pending,
+	// so only the relay's asynchronous messages can race with it
+	s.clientMu.Lock()
+	s.client.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	err := s.client.Flush()
+	s.clientMu.Unlock()
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.clientLoop() }()
+	select {
+	case err := <-errc:
+		return err
+	case err := <-s.relayErr:
+		return err
+	}
+}
+
+func (s *session) push(e *expect) { s.queue <- e }
+
+// SimpleQuery runs one of the proxy's own queries on the connection, at
+// a point where no client message is pending (catalog.Querier).
+func (s *session) SimpleQuery(sql string) ([]catalog.Result, error) {
+	done := make(chan internalResult, 1)
+	s.push(&expect{kind: kInternal, internal: done})
+	s.server.Send(&pgproto3.Query{String: sql})
+	if err := s.server.Flush(); err != nil {
+		return nil, err
+	}
+	r := <-done
+	return r.results, r.err
+}
+
+// loadCatalog takes the database's cached catalog or reads it.
+func (s *session) loadCatalog() error {
+	if cat, gen := s.srv.catalogs.get(s.db); cat != nil && !s.stale {
+		s.cat, s.catGen = cat, gen
+		return nil
+	}
+	gen := s.srv.catalogs.gen.Load()
+	cat, err := catalog.Load(s)
+	if err != nil {
+		return err
+	}
+	s.cat, s.catGen, s.stale = cat, gen, false
+	s.srv.catalogs.put(s.db, cat, gen)
+	return nil
+}
+
+// refresh reloads the catalog before a statement when it may have
+// changed; a failed reload (an aborted transaction) keeps the old one.
+func (s *session) refresh() {
+	if s.inBatch || s.txStatus.Load() == 'E' {
+		return
+	}
+	if !s.stale && s.catGen == s.srv.catalogs.gen.Load() {
+		return
+	}
+	if err := s.loadCatalog(); err != nil {
+		s.srv.cfg.Log.Debug("catalog reload failed", "err", err)
+	}
+}
+
+// changed: a statement may have changed the catalog.
+func (s *session) changed() {
+	s.stale = true
+	s.srv.catalogs.invalidateAll()
+}
+
+var reloadWords = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|set|reset|import|comment|grant|revoke)\b`)
+
+// analyze returns the plan of sql, from the cache when it can.
+func (s *session) analyze(sql string) (*rewrite.Plan, error) {
+	if p := s.plans[sql]; p != nil {
+		return p, nil
+	}
+	p, err := rewrite.Analyze(sql, s.cat, s.srv.cfg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Reload && !s.cat.Mentions(sql) && reloadWords.MatchString(sql) {
+		p.Reload = true
+	}
+	if p.Cacheable && !p.Reload {
+		if len(s.plans) > 10000 {
+			s.plans = map[string]*rewrite.Plan{}
+		}
+		s.plans[sql] = p
+	}
+	return p, nil
+}
+
+// refusal turns an analysis error into the proxy's error for the client.
+func refusal(err error) *rewrite.Refusal {
+	var r *rewrite.Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return &rewrite.Refusal{Code: rewrite.CodeRefused, Message: "pgcipher: " + err.Error()}
+}
+
+// The harmless failing messages that put the server into the state a
+// failed statement would: no side effect, a constant text.
+const refusedName = "pgcipher: statement refused by the proxy"
+
+func (s *session) clientLoop() error {
+	for {
+		m, err := s.client.Receive()
+		if err != nil {
+			return err
+		}
+		if s.skipping {
+			if _, ok := m.(*pgproto3.Sync); !ok {
+				if _, ok := m.(*pgproto3.Terminate); !ok {
+					continue
+				}
+			}
+			s.skipping = false
+		}
+		if err := s.handle(m); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *session) handle(m pgproto3.FrontendMessage) error {
+	switch m := m.(type) {
+	case *pgproto3.Query:
+		return s.query(m)
+	case *pgproto3.Parse:
+		return s.parse(m)
+	case *pgproto3.Bind:
+		return s.bind(m)
+	case *pgproto3.Describe:
+		s.inBatch = true
+		e := &expect{kind: kDescribe, objType: m.ObjectType}
+		if m.ObjectType == 'S' {
+			e.st = s.stmts[m.Name]
+		} else if p := s.portals[m.Name]; p != nil {
+			e.portal = p
+		}
+		s.push(e)
+		s.server.Send(m)
+	case *pgproto3.Execute:
+		s.inBatch = true
+		s.push(&expect{kind: kExecute, portal: s.portals[m.Portal]})
+		s.server.Send(m)
+	case *pgproto3.Close:
+		s.inBatch = true
+		if m.ObjectType == 'S' {
+			delete(s.stmts, m.Name)
+		} else {
+			delete(s.portals, m.Name)
+		}
+		s.push(&expect{kind: kClose})
+		s.server.Send(m)
+	case *pgproto3.Sync:
+		s.inBatch = false
+		s.push(&expect{kind: kSync})
+		s.server.Send(m)
+		return s.server.Flush()
+	case *pgproto3.Flush:
+		s.server.Send(m)
+		return s.server.Flush()
+	case *pgproto3.CopyData:
+		if s.copyIn != nil {
+			return s.copyIn.data(m.Data)
+		}
+		s.server.Send(m)
+		return s.server.Flush()
+	case *pgproto3.CopyDone:
+		if s.copyIn != nil {
+			c := s.copyIn
+			s.copyIn = nil
+			return c.done()
+		}
+		s.server.Send(m)
+		return s.server.Flush()
+	case *pgproto3.CopyFail:
+		s.copyIn = nil
+		s.server.Send(m)
+		return s.server.Flush()
+	case *pgproto3.FunctionCall:
+		s.push(&expect{kind: kQuery, plan: &rewrite.Plan{}})
+		s.server.Send(m)
+		return s.server.Flush()
+	case *pgproto3.Terminate:
+		s.server.Send(m)
+		s.server.Flush()
+		return errTerminated
+	default:
+		return fmt.Errorf("wire: unexpected client message %T", m)
+	}
+	return nil
+}
+
+var errTerminated = errors.New("wire: client terminated")
+
+func (s *session) query(m *pgproto3.Query) error {
+	s.copyIn = nil
+	s.refresh()
+	p, err := s.analyze(m.String)
+	if err != nil {
+		s.push(&expect{kind: kQuery, refused: refusal(err), plan: &rewrite.Plan{}})
+		s.server.Send(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
+		return s.server.Flush()
+	}
+	if p.Reload {
+		s.changed()
+	}
+	e := &expect{kind: kQuery, plan: p}
+	if p.Copy != nil && p.Copy.From {
+		s.copyIn = newCopyStream(s, p.Copy)
+		s.copyIn.expect = e
+	}
+	s.push(e)
+	if p.SQL == m.String {
+		s.server.Send(m)
+	} else {
+		s.server.Send(&pgproto3.Query{String: p.SQL})
+	}
+	return s.server.Flush()
+}
+
+// refuseInBatch answers a refused extended-protocol message: the server
+// gets a Describe of a statement that does not exist (failing the batch
+// as the statement would have), the client the proxy's error, and the
+// rest of the batch is dropped.
+func (s *session) refuseInBatch(r *rewrite.Refusal) {
+	s.push(&expect{kind: kRefused, refused: r})
+	s.server.Send(&pgproto3.Describe{ObjectType: 'S', Name: refusedName})
+	s.skipping = true
+}
+
+func (s *session) parse(m *pgproto3.Parse) error {
+	s.refresh()
+	s.inBatch = true
+	p, err := s.analyze(m.Query)
+	if err == nil && p.Copy != nil {
+		err = &rewrite.Refusal{Code: rewrite.CodeRefused,
+			Message: "pgcipher: COPY of relations with encrypted columns needs the simple query protocol",
+			Hint:    "Send COPY as a simple query (psql's \\copy, pgx CopyFrom, psycopg's cursor.copy do)."}
+	}
+	if err != nil {
+		s.refuseInBatch(refusal(err))
+		return nil
+	}
+	if p.Reload {
+		s.changed()
+	}
+	st := &stmt{plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+	s.stmts[m.Name] = st
+	oids := append([]uint32(nil), m.ParameterOIDs...)
+	for len(oids) < len(p.Params) {
+		oids = append(oids, 0)
+	}
+	for i, prm := range p.Params {
+		if prm == nil {
+			continue
+		}
+		if prm.Array {
+			oids[i] = prm.ArrayOID
+		} else {
+			oids[i] = prm.EncType.OID
+		}
+	}
+	s.push(&expect{kind: kParse})
+	s.server.Send(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
+	if s.cat.HasEncryption() {
+		// learn the result's types now: later Executes may come without
+		// a Describe
+		s.push(&expect{kind: kDescribe, objType: 'S', st: st, internal2: true})
+		s.server.Send(&pgproto3.Describe{ObjectType: 'S', Name: m.Name})
+	}
+	return nil
+}
+
+func (s *session) bind(m *pgproto3.Bind) error {
+	s.inBatch = true
+	st := s.stmts[m.PreparedStatement]
+	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {
+		if st != nil {
+			s.portals[m.DestinationPortal] = &portal{st: st, formats: append([]int16(nil), m.ResultFormatCodes...)}
+		}
+		s.push(&expect{kind: kBind})
+		s.server.Send(m)
+		return nil
+	}
+	out, patterns, err := encryptParams(st, m)
+	if err != nil {
+		s.refuseInBatch(refusal(err))
+		return nil
+	}
+	s.portals[m.DestinationPortal] = &portal{st: st, formats: append([]int16(nil), m.ResultFormatCodes...), patterns: patterns}
+	s.push(&expect{kind: kBind})
+	s.server.Send(out)
+	return nil
+}
