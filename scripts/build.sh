@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build.sh — build pgcipher into $PGCIPHER_BUILD: the server (and its test
 # programs), the pgcipher_columns extension installed into it, and the
-# client-side key tool pgcipher-keys.
+# client-side key tool pgcipher-keys and the wire proxy pgcipher-proxy.
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
@@ -15,3 +15,6 @@ make -C "$build/columns" -f "$top/columns/Makefile" -s \
 
 go=$("$top/scripts/go.sh" path)
 (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-keys" ./cmd/pgcipher-keys)
+# the wire proxy; pg_query_go compiles PostgreSQL's parser with cgo the
+# first time (minutes), then Go's build cache keeps it like ccache
+(cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-proxy" ./cmd/pgcipher-proxy)

@@ -118,11 +118,14 @@ func (c *Catalog) HasEncryption() bool { return len(c.Relations) > 0 }
 // an encrypted relation or the pgcipher schema.  False means the
 // statement cannot touch an encrypted column by name.
 func (c *Catalog) Mentions(sql string) bool {
+	low := strings.ToLower(sql)
+	if strings.Contains(low, "pgcipher") {
+		return true
+	}
 	if c.ExtSchema == "" {
 		return false
 	}
-	low := strings.ToLower(sql)
-	if strings.Contains(low, "pgcipher") || strings.Contains(low, "enc_") {
+	if strings.Contains(low, "enc_") {
 		return true
 	}
 	for _, n := range c.names {

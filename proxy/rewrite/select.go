@@ -80,13 +80,15 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 		if err != nil {
 			return nil, err
 		}
-		if _, err := a.selectStmt(sc, s.Rarg, false); err != nil {
+		r, err := a.selectStmt(sc, s.Rarg, false)
+		if err != nil {
 			return nil, err
 		}
-		out := &scope{parent: sc}
-		if l != nil {
-			out.rels = []rel{{r: l}}
+		if l != nil || r != nil {
+			return nil, refuse("Run the parts as separate queries.",
+				"pgcipher: UNION, INTERSECT and EXCEPT of encrypted columns are not supported")
 		}
+		out := &scope{parent: sc}
 		for _, n := range s.SortClause {
 			if err := a.generic(out, n, "ORDER BY of a UNION, INTERSECT or EXCEPT"); err != nil {
 				return nil, err
@@ -328,9 +330,9 @@ func (a *analyzer) aggregate(sc *scope, f *pg.FuncCall) (*catalog.Attr, error) {
 	}
 	switch name {
 	case "count":
-		if f.AggDistinct && !level(c).HasToken() {
-			return nil, refuse("Bind the column at level EQ or ORD.",
-				"pgcipher: count(DISTINCT %s) needs level EQ or ORD", c.name)
+		if f.AggDistinct && level(c) != colcrypt.ORD {
+			return nil, refuse("Bind the column at level ORD (type enc_T_ord), or count with GROUP BY.",
+				"pgcipher: count(DISTINCT %s) needs level ORD (the server sorts the values)", c.name)
 		}
 		return nil, nil
 	case "min", "max":

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -209,9 +210,98 @@ func Result(buf []byte, t colcrypt.Type, payload []byte, format int16) ([]byte, 
 	if t != colcrypt.Numeric {
 		return append(buf, payload...), nil
 	}
-	var n pgtype.Numeric
-	if err := n.Scan(string(payload)); err != nil {
-		return nil, fmt.Errorf("values: numeric %q: %w", payload, err)
+	return numericSend(buf, string(payload))
+}
+
+// plainDecimal rewrites "1.5e-3" as "0.0015" (numeric's display scale
+// counts the digits after the point once the exponent is applied).
+func plainDecimal(s string) string {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return s
 	}
-	return typeMap.Encode(oidNumeric, 1, n, buf)
+	e, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return s
+	}
+	m, sign := s[:i], ""
+	if strings.HasPrefix(m, "-") || strings.HasPrefix(m, "+") {
+		sign, m = strings.TrimPrefix(m[:1], "+"), m[1:]
+	}
+	intPart, frac, _ := strings.Cut(m, ".")
+	digits, point := intPart+frac, len(intPart)+e
+	if point <= 0 {
+		return sign + "0." + strings.Repeat("0", -point) + digits
+	}
+	if point >= len(digits) {
+		return sign + digits + strings.Repeat("0", point-len(digits))
+	}
+	return sign + digits[:point] + "." + digits[point:]
+}
+
+// numericSend writes numeric's binary form as numeric_send does: base
+// 10000 digits with leading and trailing zero digits stripped, the
+// weight of the first, the sign, and the display scale of the text.
+func numericSend(buf []byte, s string) ([]byte, error) {
+	head := func(ndigits int, weight int16, sign uint16, dscale uint16) []byte {
+		buf = binary.BigEndian.AppendUint16(buf, uint16(ndigits))
+		buf = binary.BigEndian.AppendUint16(buf, uint16(weight))
+		buf = binary.BigEndian.AppendUint16(buf, sign)
+		return binary.BigEndian.AppendUint16(buf, dscale)
+	}
+	var n pgtype.Numeric
+	if err := n.Scan(plainDecimal(s)); err != nil {
+		return nil, fmt.Errorf("values: numeric %q: %w", s, err)
+	}
+	switch {
+	case n.NaN:
+		return head(0, 0, 0xC000, 0), nil
+	case n.InfinityModifier == pgtype.Infinity:
+		return head(0, 0, 0xD000, 32), nil // numeric_send's scale of infinities
+	case n.InfinityModifier == pgtype.NegativeInfinity:
+		return head(0, 0, 0xF000, 32), nil
+	}
+	sign := uint16(0)
+	digits := n.Int.String()
+	if strings.HasPrefix(digits, "-") {
+		sign, digits = 0x4000, digits[1:]
+	}
+	exp := int(n.Exp)
+	dscale := 0
+	if exp < 0 {
+		dscale = -exp
+	} else {
+		digits += strings.Repeat("0", exp)
+		exp = 0
+	}
+	// split at the decimal point and pad both sides to whole groups of 4
+	point := len(digits) - dscale
+	if point < 0 {
+		digits = strings.Repeat("0", -point) + digits
+		point = 0
+	}
+	intPart, frac := digits[:point], digits[point:]
+	intPart = strings.Repeat("0", (4-len(intPart)%4)%4) + intPart
+	frac += strings.Repeat("0", (4-len(frac)%4)%4)
+	all := intPart + frac
+	groups := make([]uint16, 0, len(all)/4)
+	for i := 0; i < len(all); i += 4 {
+		v, _ := strconv.Atoi(all[i : i+4])
+		groups = append(groups, uint16(v))
+	}
+	weight := len(intPart)/4 - 1
+	for len(groups) > 0 && groups[0] == 0 {
+		groups, weight = groups[1:], weight-1
+	}
+	for len(groups) > 0 && groups[len(groups)-1] == 0 {
+		groups = groups[:len(groups)-1]
+	}
+	if len(groups) == 0 {
+		weight, sign = 0, 0
+	}
+	buf = head(len(groups), int16(weight), sign, uint16(dscale))
+	for _, g := range groups {
+		buf = binary.BigEndian.AppendUint16(buf, g)
+	}
+	return buf, nil
 }

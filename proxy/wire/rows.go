@@ -135,6 +135,9 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 	out := &pgproto3.DataRow{Values: make([][]byte, rs.visible)}
 	for i, v := range m.Values {
 		f := &rs.fields[i]
+		if i >= rs.visible && v == nil {
+			return nil // LIKE and NOT LIKE of NULL are NULL: the row goes
+		}
 		if f.enc == nil || v == nil {
 			if i < rs.visible {
 				out.Values[i] = v

@@ -385,6 +385,12 @@ func (s *session) parse(m *pgproto3.Parse) error {
 func (s *session) bind(m *pgproto3.Bind) error {
 	s.inBatch = true
 	st := s.stmts[m.PreparedStatement]
+	if st != nil && st.plan.Hidden > 0 && len(m.ResultFormatCodes) > 1 {
+		// the client formats the fields it sees; the hidden ones come as text
+		for i := 0; i < st.plan.Hidden; i++ {
+			m.ResultFormatCodes = append(m.ResultFormatCodes, 0)
+		}
+	}
 	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {
 		if st != nil {
 			s.portals[m.DestinationPortal] = &portal{st: st, formats: append([]int16(nil), m.ResultFormatCodes...)}
