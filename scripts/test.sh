@@ -28,6 +28,11 @@
 #   tap-pg_verifybackup, tap-pg_resetwal, tap-pg_archivecleanup
 #   columns-go         proxy/: Go unit tests of the column crypto library and
 #                      ORE, incl. the shared test vectors
+#   proxy              proxy/: the wire proxy against a real (aes-256) server —
+#                      the fail-closed corpus (every statement answered as on
+#                      plaintext or refused, simple and extended protocol) with
+#                      a recorder proving no marker reached the server, and
+#                      its unit tests
 #   columns            columns/: pg_regress (types, every vector pair compared
 #                      on the server, index plans, constraints, malformed
 #                      input, privileges) and the TAP leak test, unencrypted
@@ -119,6 +124,22 @@ columns_check() {
     return $rc
 }
 sel columns-go         && suite columns-go         columns_go
+proxy_check() {
+    # a throwaway aes-256 cluster; the Go tests start their proxies in-process
+    local dir=$build/proxy-test go rc
+    go=$("$top/scripts/go.sh" path) || return 1
+    rm -rf "$dir"; mkdir -p "$dir"
+    eval "$build/install/bin/initdb -D $dir/data -A trust -U pgcipher $(enc_opts aes-256)" > "$dir/initdb.log" || return 1
+    "$build/install/bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+        -o "-p 55199 -k $dir -c listen_addresses=''" start || return 1
+    (cd "$top/proxy" && GOFLAGS=-buildvcs=false \
+        PGCIPHER_TEST_UPSTREAM="host=$dir port=55199 user=pgcipher dbname=postgres" \
+        "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog 2>&1 | grep -v '^=== RUN')
+    rc=${PIPESTATUS[0]}
+    "$build/install/bin/pg_ctl" -D "$dir/data" -m fast stop > /dev/null
+    return "$rc"
+}
+sel proxy              && suite proxy              proxy_check
 sel columns            && suite columns            columns_check ""
 sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"

@@ -95,7 +95,7 @@ type Plan struct {
 	// Hidden: the number of fields appended to the select list for
 	// Filters, which the client does not see.
 	Hidden int
-	Copy    *CopyPlan
+	Copy   *CopyPlan
 	// Cacheable: the plan depends only on the SQL text and the catalog
 	// (no literal was encrypted into it).
 	Cacheable bool
