@@ -3,6 +3,7 @@ python -m bench report RESULTS_DIR"""
 import argparse
 import os
 import secrets
+import shutil
 import sys
 import traceback
 
@@ -25,7 +26,14 @@ TINY = {
                       shared_buffers_mb=16, max_wal_size="1GB", configs=["stock", "aes-256"]),
     "micro": dict(seconds=0.05, repetitions=2),
     "columns-micro": dict(rows=2000, repetitions=1),
+    "proxy": dict(scale=1, seconds=1, repetitions=2, rows=500, clients=2, warmup_seconds=1,
+                  idle_connections=5, probe_transactions=[10, 30], shared_buffers_mb=32),
 }
+
+
+def needed_installs(names):
+    """The builds the scenarios need: a scenario's INSTALLS, by default both."""
+    return {i for n in names for i in getattr(SCENARIOS[n], "INSTALLS", ("pgcipher", "stock"))}
 
 
 def main(argv=None):
@@ -41,20 +49,35 @@ def main(argv=None):
     r.add_argument("--micro-bench", default=os.path.join(BUILD, "postgresql", "src", "test", "encryption", "bench_pagecrypt"))
     r.add_argument("--keys-tool", default=os.path.join(BUILD, "bin", "pgcipher-keys"),
                    help="the client-side key tool (columns-micro)")
+    r.add_argument("--proxy", default=os.path.join(BUILD, "bin", "pgcipher-proxy"),
+                   help="the wire proxy (proxy)")
+    r.add_argument("--pgbouncer", default=shutil.which("pgbouncer") or "/usr/sbin/pgbouncer",
+                   help="PgBouncer, the reference hop (proxy)")
     r.add_argument("--workdir", default=os.path.join(BUILD, "bench-work"), help="where clusters are created")
     r.add_argument("--tiny", action="store_true", help="tiny sizes and durations (smoke test)")
     rp = sub.add_parser("report", help="write report.md and plots from a results directory")
     rp.add_argument("results_dir")
-    args = ap.parse_args(argv)
+    ns = sub.add_parser("needs-stock", help="exit 0 if the scenarios selected by the same arguments "
+                                            "as run need the stock build, 1 otherwise (scripts/bench.sh)")
+    ns.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    args, extra = ap.parse_known_args(argv)
+    if extra and args.cmd != "needs-stock":
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if args.cmd == "report":
         print(write_report(args.results_dir))
         return 0
+    if args.cmd == "needs-stock":
+        return 0 if "stock" in needed_installs(args.scenario or list(SCENARIOS)) else 1
 
-    installs = {"pgcipher": Install("pgcipher", args.pgcipher), "stock": Install("stock", args.stock)}
+    names = args.scenario or list(SCENARIOS)
+    installs = {"pgcipher": Install("pgcipher", args.pgcipher)}
+    if "stock" in needed_installs(names):
+        installs["stock"] = Install("stock", args.stock)
     installs["pgcipher"].micro_bench = args.micro_bench
     installs["pgcipher"].keys_tool = args.keys_tool
-    names = args.scenario or list(SCENARIOS)
+    installs["pgcipher"].proxy = args.proxy
+    installs["pgcipher"].pgbouncer = args.pgbouncer
     params = {}
     for n in names:
         params[n] = SCENARIOS[n].plan(args.profile, TINY.get(n) if args.tiny else None)

@@ -81,8 +81,9 @@ class Cluster:
 
     def start(self):
         self.port = free_port()
-        conf = dict(self.settings)
-        conf.update(port=self.port, listen_addresses="''", unix_socket_directories=f"'{self.dir}'")
+        conf = {"listen_addresses": "''"}       # Unix socket only, unless a scenario asks for TCP
+        conf.update(self.settings)
+        conf.update(port=self.port, unix_socket_directories=f"'{self.dir}'")
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write("\n# bench\n")
             for k, v in conf.items():

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(build-essential ccache bison flex pkg-config perl
           libssl-dev openssl liblz4-dev libzstd-dev libicu-dev libreadline-dev zlib1g-dev
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
-          python3 python3-venv procps curl unzip)
+          python3 python3-venv procps curl unzip pgbouncer)
 
 missing=()
 for p in "${packages[@]}"; do

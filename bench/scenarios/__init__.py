@@ -5,8 +5,11 @@ it reproduces, under shared/seeds/), and three functions:
     run(run, params)                  measures and calls run.record(...)
     report(rows, params, out_dir)     -> (markdown, [png file names])
 
+A module may also set INSTALLS, the builds it needs (default both
+"pgcipher" and "stock"): without "stock", it runs without the stock build.
+
 Adding a scenario is adding a module and listing it here."""
-from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro
+from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro, proxy
 
 SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro,
-                                  columns_micro)}
+                                  columns_micro, proxy)}

@@ -1,5 +1,6 @@
 """Smoke run of the quick profile with tiny sizes and durations: every output
-is produced and well formed.  Needs both builds; runs when BENCH_SMOKE=1
+is produced and well formed.  Needs both builds (and, for the proxy
+scenario, pgcipher-proxy and PgBouncer); runs when BENCH_SMOKE=1
 (./pgcipher test sets it), skipped otherwise."""
 import csv
 import json
@@ -10,17 +11,29 @@ import tempfile
 
 import pytest
 
+from bench.scenarios import SCENARIOS
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+SMOKE = pytest.mark.skipif(os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)")
+# proxy has a smoke run of its own below (it needs the proxy and PgBouncer)
+OWN_SMOKE = {"proxy"}
 
-@pytest.mark.skipif(os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)")
-def test_quick_profile_smoke(tmp_path):
+
+def _bench(tmp_path, *args, timeout=1800):
     out = tmp_path / "results"
     work = tempfile.mkdtemp(prefix="pgb")     # short: Unix socket paths live here
     r = subprocess.run([sys.executable, "-m", "bench", "run", "--profile", "quick", "--tiny",
-                        "--out", str(out), "--workdir", work],
-                       cwd=TOP, capture_output=True, text=True, timeout=1800)
+                        "--out", str(out), "--workdir", work, *args],
+                       cwd=TOP, capture_output=True, text=True, timeout=timeout)
     print(r.stdout[-3000:], r.stderr[-3000:])
+    return r, out, work
+
+
+@SMOKE
+def test_quick_profile_smoke(tmp_path):
+    names = [n for n in SCENARIOS if n not in OWN_SMOKE]
+    r, out, work = _bench(tmp_path, *[a for n in names for a in ("--scenario", n)])
     assert r.returncode == 0
     assert "elapsed" in r.stdout and "left]" in r.stdout          # progress lines
     data = json.loads((out / "results.json").read_text())
@@ -50,3 +63,64 @@ def test_quick_profile_smoke(tmp_path):
         assert (kind, "ns_per_comparison") in cols and (kind, "index_build_s") in cols
     assert ("MATCH", "candidates") in cols and ("text", "matches") in cols
     assert ("ORD", "client_us_per_value") in cols and ("RND", "datum_bytes") in cols
+
+
+@SMOKE
+def test_proxy_smoke(tmp_path):
+    """The proxy scenario alone, tiny: every metric, the report's sections
+    and plot, no process or cluster left behind."""
+    r, out, work = _bench(tmp_path, "--scenario", "proxy", timeout=900)
+    assert r.returncode == 0
+    assert "proxy hop select-only -M prepared proxy round 1:" in r.stdout
+    assert "proxy point-select enc-proxy round 2:" in r.stdout
+    data = json.loads((out / "results.json").read_text())
+    rows = [row for row in data["results"] if row["scenario"] == "proxy"]
+    assert set(data["meta"]["scenarios"]) == {"proxy"}
+    assert "stock" not in data["meta"]["system"]["installs"]      # runs without the stock build
+    assert all(isinstance(row["value"], (int, float)) for row in rows)
+    got = {(row["config"], row["metric"], row.get("workload"), row.get("mode")) for row in rows}
+    for w in ("select-only", "tpcb-like"):
+        for mode in ("prepared", "simple"):
+            for path in ("direct", "proxy", "pgbouncer"):
+                assert (path, "tps", w, mode) in got and (path, "server_cpu_us_per_tx", w, mode) in got
+            for path in ("proxy", "pgbouncer"):
+                assert (path, "hop_cpu_us_per_tx", w, mode) in got
+            assert ("proxy", "bytes_proxy_to_server_per_tx", w, mode) in got
+    for cfg in ("enc-proxy", "plain-proxy", "plain-direct", "enc-direct"):
+        assert (cfg, "tps", "point-select", "prepared") in got
+    assert ("enc-proxy", "hop_cpu_us_per_tx", "point-select", "prepared") in got
+    assert [row["value"] for row in rows if row["metric"] == "decrypt_ok"] == [1]
+    for metric in ("bytes_client_to_proxy_per_tx", "bytes_proxy_to_server_per_tx", "bytes_proxy_to_client_per_tx"):
+        values = [row["value"] for row in rows if row["metric"] == metric]
+        assert len(values) == 6 and all(v > 0 for v in values)
+    for name in ("proxy", "pgbouncer"):
+        assert (name, "rss_kib_per_connection", None, None) in got
+    report = (out / "report.md").read_text()
+    assert "## proxy:" in report and "proxy / direct (95% CI)" in report and "pgbouncer / direct (95% CI)" in report
+    assert "enc-proxy / plain-proxy" in report and "≥ 0.90" in report
+    assert "![proxy-tps.png](proxy-tps.png)" in report
+    assert (out / "proxy-tps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not os.path.exists(os.path.join(work, "proxy")), "cluster left behind"
+    assert not _processes_mentioning(work), "processes left behind"
+
+
+def _processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and "pytest" not in cmdline:
+            found.append(cmdline)
+    return found
+
+
+@SMOKE
+def test_proxy_scenario_without_the_proxy_fails_clearly(tmp_path):
+    r, out, work = _bench(tmp_path, "--scenario", "proxy", "--proxy", str(tmp_path / "no-such-proxy"), timeout=120)
+    assert r.returncode == 1
+    assert f"pgcipher-proxy not found at {tmp_path / 'no-such-proxy'}" in r.stdout + r.stderr
+    assert "proxy FAILED" in r.stdout
+    assert "No results" in (out / "report.md").read_text()

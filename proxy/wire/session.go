@@ -188,7 +188,9 @@ func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 	if !p.Reload && !s.cat.Mentions(sql) && reloadWords.MatchString(sql) {
 		p.Reload = true
 	}
-	if p.Cacheable && !p.Reload {
+	// statements that name no encrypted relation take the cheap path
+	// each time: caching them would fill memory with literal-laden SQL
+	if p.Cacheable && !p.Reload && s.cat.Mentions(sql) {
 		if len(s.plans) > 10000 {
 			s.plans = map[string]*rewrite.Plan{}
 		}
