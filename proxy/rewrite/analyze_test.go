@@ -1,0 +1,94 @@
+package rewrite
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestAnalyze(t *testing.T) {
+	cat, keys := testCatalog(t)
+	for _, tc := range []struct {
+		sql     string
+		refused bool
+		want    []string // substrings of the rewritten SQL
+		params  int
+	}{
+		{sql: "SELECT 1", want: []string{"SELECT 1"}},
+		{sql: "SELECT * FROM plain_table WHERE x = 1", want: []string{"x = 1"}},
+		{sql: "SELECT * FROM enc_t WHERE i4 = 5", want: []string{"i4 = '", "'::public.enc_int4"}},
+		{sql: "SELECT * FROM enc_t WHERE i8o BETWEEN 1 AND $1", want: []string{"BETWEEN '", "$1"}, params: 1},
+		{sql: "INSERT INTO enc_t (id, i4, t) VALUES (1, $1, $2)", params: 2},
+		{sql: "INSERT INTO enc_t VALUES (1, 2)", want: []string{"::public.enc_int4"}},
+		{sql: "UPDATE enc_t SET t = 'x' WHERE i4 IN (1, 2)", want: []string{"::public.enc_text", "IN ('"}},
+		{sql: "SELECT t FROM enc_t WHERE tm LIKE '%abc%'", want: []string{"OPERATOR(public.@>)", "SELECT t, tm FROM"}},
+		{sql: "SELECT a.t FROM enc_t a JOIN other b ON a.j = b.j"},
+		{sql: "SELECT t FROM enc_t WHERE j = k"},
+		{sql: "SELECT count(*), min(i8o) FROM enc_t GROUP BY i4"},
+		{sql: "SELECT to2, t FROM enc_t ORDER BY to2"},
+		{sql: "SELECT i4 + 1 FROM enc_t", refused: true},
+		{sql: "SELECT upper(t) FROM enc_t", refused: true},
+		{sql: "SELECT t FROM enc_t WHERE tr = 'x'", refused: true},
+		{sql: "SELECT t FROM enc_t ORDER BY t", refused: true},
+		{sql: "SELECT t FROM enc_t ORDER BY to2", refused: true},
+		{sql: "SELECT to2 FROM enc_t ORDER BY to2 LIMIT 1", refused: true},
+		{sql: "SELECT t FROM enc_t WHERE to2 > 'a'", refused: true},
+		{sql: "SELECT t FROM enc_t WHERE i4 = j", refused: true},
+		{sql: "SELECT enc_t FROM enc_t", refused: true},
+		{sql: "SELECT t::text FROM enc_t", refused: true},
+		{sql: "UPDATE enc_t SET i4 = i4 + 1", refused: true},
+		{sql: "UPDATE enc_t SET t = tr", refused: true},
+		{sql: "SELECT count(*) FROM enc_t WHERE tm LIKE '%a%'", refused: true},
+		{sql: "SELECT t FROM enc_t WHERE tm LIKE '%a%' OR id = 1", refused: true},
+		{sql: "COPY enc_t TO '/tmp/x'", refused: true},
+		{sql: "DO $$BEGIN PERFORM 1 FROM enc_t; END$$", refused: true},
+		{sql: "INSERT INTO enc_t (id, i4) VALUES (1, 'not a number')", refused: true},
+		{sql: "SELECT t FROM (SELECT t, i4 FROM enc_t) s WHERE s.i4 = 1", want: []string{"s.i4 = '"}},
+		{sql: "WITH w AS (SELECT i8o FROM enc_t) SELECT * FROM w WHERE i8o < 3", want: []string{"i8o < '"}},
+		{sql: "SELECT i4 FROM enc_t UNION SELECT 1", refused: true},
+	} {
+		p, err := Analyze(tc.sql, cat, keys)
+		if tc.refused {
+			if !errors.Is(err, ErrRefused) {
+				var r *Refusal
+				if !errors.As(err, &r) {
+					t.Errorf("%s: want a refusal, got %v", tc.sql, err)
+				}
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: refused: %v", tc.sql, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(p.SQL, w) {
+				t.Errorf("%s: rewritten to %s, want it to contain %q", tc.sql, p.SQL, w)
+			}
+		}
+		n := 0
+		for _, prm := range p.Params {
+			if prm != nil {
+				n++
+			}
+		}
+		if n != tc.params {
+			t.Errorf("%s: %d encrypted parameters, want %d", tc.sql, n, tc.params)
+		}
+	}
+}
+
+// FuzzAnalyze: no SQL makes the analysis panic, and a statement that
+// names an encrypted column is never passed on with a plaintext literal
+// the analysis did not look at.
+func FuzzAnalyze(f *testing.F) {
+	for _, s := range []string{"SELECT * FROM enc_t WHERE i4 = 5", "INSERT INTO enc_t VALUES (1, 2, 3)",
+		"UPDATE enc_t SET t = 'x' WHERE tm LIKE '%a%'", "SELECT t FROM enc_t ORDER BY to2", "COPY enc_t FROM STDIN",
+		"WITH x AS (SELECT * FROM enc_t) SELECT * FROM x, other WHERE x.j = other.j"} {
+		f.Add(s)
+	}
+	cat, keys := testCatalog(f)
+	f.Fuzz(func(t *testing.T, sql string) {
+		Analyze(sql, cat, keys)
+	})
+}
