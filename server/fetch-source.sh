@@ -50,8 +50,16 @@ if [ ! -f "$orig" ] || ! verify "$orig"; then
               -o APT::Sandbox::User=root)
     echo "fetch-source: fetching $PG_SRC_PACKAGE=$PG_SRC_VERSION (trixie) with a private apt configuration"
     apt-get "${apt_opts[@]}" -qq update || die "apt-get update of the private trixie deb-src list failed"
-    (cd "$src_dir" && apt-get "${apt_opts[@]}" -qq --download-only source "$PG_SRC_PACKAGE=$PG_SRC_VERSION") \
-        || die "could not download source package $PG_SRC_PACKAGE=$PG_SRC_VERSION (is it still in trixie?)"
+    if ! (cd "$src_dir" && apt-get "${apt_opts[@]}" -qq --download-only source "$PG_SRC_PACKAGE=$PG_SRC_VERSION"); then
+        # A point release replaces the version in trixie's index while the
+        # mirror's pool still serves the pinned files for a while: fetch the
+        # upstream tarball from the pool by name; the pinned sha256 below
+        # stands in for the .dsc's signature.
+        pool=${mirror%/}/pool/main/${PG_SRC_PACKAGE:0:1}/$PG_SRC_PACKAGE
+        echo "fetch-source: $PG_SRC_VERSION is no longer in trixie's index; fetching the pinned tarball from $pool"
+        curl -fsSL --retry 3 -o "$orig" "$pool/$(basename "$orig")" \
+            || die "could not download source package $PG_SRC_PACKAGE=$PG_SRC_VERSION (is it still in trixie?)"
+    fi
     [ -f "$orig" ] || die "download finished but $orig is missing"
     verify "$orig" || die "sha256 mismatch for $orig (expected $PG_ORIG_SHA256)"
 fi
