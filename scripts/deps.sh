@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(build-essential ccache bison flex pkg-config perl
           libssl-dev openssl liblz4-dev libzstd-dev libicu-dev libreadline-dev zlib1g-dev
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
-          python3 python3-venv procps curl unzip pgbouncer)
+          python3 python3-venv procps curl unzip pgbouncer
+          # the proxy's real-client tests (proxy/test/clients)
+          sysbench default-jdk-headless maven)
 
 missing=()
 for p in "${packages[@]}"; do

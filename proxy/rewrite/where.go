@@ -6,10 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/values"
 )
 
 // predicate checks a boolean expression.  conj: n is a top-level
@@ -114,6 +118,27 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 		}
 		if p := e.Rexpr.GetParamRef(); p != nil {
 			return a.param(l, int(p.Number), false, true)
+		}
+		if lit := arrayLiteral(e.Rexpr); lit != nil {
+			// '{a,b}' (pgx's simple protocol writes arrays so): each
+			// element encrypted, the literal becomes ARRAY[...]
+			var elems []string
+			if err := arrayParser.Scan(pgtype.TextArrayOID, 0, []byte(*lit), &elems); err != nil {
+				return &Refusal{Code: CodeValue, Message: "pgcipher: malformed array literal for " + strconv.Quote(l.name), Detail: err.Error()}
+			}
+			arr := &pg.A_ArrayExpr{Location: -1}
+			for _, x := range elems {
+				n := pg.MakeAConstStrNode(x, -1)
+				if err := a.encryptLiteral(l, n, x, false); err != nil {
+					return err
+				}
+				arr.Elements = append(arr.Elements, n)
+			}
+			if len(arr.Elements) == 0 {
+				return refuse("", "pgcipher: an empty array cannot be typed for encrypted column %q", l.name)
+			}
+			e.Rexpr = &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: arr}}
+			return nil
 		}
 		return refuse(hintAllowed, "pgcipher: %s ANY on encrypted column %q needs an ARRAY[...] of values or one parameter", op, l.name)
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN,
@@ -242,6 +267,20 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 	return refuse(hintAllowed, "pgcipher: encrypted column %q can be compared (%s) only with a literal, a parameter or a column of its join group", c.name, what)
 }
 
+var arrayParser = pgtype.NewMap()
+
+// arrayLiteral returns the text of '{...}' or '{...}'::T[], or nil.
+func arrayLiteral(n *pg.Node) *string {
+	if tc := n.GetTypeCast(); tc != nil {
+		n = tc.Arg
+	}
+	if k := n.GetAConst(); k != nil && k.GetSval() != nil && strings.HasPrefix(strings.TrimSpace(k.GetSval().Sval), "{") {
+		s := k.GetSval().Sval
+		return &s
+	}
+	return nil
+}
+
 // constText returns the text of a literal as PostgreSQL's input function
 // would read it.
 func constText(k *pg.A_Const) (string, bool) {
@@ -272,7 +311,10 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern bool
 	if pattern {
 		ct, err = cc.EncryptPattern(plain, rand.Reader)
 	} else {
-		ct, err = cc.Encrypt(plain, rand.Reader)
+		var p []byte
+		if p, err = values.Encode(c.attr.Enc.Plain, plain); err == nil {
+			ct, err = cc.EncryptPayload(p, rand.Reader)
+		}
 	}
 	if err != nil {
 		return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error(),

@@ -84,7 +84,7 @@ func Payload(t colcrypt.Type, oid uint32, format int16, v []byte) ([]byte, error
 		oid = PlainOID(t)
 	}
 	if format == 0 {
-		return colcrypt.Encode(t, string(v))
+		return Encode(t, string(v))
 	}
 	if oid == PlainOID(t) && t != colcrypt.Numeric {
 		if m := t.PayloadSize(); m > 0 && len(v) != m {
@@ -99,7 +99,22 @@ func Payload(t colcrypt.Type, oid uint32, format int16, v []byte) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	return colcrypt.Encode(t, s)
+	return Encode(t, s)
+}
+
+// Encode is colcrypt.Encode with what PostgreSQL's input functions
+// accept beyond it: a date followed by a time or zone, which date_in
+// ignores (pgJDBC's setDate sends '2024-02-08 +00').
+func Encode(t colcrypt.Type, s string) ([]byte, error) {
+	p, err := colcrypt.Encode(t, s)
+	if err != nil && t == colcrypt.Date {
+		if d, _, ok := strings.Cut(strings.TrimSpace(s), " "); ok {
+			if p2, err2 := colcrypt.Encode(t, d); err2 == nil {
+				return p2, nil
+			}
+		}
+	}
+	return p, err
 }
 
 // BinaryText returns the text form of a binary value of type oid.
@@ -201,6 +216,13 @@ func numericText(n pgtype.Numeric) (string, error) {
 // (0 text, 1 binary of the plain type), appending to buf.
 func Result(buf []byte, t colcrypt.Type, payload []byte, format int16) ([]byte, error) {
 	if format == 0 {
+		if t == colcrypt.Numeric {
+			s, err := NumericText(string(payload))
+			if err != nil {
+				return nil, err
+			}
+			return append(buf, s...), nil
+		}
 		s, err := colcrypt.Decode(t, payload)
 		if err != nil {
 			return nil, err
@@ -211,6 +233,61 @@ func Result(buf []byte, t colcrypt.Type, payload []byte, format int16) ([]byte, 
 		return append(buf, payload...), nil
 	}
 	return numericSend(buf, string(payload))
+}
+
+// NumericText writes a numeric as numeric_out does: no exponent, the
+// digits after the point that the value was given with.
+func NumericText(s string) (string, error) {
+	n, err := scanNumeric(s)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case n.NaN:
+		return "NaN", nil
+	case n.InfinityModifier == pgtype.Infinity:
+		return "Infinity", nil
+	case n.InfinityModifier == pgtype.NegativeInfinity:
+		return "-Infinity", nil
+	}
+	digits, sign := n.Int.String(), ""
+	if strings.HasPrefix(digits, "-") {
+		sign, digits = "-", digits[1:]
+	}
+	if n.Exp >= 0 {
+		digits += strings.Repeat("0", int(n.Exp))
+		if strings.Trim(digits, "0") == "" {
+			sign = ""
+		}
+		return sign + strings.TrimLeft(digits[:len(digits)-1], "0") + digits[len(digits)-1:], nil
+	}
+	scale := int(-n.Exp)
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	if strings.Trim(digits, "0") == "" {
+		sign = ""
+	}
+	return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:], nil
+}
+
+// scanNumeric reads a numeric's text form: special values in any case,
+// exponents, spaces around.
+func scanNumeric(s string) (pgtype.Numeric, error) {
+	t := strings.TrimSpace(s)
+	switch strings.ToLower(t) {
+	case "nan":
+		return pgtype.Numeric{NaN: true, Valid: true}, nil
+	case "infinity", "+infinity", "inf", "+inf":
+		return pgtype.Numeric{InfinityModifier: pgtype.Infinity, Valid: true}, nil
+	case "-infinity", "-inf":
+		return pgtype.Numeric{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
+	}
+	var n pgtype.Numeric
+	if err := n.Scan(plainDecimal(t)); err != nil {
+		return n, fmt.Errorf("values: numeric %q: %w", s, err)
+	}
+	return n, nil
 }
 
 // plainDecimal rewrites "1.5e-3" as "0.0015" (numeric's display scale
@@ -249,9 +326,9 @@ func numericSend(buf []byte, s string) ([]byte, error) {
 		buf = binary.BigEndian.AppendUint16(buf, sign)
 		return binary.BigEndian.AppendUint16(buf, dscale)
 	}
-	var n pgtype.Numeric
-	if err := n.Scan(plainDecimal(s)); err != nil {
-		return nil, fmt.Errorf("values: numeric %q: %w", s, err)
+	n, err := scanNumeric(s)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case n.NaN:

@@ -49,6 +49,7 @@ func TestPayloadAcrossTypes(t *testing.T) {
 		{colcrypt.Text, oidVarchar, 1, []byte("abc"), "abc"},
 		{colcrypt.Int8, 0, 0, []byte(" 7 "), "7"},
 		{colcrypt.Float8, oidFloat4, 1, []byte{0x3f, 0xc0, 0, 0}, "1.5"},
+		{colcrypt.Date, 0, 0, []byte("2024-02-08 +00"), "2024-02-08"},
 	} {
 		p, err := Payload(tc.t, tc.oid, tc.format, tc.in)
 		if err != nil {
@@ -61,5 +62,16 @@ func TestPayloadAcrossTypes(t *testing.T) {
 	}
 	if _, err := Payload(colcrypt.Int4, oidInt8, 1, []byte{0, 0, 0, 1, 0, 0, 0, 0}); err == nil {
 		t.Error("an int8 beyond int4's range was accepted for an int4 column")
+	}
+}
+
+func TestNumericText(t *testing.T) {
+	for in, want := range map[string]string{"1E+20": "100000000000000000000", "1e3": "1000", "12.50": "12.50",
+		"1.5e-3": "0.0015", "-0.00": "0.00", "007": "7", "0": "0", "-12": "-12", "nan": "NaN", "-infinity": "-Infinity",
+		".5": "0.5", "+3.10": "3.10"} {
+		got, err := NumericText(in)
+		if err != nil || got != want {
+			t.Errorf("NumericText(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
+	"github.com/pgcipher/pgcipher/proxy/values"
 )
 
 type copyStream struct {
@@ -175,7 +176,11 @@ func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
 			out = append(out, f...)
 			continue
 		}
-		ct, err := col.Encrypt(string(v), rand.Reader)
+		p, err := values.Encode(col.Spec().Type, string(v))
+		var ct []byte
+		if err == nil {
+			ct, err = col.EncryptPayload(p, rand.Reader)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.plan.Names[i], err)
 		}
@@ -309,6 +314,9 @@ func (c *copyStream) decryptRow(row []byte) ([]byte, error) {
 			return nil, errors.New("COPY field of an encrypted column is not base64")
 		}
 		s, err := col.Decrypt(ct)
+		if err == nil && col.Spec().Type == colcrypt.Numeric {
+			s, err = values.NumericText(s) // as numeric_out writes it
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -159,7 +159,8 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 			}
 			continue
 		}
-		if out.Values[i], err = values.Result(nil, f.enc.Plain, p, f.format); err != nil {
+		// a non-nil buffer: an empty value is not NULL
+		if out.Values[i], err = values.Result(make([]byte, 0, len(p)+8), f.enc.Plain, p, f.format); err != nil {
 			return err
 		}
 		if i == rs.resort {

@@ -87,6 +87,9 @@ type session struct {
 	inBatch  bool          // extended-protocol messages since the last Sync
 	skipping bool          // refused in a batch: drop messages until Sync
 	copyIn   *copyStream   // COPY FROM STDIN in progress
+	// dropCopy: the last simple query was refused; COPY data that a
+	// client streams without waiting for CopyInResponse is dropped
+	dropCopy bool
 	relayErr chan error
 	clientMu sync.Mutex // writes to the client: the relay's, and the startup's last
 }
@@ -275,6 +278,9 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if s.copyIn != nil {
 			return s.copyIn.data(m.Data)
 		}
+		if s.dropCopy {
+			return nil // data of a refused COPY: never sent
+		}
 		s.server.Send(m)
 		return s.server.Flush()
 	case *pgproto3.CopyDone:
@@ -283,9 +289,15 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			s.copyIn = nil
 			return c.done()
 		}
+		if s.dropCopy {
+			return nil
+		}
 		s.server.Send(m)
 		return s.server.Flush()
 	case *pgproto3.CopyFail:
+		if s.copyIn == nil && s.dropCopy {
+			return nil
+		}
 		s.copyIn = nil
 		s.server.Send(m)
 		return s.server.Flush()
@@ -307,9 +319,11 @@ var errTerminated = errors.New("wire: client terminated")
 
 func (s *session) query(m *pgproto3.Query) error {
 	s.copyIn = nil
+	s.dropCopy = false
 	s.refresh()
 	p, err := s.analyze(m.String)
 	if err != nil {
+		s.dropCopy = true
 		s.push(&expect{kind: kQuery, refused: refusal(err), plan: &rewrite.Plan{}})
 		s.server.Send(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
 		return s.server.Flush()
