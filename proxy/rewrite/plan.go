@@ -109,6 +109,7 @@ func (p *Plan) PostProcess() bool { return len(p.Resorts) > 0 || len(p.Filters) 
 type CopyPlan struct {
 	From      bool
 	CSV       bool
+	Binary    bool // COPY FROM STDIN in binary format (pgx CopyFrom)
 	Delimiter byte
 	Null      string
 	Quote     byte

@@ -290,6 +290,11 @@ func (a *analyzer) copyStmt(s *pg.CopyStmt) error {
 			switch strings.ToLower(val) {
 			case "csv":
 				cp.CSV = true
+			case "binary":
+				if !s.IsFrom {
+					return refuse("Use FORMAT text or csv for COPY TO.", "pgcipher: COPY TO with FORMAT binary is not supported on relations with encrypted columns")
+				}
+				cp.Binary = true
 			case "text":
 			default:
 				return refuse("Use FORMAT text or csv.", "pgcipher: COPY FORMAT %s is not supported on relations with encrypted columns", val)

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -25,6 +26,94 @@ type copyStream struct {
 	header bool // the header row is still to come
 	failed bool
 	expect *expect
+	// binary format: the header has been passed on
+	binHeader bool
+}
+
+// binarySignature starts binary COPY data.
+var binarySignature = []byte("PGCOPY\n\xff\r\n\x00")
+
+// binaryRows passes on the complete tuples of binary COPY data in c.buf,
+// their encrypted columns' fields (binary values of the plain types)
+// encrypted; the rest stays in c.buf.
+func (c *copyStream) binaryRows() ([]byte, error) {
+	b := c.buf
+	var out []byte
+	if !c.binHeader {
+		if len(b) < 19 {
+			return nil, nil
+		}
+		if !bytes.Equal(b[:11], binarySignature) {
+			return nil, errors.New("binary COPY data without its signature")
+		}
+		ext := int(binary.BigEndian.Uint32(b[15:19]))
+		if ext < 0 || len(b) < 19+ext {
+			return nil, nil
+		}
+		out = append(out, b[:19+ext]...)
+		b = b[19+ext:]
+		c.binHeader = true
+	}
+	for len(b) >= 2 {
+		n := int(int16(binary.BigEndian.Uint16(b)))
+		if n == -1 { // the trailer
+			out = append(out, b[:2]...)
+			b = b[2:]
+			continue
+		}
+		if n != len(c.plan.Columns) {
+			return nil, fmt.Errorf("a binary COPY row has %d fields, COPY names %d columns", n, len(c.plan.Columns))
+		}
+		pos, fields, complete := 2, make([][]byte, 0, n), true
+		for i := 0; i < n; i++ {
+			if len(b) < pos+4 {
+				complete = false
+				break
+			}
+			l := int(int32(binary.BigEndian.Uint32(b[pos:])))
+			pos += 4
+			if l < 0 {
+				fields = append(fields, nil)
+				continue
+			}
+			if len(b) < pos+l {
+				complete = false
+				break
+			}
+			fields = append(fields, b[pos:pos+l])
+			pos += l
+		}
+		if !complete {
+			break
+		}
+		out = binary.BigEndian.AppendUint16(out, uint16(n))
+		for i, f := range fields {
+			col := c.plan.Columns[i]
+			switch {
+			case f == nil:
+				out = binary.BigEndian.AppendUint32(out, 0xFFFFFFFF)
+				continue
+			case col == nil:
+				out = binary.BigEndian.AppendUint32(out, uint32(len(f)))
+				out = append(out, f...)
+				continue
+			}
+			t := col.Spec().Type
+			p, err := values.Payload(t, values.PlainOID(t), 1, f)
+			var ct []byte
+			if err == nil {
+				ct, err = col.EncryptPayload(p, rand.Reader)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", c.plan.Names[i], err)
+			}
+			out = binary.BigEndian.AppendUint32(out, uint32(len(ct)))
+			out = append(out, ct...)
+		}
+		b = b[pos:]
+	}
+	c.buf = bytes.Clone(b)
+	return out, nil
 }
 
 func newCopyStream(s *session, p *rewrite.CopyPlan) *copyStream {
@@ -38,6 +127,17 @@ func (c *copyStream) data(d []byte) error {
 		return nil
 	}
 	c.buf = append(c.buf, d...)
+	if c.plan.Binary {
+		out, err := c.binaryRows()
+		if err != nil {
+			return c.fail(err)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		c.s.server.Send(&pgproto3.CopyData{Data: out})
+		return c.s.server.Flush()
+	}
 	var out []byte
 	for {
 		n := c.rowEnd(c.buf)
@@ -64,6 +164,9 @@ func (c *copyStream) data(d []byte) error {
 func (c *copyStream) done() error {
 	if c.failed {
 		return nil
+	}
+	if len(c.buf) > 0 && c.plan.Binary {
+		return c.fail(errors.New("binary COPY data ends inside a row"))
 	}
 	if len(c.buf) > 0 {
 		enc, err := c.encryptRow(c.buf)
