@@ -250,8 +250,13 @@ func trimEOL(row []byte) ([]byte, []byte) {
 	return row[:n], row[n:]
 }
 
-// encryptRow encrypts the encrypted columns' fields of one row.
-func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
+// fieldFunc rewrites the field f of encrypted column col (number i),
+// appending the result to out.
+type fieldFunc func(out []byte, i int, col *colcrypt.Column, f []byte) ([]byte, error)
+
+// mapRow rewrites the encrypted columns' fields of one text or CSV row
+// with fn; the header row and the end marker pass unchanged.
+func (c *copyStream) mapRow(row []byte, fn fieldFunc) ([]byte, error) {
 	body, eol := trimEOL(row)
 	if c.header {
 		c.header = false
@@ -262,7 +267,7 @@ func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
 	}
 	fields := c.splitRow(body)
 	if len(fields) != len(c.plan.Columns) {
-		return nil, fmt.Errorf("a row has %d fields, COPY names %d columns", len(fields), len(c.plan.Columns))
+		return nil, fmt.Errorf("a COPY row has %d fields, COPY names %d columns", len(fields), len(c.plan.Columns))
 	}
 	var out []byte
 	for i, f := range fields {
@@ -274,10 +279,20 @@ func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
 			out = append(out, f...)
 			continue
 		}
+		var err error
+		if out, err = fn(out, i, col, f); err != nil {
+			return nil, err
+		}
+	}
+	return append(out, eol...), nil
+}
+
+// encryptRow encrypts the encrypted columns' fields of one COPY FROM row.
+func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
+	return c.mapRow(row, func(out []byte, i int, col *colcrypt.Column, f []byte) ([]byte, error) {
 		v, null := c.unquote(f)
 		if null {
-			out = append(out, f...)
-			continue
+			return append(out, f...), nil
 		}
 		p, err := values.Encode(col.Spec().Type, string(v))
 		var ct []byte
@@ -287,9 +302,8 @@ func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.plan.Names[i], err)
 		}
-		out = base64.StdEncoding.AppendEncode(out, ct)
-	}
-	return append(out, eol...), nil
+		return base64.StdEncoding.AppendEncode(out, ct), nil
+	})
 }
 
 // unquote returns a field's value, or null.
@@ -393,24 +407,9 @@ func hexVal(b byte) int {
 // decryptRow decrypts the encrypted columns' fields of one COPY TO row
 // (one CopyData message: PostgreSQL sends a row per message).
 func (c *copyStream) decryptRow(row []byte) ([]byte, error) {
-	body, eol := trimEOL(row)
-	if c.header {
-		c.header = false
-		return row, nil
-	}
-	fields := c.splitRow(body)
-	if len(fields) != len(c.plan.Columns) {
-		return nil, fmt.Errorf("COPY row has %d fields, want %d", len(fields), len(c.plan.Columns))
-	}
-	var out []byte
-	for i, f := range fields {
-		if i > 0 {
-			out = append(out, c.plan.Delimiter)
-		}
-		col := c.plan.Columns[i]
-		if col == nil || string(f) == c.plan.Null && !(c.plan.CSV && len(f) > 0 && f[0] == c.plan.Quote) {
-			out = append(out, f...)
-			continue
+	return c.mapRow(row, func(out []byte, _ int, col *colcrypt.Column, f []byte) ([]byte, error) {
+		if _, null := c.unquote(f); null {
+			return append(out, f...), nil
 		}
 		ct, err := base64.StdEncoding.DecodeString(string(f))
 		if err != nil {
@@ -423,13 +422,12 @@ func (c *copyStream) decryptRow(row []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = c.quote(out, col, s)
-	}
-	return append(out, eol...), nil
+		return c.quote(out, s), nil
+	})
 }
 
 // quote writes a value as COPY TO would.
-func (c *copyStream) quote(out []byte, _ *colcrypt.Column, s string) []byte {
+func (c *copyStream) quote(out []byte, s string) []byte {
 	if !c.plan.CSV {
 		for i := 0; i < len(s); i++ {
 			ch := s[i]

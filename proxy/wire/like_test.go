@@ -84,10 +84,10 @@ func TestCopyRows(t *testing.T) {
 	if v, null := csv.unquote([]byte(`""`)); null || len(v) != 0 {
 		t.Error("CSV: a quoted empty field is the empty string")
 	}
-	if got := string(csv.quote(nil, nil, "a,b")); got != `"a,b"` {
+	if got := string(csv.quote(nil, "a,b")); got != `"a,b"` {
 		t.Errorf("quote = %s", got)
 	}
-	if got := string(text.quote(nil, nil, "a\tb\\")); got != `a\tb\\` {
+	if got := string(text.quote(nil, "a\tb\\")); got != `a\tb\\` {
 		t.Errorf("quote = %s", got)
 	}
 }
