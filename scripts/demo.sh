@@ -113,7 +113,7 @@ trap 'kill $proxy_pid 2>/dev/null; for d in "$demo"/*/data; do pg_ctl -D "$d" st
 for _ in $(seq 50); do psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
 echo "pgcipher-proxy --listen 127.0.0.1:$proxy_port --upstream 'host=... port=$enc_port' --cmk-file cmk.hex"
 echo "psql -h 127.0.0.1 -p $proxy_port  (the application's view: plaintext in, plaintext out)"
-psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -e <<'SQL' | sed 's/^/   /'
+psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -e <<'SQL' 2>&1 | sed 's/^/   /'
 INSERT INTO patients VALUES (10001, 'SSN-999-00-0001', '1980-01-15');
 SELECT id, ssn, born FROM patients WHERE born BETWEEN '1980-01-01' AND '1980-01-31' ORDER BY born, id LIMIT 5;
 SELECT id, born FROM patients WHERE ssn = 'SSN-999-00-0001';
