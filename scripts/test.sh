@@ -32,7 +32,7 @@
 #                      the fail-closed corpus (every statement answered as on
 #                      plaintext or refused, simple and extended protocol) with
 #                      a recorder proving no marker reached the server, and
-#                      its unit tests
+#                      its unit tests; go vet and staticcheck
 #   columns            columns/: pg_regress (types, every vector pair compared
 #                      on the server, index plans, constraints, malformed
 #                      input, privileges) and the TAP leak test, unencrypted
@@ -144,7 +144,10 @@ proxy_check() {
         "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog 2>&1 | grep -v '^=== RUN')
     rc=${PIPESTATUS[0]}
     "$build/install/bin/pg_ctl" -D "$dir/data" -m fast stop > /dev/null
-    return "$rc"
+    [ "$rc" = 0 ] || return "$rc"
+    # staticcheck, pinned, from the Go module proxy
+    (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... &&
+        echo "staticcheck: clean")
 }
 sel proxy              && suite proxy              proxy_check
 sel columns            && suite columns            columns_check ""

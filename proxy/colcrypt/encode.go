@@ -440,7 +440,7 @@ func (n number) orderKey() []byte {
 // parseBytea accepts the hex form \x followed by pairs of hex digits.
 func parseBytea(s string) ([]byte, error) {
 	if !strings.HasPrefix(s, `\x`) {
-		return nil, errors.New(`want hex form \x...`)
+		return nil, errors.New(`want the hex form \xNN`)
 	}
 	b, err := hex.DecodeString(s[2:])
 	if err != nil {
