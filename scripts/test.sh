@@ -137,6 +137,9 @@ proxy_check() {
     # a superuser not named like the OS user: "$user" in search_path would
     # put the tests' tables into the extension's schema pgcipher
     eval "$build/install/bin/initdb -D $dir/data -A trust -U pgc_tester $(enc_opts aes-256)" > "$dir/initdb.log" || return 1
+    # password authentication for the relay tests (SCRAM and md5 roles)
+    { printf 'local all pgc_scram scram-sha-256\nlocal all pgc_md5 md5\n'; cat "$dir/data/pg_hba.conf"; } > "$dir/hba"
+    mv "$dir/hba" "$dir/data/pg_hba.conf"
     "$build/install/bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
         -o "-p 55199 -k $dir -c listen_addresses=''" start || return 1
     (cd "$top/proxy" && GOFLAGS=-buildvcs=false \

@@ -305,3 +305,79 @@ func TestCorpus(t *testing.T) {
 	}
 	t.Logf("capture: %d bytes sent for the encrypted table, %d for the plaintext one, no marker of the first", len(enc), len(plain))
 }
+
+// TestProtocol: authentication relayed (SCRAM-SHA-256 and md5, a wrong
+// password ends the connection), a cancel request reaching the right
+// backend, notifications and notices passed on.
+func TestProtocol(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	conninfo := e.startProxy(t, &syncBuffer{})
+	admin, err := pgx.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, m := range []struct{ role, enc string }{{"pgc_scram", "scram-sha-256"}, {"pgc_md5", "md5"}} {
+		mustExec(t, admin, fmt.Sprintf("SET password_encryption = '%s'; DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN PASSWORD 'right-%s'",
+			m.enc, m.role, m.role, m.role))
+		t.Cleanup(func() { admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+m.role) })
+		base := strings.Replace(conninfo, "user=", "user="+m.role+" olduser=", 1)
+		base = strings.Replace(base, " olduser="+strings.Fields(strings.SplitN(conninfo, "user=", 2)[1])[0], "", 1)
+		good, err := pgx.Connect(ctx, base+" password=right-"+m.role)
+		if err != nil {
+			t.Fatalf("%s through the proxy: %v", m.enc, err)
+		}
+		var who string
+		if err := good.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != m.role {
+			t.Errorf("%s: current_user = %q, %v", m.enc, who, err)
+		}
+		good.Close(ctx)
+		_, err = pgx.Connect(ctx, base+" password=wrong")
+		if sqlstate(err) != "28P01" {
+			t.Errorf("%s with a wrong password: %v, want SQLSTATE 28P01", m.enc, err)
+		}
+	}
+
+	// cancel: pgx sends a CancelRequest to the proxy when the context ends
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = admin.Exec(cctx, "SELECT pg_sleep(20)")
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Errorf("pg_sleep(20) was not cancelled: %v after %v", err, time.Since(start))
+	}
+	admin.Close(ctx)
+	admin, err = pgx.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// LISTEN / NOTIFY and notices
+	listener, err := pgx.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	mustExec(t, listener, "LISTEN pgcipher_chan")
+	mustExec(t, admin, "NOTIFY pgcipher_chan, 'hello'")
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	n, err := listener.WaitForNotification(wctx)
+	if err != nil || n.Payload != "hello" {
+		t.Errorf("notification: %v, %v", n, err)
+	}
+	var notices []string
+	cfg, _ := pgx.ParseConfig(conninfo)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	nc, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close(ctx)
+	mustExec(t, nc, "DO $$BEGIN RAISE NOTICE 'notice through the proxy'; END$$")
+	if len(notices) != 1 || notices[0] != "notice through the proxy" {
+		t.Errorf("notices: %q", notices)
+	}
+	admin.Close(ctx)
+}
