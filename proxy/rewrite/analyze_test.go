@@ -2,12 +2,13 @@ package rewrite
 
 import (
 	"errors"
+	"github.com/pgcipher/pgcipher/proxy/internal/testcat"
 	"strings"
 	"testing"
 )
 
 func TestAnalyze(t *testing.T) {
-	cat, keys := testCatalog(t)
+	cat, keys := testcat.New(t)
 	for _, tc := range []struct {
 		sql     string
 		refused bool
@@ -87,7 +88,7 @@ func FuzzAnalyze(f *testing.F) {
 		"WITH x AS (SELECT * FROM enc_t) SELECT * FROM x, other WHERE x.j = other.j"} {
 		f.Add(s)
 	}
-	cat, keys := testCatalog(f)
+	cat, keys := testcat.New(f)
 	f.Fuzz(func(t *testing.T, sql string) {
 		Analyze(sql, cat, keys)
 	})

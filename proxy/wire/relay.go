@@ -70,12 +70,18 @@ func (s *session) relay() error {
 			}
 		default:
 			if cur == nil {
-				cur = <-s.queue
+				if cur = <-s.queue; cur == nil {
+					err = errClientGone
+					break
+				}
 			}
 			var done bool
 			done, cur, err = s.process(cur, m)
 			if done {
 				cur = nil
+			}
+			if cur == nil && err == nil && !done {
+				err = errClientGone
 			}
 		}
 		if err == nil && s.server.ReadBufferLen() == 0 {
@@ -89,11 +95,12 @@ func (s *session) relay() error {
 }
 
 // skipToSync drops the expectations of a batch after an error, as the
-// server skips the messages; it returns the Sync's.
+// server skips the messages; it returns the Sync's (nil when the client
+// loop has ended).
 func (s *session) skipToSync() *expect {
 	for {
 		e := <-s.queue
-		if e.kind == kSync {
+		if e == nil || e.kind == kSync {
 			return e
 		}
 		if e.kind == kInternal {
@@ -107,7 +114,10 @@ type relayError string
 
 func (e relayError) Error() string { return string(e) }
 
-const errRefusedInternal = relayError("wire: internal query inside a batch")
+const (
+	errRefusedInternal = relayError("wire: internal query inside a batch")
+	errClientGone      = relayError("wire: the client loop has ended")
+)
 
 func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
 	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: r.Code,
@@ -140,7 +150,9 @@ func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, 
 		s.txStatus.Store(uint32(rfq.TxStatus))
 		if e.kind != kQuery && e.kind != kSync {
 			// a failed result made the relay drop the rest of a batch
-			e = s.skipToSync()
+			if e = s.skipToSync(); e == nil {
+				return false, nil, errClientGone
+			}
 		}
 		s.send(rfq)
 		return true, e, nil

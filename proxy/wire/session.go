@@ -117,7 +117,11 @@ func (s *session) run() error {
 		return err
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- s.clientLoop() }()
+	go func() {
+		err := s.clientLoop()
+		close(s.queue) // only this loop pushes: the relay must not wait on it now
+		errc <- err
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -5,7 +5,7 @@
 //
 //	pgcipher-proxy --listen 127.0.0.1:6432 --upstream 'host=/run/postgresql port=5432' \
 //	    (--cmk-file F | --cmk-command C) [--cmk-name main] [--tls-cert F --tls-key F]
-//	    [--log-level info] [--record F] [--config F]
+//	    [--log-level info] [--record F] [--config F] [--pprof HOST:PORT]
 //
 // A config file holds the same settings as "name = value" lines (names
 // without the dashes; # starts a comment); flags override it.  SIGHUP
@@ -22,6 +22,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // --pprof
 	"os"
 	"os/signal"
 	"strings"
@@ -43,11 +45,12 @@ const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--c
   --tls-cert F, --tls-key F   offer TLS to clients
   --log-level LEVEL      debug, info, warn or error (default info)
   --record F             test mode: append every byte sent to the server to F
+  --pprof HOST:PORT      serve Go's profiler (net/http/pprof) there, for performance work
   --config F             read these settings from F ("name = value" lines)
 `
 
 type settings struct {
-	listen, upstream, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, logLevel, record string
+	listen, upstream, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, logLevel, record, pprof string
 }
 
 func main() {
@@ -68,7 +71,7 @@ func parse(args []string) (*settings, error) {
 	config := fs.String("config", "", "")
 	vars := map[string]*string{"listen": &st.listen, "upstream": &st.upstream, "cmk-file": &st.cmkFile,
 		"cmk-command": &st.cmkCommand, "cmk-name": &st.cmkName, "tls-cert": &st.tlsCert, "tls-key": &st.tlsKey,
-		"log-level": &st.logLevel, "record": &st.record}
+		"log-level": &st.logLevel, "record": &st.record, "pprof": &st.pprof}
 	for name, p := range vars {
 		fs.StringVar(p, name, *p, "")
 	}
@@ -161,6 +164,9 @@ func run(args []string) error {
 		}
 		defer f.Close()
 		cfg.Record = f
+	}
+	if st.pprof != "" {
+		go func() { log.Error("pprof", "err", http.ListenAndServe(st.pprof, nil)) }()
 	}
 	srv, err := wire.NewServer(cfg)
 	if err != nil {

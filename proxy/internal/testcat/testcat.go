@@ -1,4 +1,7 @@
-package rewrite
+// Package testcat builds the catalog the proxy's tests share: enc_t with
+// columns of several types and levels, two of them in one join group, and
+// other(id, j) whose j is in that group too.
+package testcat
 
 import (
 	"crypto/rand"
@@ -8,11 +11,11 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
 
-// testCatalog is enc_t(id int4, i4 enc_int4 EQ, i4o enc_int4_ord ORD,
+// New returns enc_t(id int4, i4 enc_int4 EQ, i4o enc_int4_ord ORD,
 // i8o enc_int8_ord ORD, t enc_text EQ, tm enc_text MATCH, tr enc_text RND,
 // to2 enc_text_ord ORD, j enc_int4 EQ in group "g", k enc_int4 EQ in
 // group "g") and other(id int4, j enc_int4 EQ in group "g").
-func testCatalog(t testing.TB) (*catalog.Catalog, *catalog.Keys) {
+func New(t testing.TB) (*catalog.Catalog, *catalog.Keys) {
 	t.Helper()
 	cmk := make([]byte, 32)
 	rand.Read(cmk)
