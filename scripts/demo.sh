@@ -125,7 +125,7 @@ kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true
 
 pg_ctl -D "$demo/enc/data" stop -m fast >/dev/null
 
-step "5. What it costs: the benchmark suite's quick profile (about 10 minutes)"
+step "5. What it costs: the benchmark suite's quick profile (about 13 minutes)"
 echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs:"
 echo "pgbench select-only and tpcb-like 30 s each, CYBERTEC's 1MB-shared_buffers test, a TPROC-C-like"
 echo "mix, WAL-heavy writes (tpcb, COPY, CREATE TABLE AS, VACUUM FULL), and the page cipher's ns"
