@@ -66,6 +66,7 @@ type rowState struct {
 	rnulls   bool
 	buffered []*pgproto3.DataRow
 	kept     int
+	plain    bool // no field to decrypt, hide or sort by: rows pass as they are
 }
 
 // newRowState prepares the treatment of the rows of a result described by
@@ -102,6 +103,10 @@ func (s *session) newRowState(plan *rewrite.Plan, d *pgproto3.RowDescription, fo
 		}
 		rs.fields[i] = fp
 	}
+	rs.plain = rs.visible == len(d.Fields) && rs.resort < 0
+	for _, f := range rs.fields {
+		rs.plain = rs.plain && f.enc == nil
+	}
 	if plan != nil && len(patterns) == 0 {
 		for _, f := range plan.Filters {
 			rs.patterns = append(rs.patterns, f.Pattern)
@@ -131,6 +136,11 @@ func (rs *rowState) description(d *pgproto3.RowDescription) *pgproto3.RowDescrip
 func (rs *rowState) row(m *pgproto3.DataRow) error {
 	if len(m.Values) != len(rs.fields) {
 		return fmt.Errorf("row of %d fields, description has %d", len(m.Values), len(rs.fields))
+	}
+	if rs.plain {
+		rs.kept++
+		rs.s.send(m)
+		return nil
 	}
 	out := &pgproto3.DataRow{Values: make([][]byte, rs.visible)}
 	for i, v := range m.Values {
