@@ -72,7 +72,8 @@ func runSession(t *testing.T, input []byte) []byte {
 	go fakeServer(serverSide, &got, &mu)
 	srv := &Server{cfg: Config{Keys: keys}, catalogs: newCatalogCache()}
 	s := newSession(srv, pgproto3.NewBackend(clientProxy, clientProxy), pgproto3.NewFrontend(proxyServer, proxyServer), "fuzz")
-	s.cat, s.catGen = cat, srv.catalogs.gen.Load()
+	s.setCatalog(cat)
+	s.catGen = srv.catalogs.gen.Load()
 	srv.catalogs.put("fuzz", cat, s.catGen)
 	// as run() does: the connection ends when either loop ends
 	clientDone, relayDone := make(chan struct{}), make(chan struct{})

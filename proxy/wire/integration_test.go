@@ -223,6 +223,9 @@ func result(ctx context.Context, conn *pgx.Conn, sql string, mode pgx.QueryExecM
 }
 
 func sqlstate(err error) string {
+	if err == nil {
+		return ""
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code
@@ -318,7 +321,14 @@ func TestProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	for _, m := range []struct{ role, enc string }{{"pgc_scram", "scram-sha-256"}, {"pgc_md5", "md5"}} {
+	// the server must ask these roles for passwords (./pgcipher test's
+	// pg_hba.conf does): PGCIPHER_TEST_PASSWORD_AUTH says so
+	roles := []struct{ role, enc string }{{"pgc_scram", "scram-sha-256"}, {"pgc_md5", "md5"}}
+	if os.Getenv("PGCIPHER_TEST_PASSWORD_AUTH") == "" {
+		t.Log("PGCIPHER_TEST_PASSWORD_AUTH not set: authentication relay not tested")
+		roles = nil
+	}
+	for _, m := range roles {
 		mustExec(t, admin, fmt.Sprintf("SET password_encryption = '%s'; DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN PASSWORD 'right-%s'",
 			m.enc, m.role, m.role, m.role))
 		t.Cleanup(func() { admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+m.role) })

@@ -338,14 +338,14 @@ func (s *session) clientParams(st *stmt, m *pgproto3.ParameterDescription) *pgpr
 	out := &pgproto3.ParameterDescription{ParameterOIDs: append([]uint32(nil), m.ParameterOIDs...)}
 	for i, oid := range out.ParameterOIDs {
 		if st != nil && i < len(st.clientOIDs) && st.clientOIDs[i] != 0 {
-			if s.cat.TypeOf(oid) != nil || s.cat.ElemOf(oid) != nil {
+			if s.catalog().TypeOf(oid) != nil || s.catalog().ElemOf(oid) != nil {
 				out.ParameterOIDs[i] = st.clientOIDs[i]
 			}
 			continue
 		}
-		if t := s.cat.TypeOf(oid); t != nil {
+		if t := s.catalog().TypeOf(oid); t != nil {
 			out.ParameterOIDs[i] = plainOID(t)
-		} else if t := s.cat.ElemOf(oid); t != nil {
+		} else if t := s.catalog().ElemOf(oid); t != nil {
 			out.ParameterOIDs[i] = plainArrayOID(t)
 		}
 	}

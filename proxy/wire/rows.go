@@ -86,9 +86,9 @@ func (s *session) newRowState(plan *rewrite.Plan, d *pgproto3.RowDescription, fo
 		case formats != nil:
 			fp.format = 0
 		}
-		if t := s.cat.TypeOf(f.DataTypeOID); t != nil {
+		if t := s.catalog().TypeOf(f.DataTypeOID); t != nil {
 			fp.enc = t
-			if r := s.cat.Relations[f.TableOID]; r != nil && f.TableOID != 0 {
+			if r := s.catalog().Relations[f.TableOID]; r != nil && f.TableOID != 0 {
 				if at := r.AttrNum(int16(f.TableAttributeNumber)); at != nil && at.Binding != nil {
 					fp.bound, _ = s.srv.cfg.Keys.Column(at.Binding)
 				}
@@ -312,10 +312,10 @@ func (s *session) decrypt(f *field, v []byte) ([]byte, error) {
 // candidates are the columns whose values carry header h (the key,
 // type, level and join group): usually one.
 func (s *session) candidates(h colcrypt.Header) []*colcrypt.Column {
-	if s.cands == nil || s.candsCat != s.cat {
+	if s.cands == nil || s.candsCat != s.catalog() {
 		s.cands = map[colcrypt.Header][]*colcrypt.Column{}
-		s.candsCat = s.cat
-		for _, b := range s.cat.Bindings() {
+		s.candsCat = s.catalog()
+		for _, b := range s.catalog().Bindings() {
 			c, err := s.srv.cfg.Keys.Column(b)
 			if err != nil {
 				continue

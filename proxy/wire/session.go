@@ -71,7 +71,10 @@ type session struct {
 	server *pgproto3.Frontend
 	db     string
 
-	cat    *catalog.Catalog // written by the client loop before the statements that use it
+	// cat is the client loop's catalog; the relay reads catPtr (the
+	// client loop may reload while the relay still answers a pipeline)
+	cat    *catalog.Catalog
+	catPtr atomic.Pointer[catalog.Catalog]
 	catGen uint64
 	// the relay's index of columns by ciphertext header
 	cands    map[colcrypt.Header][]*colcrypt.Column
@@ -132,6 +135,14 @@ func (s *session) run() error {
 
 func (s *session) push(e *expect) { s.queue <- e }
 
+func (s *session) setCatalog(c *catalog.Catalog) {
+	s.cat = c
+	s.catPtr.Store(c)
+}
+
+// catalog is the relay's view of the catalog.
+func (s *session) catalog() *catalog.Catalog { return s.catPtr.Load() }
+
 // SimpleQuery runs one of the proxy's own queries on the connection, at
 // a point where no client message is pending (catalog.Querier).
 func (s *session) SimpleQuery(sql string) ([]catalog.Result, error) {
@@ -148,7 +159,8 @@ func (s *session) SimpleQuery(sql string) ([]catalog.Result, error) {
 // loadCatalog takes the database's cached catalog or reads it.
 func (s *session) loadCatalog() error {
 	if cat, gen := s.srv.catalogs.get(s.db); cat != nil && !s.stale {
-		s.cat, s.catGen = cat, gen
+		s.setCatalog(cat)
+		s.catGen = gen
 		return nil
 	}
 	gen := s.srv.catalogs.gen.Load()
@@ -156,7 +168,8 @@ func (s *session) loadCatalog() error {
 	if err != nil {
 		return err
 	}
-	s.cat, s.catGen, s.stale = cat, gen, false
+	s.setCatalog(cat)
+	s.catGen, s.stale = gen, false
 	s.srv.catalogs.put(s.db, cat, gen)
 	return nil
 }
