@@ -10,9 +10,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"sort"
@@ -55,10 +61,15 @@ type env struct {
 
 // startProxy runs a proxy for db and returns its connection string.
 func (e *env) startProxy(t *testing.T, rec *syncBuffer) string {
+	return e.startProxyTLS(t, rec, nil)
+}
+
+func (e *env) startProxyTLS(t *testing.T, rec *syncBuffer, clientTLS *tls.Config) string {
 	t.Helper()
 	cfg, _ := pgconn.ParseConfig(e.upstream)
 	// the server only: user and database come from the client
-	srv, err := wire.NewServer(wire.Config{Upstream: fmt.Sprintf("host=%s port=%d", cfg.Host, cfg.Port), Keys: e.keys, Record: rec})
+	srv, err := wire.NewServer(wire.Config{Upstream: fmt.Sprintf("host=%s port=%d", cfg.Host, cfg.Port), Keys: e.keys,
+		Record: rec, ClientTLS: clientTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,4 +401,39 @@ func TestProtocol(t *testing.T) {
 		t.Errorf("notices: %q", notices)
 	}
 	admin.Close(ctx)
+}
+
+// TestClientTLS: a client that requires TLS gets it from the proxy, and
+// values of encrypted columns travel to it inside TLS.
+func TestClientTLS(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgcipher-proxy test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	conninfo := e.startProxyTLS(t, &syncBuffer{}, &tls.Config{Certificates: []tls.Certificate{cert}})
+	conninfo = strings.Replace(conninfo, "sslmode=disable", "sslmode=require", 1)
+	conn, err := pgx.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatalf("TLS to the proxy: %v", err)
+	}
+	defer conn.Close(ctx)
+	if conn.PgConn().Conn() == nil {
+		t.Fatal("no connection")
+	}
+	if _, ok := conn.PgConn().Conn().(*tls.Conn); !ok {
+		t.Fatalf("the client's connection is %T, not TLS", conn.PgConn().Conn())
+	}
+	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
+	mustExec(t, conn, "SELECT pgcipher.add_column_key('ktls'); CREATE TABLE tls_t (id int, s enc_text); SELECT pgcipher.encrypt_column('tls_t', 's', 'ktls', 'EQ')")
+	mustExec(t, conn, "INSERT INTO tls_t VALUES (1, 'over TLS')")
+	var got string
+	if err := conn.QueryRow(ctx, "SELECT s FROM tls_t WHERE s = $1", "over TLS").Scan(&got); err != nil || got != "over TLS" {
+		t.Fatalf("through TLS: %q, %v", got, err)
+	}
 }
