@@ -195,6 +195,12 @@ def _med(rows, kind, metric, **match):
     return stats.median(vals) if vals else float("nan")
 
 
+def _times(x, ref):
+    """x / ref as "N.N×"; a reference at or below zero (a difference of two
+    timings inside the noise, as with --tiny sizes) has no ratio."""
+    return f"{x / ref:.1f}×" if ref > 0 else "n/a (reference within noise)"
+
+
 def report(rows, p, out_dir):
     n = p["rows"]
     md = [f"{n:,} random int8 values (text: 24 random letters) per column kind, TDE off, one backend, no parallel workers; "
@@ -204,7 +210,7 @@ def report(rows, p, out_dir):
     for kind, op, (ref_kind, ref_op) in COMPARISONS:
         ns = _med(rows, kind, "ns_per_comparison", op=op)
         ref = _med(rows, ref_kind, "ns_per_comparison", op=ref_op)
-        md.append(f"| {kind} ({KINDS[kind][0]}) | `{op}` | {ns:,.1f} | {ns / ref:.1f}× {ref_kind} `{ref_op}` |")
+        md.append(f"| {kind} ({KINDS[kind][0]}) | `{op}` | {ns:,.1f} | {_times(ns, ref)} {ref_kind} `{ref_op}` |")
         labels.append(f"{kind} {op}")
         values.append(ns)
     md += ["", "| column | index | build (s) | vs int8 | index bytes/row |", "|---|---|---|---|---|"]
@@ -212,7 +218,7 @@ def report(rows, p, out_dir):
     for kind, method, _ in INDEXES:
         s = _med(rows, kind, "index_build_s", method=method)
         b = _med(rows, kind, "index_bytes_per_row", method=method)
-        md.append(f"| {kind} | {method} | {s:.2f} | {s / ref:.1f}× | {b:.0f} |")
+        md.append(f"| {kind} | {method} | {s:.2f} | {_times(s, ref)} | {b:.0f} |")
     md += ["", "| column | stored datum (bytes) | table bytes/row | client encrypt (µs/value) |",
            "|---|---|---|---|"]
     for kind in KINDS:
