@@ -25,7 +25,7 @@ type Keys struct {
 	cmk     []byte
 	cmkName string
 
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	ceks    map[string][]byte           // cmk name + key name + wrapped → CEK
 	columns map[string]*colcrypt.Column // label → column
 	pins    map[string]*Binding         // label → the binding first used
@@ -52,13 +52,17 @@ func (k *Keys) NewWrappedKey(name string) ([]byte, error) {
 // Column returns the crypto of a bound column, checking its pin.
 func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 	label := b.Spec.Label
+	// the common case, a column already pinned, under the read lock
+	k.mu.RLock()
+	c, pinned, err := k.pinned(b)
+	k.mu.RUnlock()
+	if pinned {
+		return c, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if p := k.pins[label]; p != nil {
-		if p.Spec != b.Spec || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
-			return nil, fmt.Errorf("column %s: %w", label, ErrPinMismatch)
-		}
-		return k.columns[label], nil
+	if c, pinned, err := k.pinned(b); pinned {
+		return c, err
 	}
 	if b.CMKName != k.cmkName {
 		return nil, fmt.Errorf("column %s: key %q under CMK %q, the proxy holds %q: %w",
@@ -73,7 +77,7 @@ func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 		}
 		k.ceks[ck] = cek
 	}
-	c, err := colcrypt.NewColumn(cek, b.Spec)
+	c, err = colcrypt.NewColumn(cek, b.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -81,4 +85,17 @@ func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 	k.pins[label] = &pin
 	k.columns[label] = c
 	return c, nil
+}
+
+// pinned returns the column of a label already pinned, checking that b
+// is the binding pinned (caller holds k.mu).
+func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
+	p := k.pins[b.Spec.Label]
+	if p == nil {
+		return nil, false, nil
+	}
+	if p.Spec != b.Spec || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
+		return nil, true, fmt.Errorf("column %s: %w", b.Spec.Label, ErrPinMismatch)
+	}
+	return k.columns[b.Spec.Label], true, nil
 }

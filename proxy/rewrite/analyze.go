@@ -4,6 +4,7 @@ package rewrite
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -16,16 +17,16 @@ import (
 // catalogs without bindings.
 func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error) {
 	if !cat.Mentions(sql) {
-		return &Plan{SQL: sql, Cacheable: true, Reload: mayChangeCatalog(sql)}, nil
+		return &Plan{SQL: sql, Reload: changesCatalog.MatchString(sql)}, nil
 	}
 	tree, err := pg.Parse(sql)
 	if err != nil {
-		// The server will report the syntax error; nothing of an
-		// encrypted column can be in a statement that does not parse...
-		// unless the client relies on the error text: send it as is.
-		return &Plan{SQL: sql}, nil
+		// Not sent: the server would fail the same way, but log the
+		// statement, literals and all, with its error.
+		return nil, &Refusal{Code: "42601", Message: "pgcipher: " + err.Error(),
+			Hint: "The proxy does not send statements that name encrypted relations and do not parse."}
 	}
-	a := &analyzer{cat: cat, keys: keys, plan: &Plan{Cacheable: true}}
+	a := &analyzer{cat: cat, keys: keys, plan: &Plan{Parsed: true, Cacheable: true}}
 	for _, raw := range tree.Stmts {
 		a.top = len(tree.Stmts) == 1
 		if err := a.statement(raw.Stmt); err != nil {
@@ -41,17 +42,10 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 	return a.plan, nil
 }
 
-// mayChangeCatalog is the cheap test for statements that pass untouched:
-// DDL and SET search_path may change what the catalog says.
-func mayChangeCatalog(sql string) bool {
-	low := strings.ToLower(sql)
-	for _, w := range []string{"create", "alter", "drop", "search_path", "extension", "rename", "import"} {
-		if strings.Contains(low, w) {
-			return true
-		}
-	}
-	return false
-}
+// changesCatalog is the cheap test for statements that pass unparsed:
+// one that starts with these words may change what the catalog says
+// (DDL, SET search_path).
+var changesCatalog = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|set|reset|import)\b`)
 
 type analyzer struct {
 	cat     *catalog.Catalog

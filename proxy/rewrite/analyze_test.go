@@ -47,6 +47,7 @@ func TestAnalyze(t *testing.T) {
 		{sql: "SELECT t FROM (SELECT t, i4 FROM enc_t) s WHERE s.i4 = 1", want: []string{"s.i4 = '"}},
 		{sql: "WITH w AS (SELECT i8o FROM enc_t) SELECT * FROM w WHERE i8o < 3", want: []string{"i8o < '"}},
 		{sql: "SELECT i4 FROM enc_t UNION SELECT 1", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) VALUES (1, 'x'", refused: true}, // a syntax error: never sent
 	} {
 		p, err := Analyze(tc.sql, cat, keys)
 		if tc.refused {

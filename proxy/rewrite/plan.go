@@ -96,6 +96,9 @@ type Plan struct {
 	// Filters, which the client does not see.
 	Hidden int
 	Copy   *CopyPlan
+	// Parsed: the statement names encrypted relations and was analysed
+	// (the others pass by a substring test, cheaper than a cache).
+	Parsed bool
 	// Cacheable: the plan depends only on the SQL text and the catalog
 	// (no literal was encrypted into it).
 	Cacheable bool

@@ -438,7 +438,6 @@ func (a *analyzer) sortItem(sc *scope, s *pg.SelectStmt, n *pg.Node, top bool) e
 	}
 	a.plan.Resorts = append(a.plan.Resorts, Resort{Relid: c.rel.OID, Attnum: c.attr.Num,
 		Type: c.attr.Enc.Plain, Desc: desc, NullsFirst: nullsFirst})
-	a.plan.Cacheable = a.plan.Cacheable && true
 	return nil
 }
 

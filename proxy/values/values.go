@@ -86,6 +86,9 @@ func Payload(t colcrypt.Type, oid uint32, format int16, v []byte) ([]byte, error
 	if format == 0 {
 		return Encode(t, string(v))
 	}
+	if t == colcrypt.Timestamptz && oid == oidTimestamp {
+		oid = oidTimestamptz // the same 8 bytes of µs (taken as UTC)
+	}
 	if oid == PlainOID(t) && t != colcrypt.Numeric {
 		if m := t.PayloadSize(); m > 0 && len(v) != m {
 			return nil, fmt.Errorf("values: binary %s of %d bytes, want %d", t, len(v), m)
@@ -192,7 +195,12 @@ func BinaryText(oid uint32, v []byte) (string, error) {
 		case math.MinInt64:
 			return "-infinity", nil
 		}
-		t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(us) * time.Microsecond)
+		// days and the rest apart: time.Duration spans only ±292 years
+		days, rem := us/86400e6, us%86400e6
+		if rem < 0 {
+			days, rem = days-1, rem+86400e6
+		}
+		t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days)).Add(time.Duration(rem) * time.Microsecond)
 		return t.Format("2006-01-02 15:04:05.999999") + "+00", nil
 	}
 	return "", fmt.Errorf("%w (type OID %d)", ErrFormat, oid)

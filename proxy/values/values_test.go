@@ -50,6 +50,10 @@ func TestPayloadAcrossTypes(t *testing.T) {
 		{colcrypt.Int8, 0, 0, []byte(" 7 "), "7"},
 		{colcrypt.Float8, oidFloat4, 1, []byte{0x3f, 0xc0, 0, 0}, "1.5"},
 		{colcrypt.Date, 0, 0, []byte("2024-02-08 +00"), "2024-02-08"},
+		// timestamp (psycopg's naive datetime) into timestamptz, and
+		// dates beyond time.Duration's ±292 years as text
+		{colcrypt.Timestamptz, oidTimestamp, 1, []byte{0xff, 0xfc, 0xa2, 0xfe, 0xc4, 0xc8, 0x20, 0x00}, "1970-01-01 00:00:00+00"},
+		{colcrypt.Text, oidTimestamptz, 1, []byte{0xff, 0xa6, 0x4f, 0x4b, 0xa4, 0xad, 0x40, 0x00}, "1200-01-01 00:00:00+00"},
 	} {
 		p, err := Payload(tc.t, tc.oid, tc.format, tc.in)
 		if err != nil {

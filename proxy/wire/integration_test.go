@@ -437,3 +437,55 @@ func TestClientTLS(t *testing.T) {
 		t.Fatalf("through TLS: %q, %v", got, err)
 	}
 }
+
+// TestUndecryptable: a value the DBA moved from one column to another of
+// the same key and join group passes the server's binding check but not
+// the proxy's label check: the client gets PC002, never the ciphertext,
+// in the simple protocol and in a batch, and the connection goes on.
+func TestUndecryptable(t *testing.T) {
+	e := setup(t)
+	// a proxy out of step with its client hangs: fail instead
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.startProxy(t, &syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	mustExec(t, conn, "CREATE EXTENSION pgcipher_columns")
+	mustExec(t, conn, `SELECT pgcipher.add_column_key('k1');
+CREATE TABLE moved (id int PRIMARY KEY, a enc_int4, b enc_int4);
+SELECT pgcipher.encrypt_column('moved', 'a', 'k1', 'EQ', 'g'), pgcipher.encrypt_column('moved', 'b', 'k1', 'EQ', 'g')`)
+	mustExec(t, conn, "INSERT INTO moved VALUES (1, 10, 20), (2, 30, 40)")
+	// the DBA, directly on the server
+	cfg, _ := pgconn.ParseConfig(e.upstream)
+	dba, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, e.db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dba.Close(ctx)
+	if _, err := dba.Exec(ctx, "UPDATE moved SET b = a WHERE id = 2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		_, state := result(ctx, conn, "SELECT id, b FROM moved ORDER BY id", mode)
+		if state != "PC002" {
+			t.Errorf("mode %v: moved value: %q, want PC002", mode, state)
+		}
+		// a batch whose first query fails: the connection stays in step
+		b := &pgx.Batch{}
+		b.Queue("SELECT b FROM moved WHERE id = 2")
+		b.Queue("SELECT a FROM moved WHERE id = 1")
+		br := conn.SendBatch(ctx, b)
+		var x int32
+		err1 := br.QueryRow().Scan(&x)
+		br.Close()
+		if sqlstate(err1) != "PC002" {
+			t.Errorf("mode %v: batch: %v, want PC002", mode, err1)
+		}
+		var a int32
+		if err := conn.QueryRow(ctx, "SELECT a FROM moved WHERE id = 1", mode).Scan(&a); err != nil || a != 10 {
+			t.Errorf("mode %v: after the failure: %d, %v", mode, a, err)
+		}
+	}
+}

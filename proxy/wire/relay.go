@@ -158,13 +158,16 @@ func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, 
 		return true, e, nil
 	}
 	if e.failed {
-		// a value did not decrypt: the rest of this result is dropped
-		switch m.(type) {
-		case *pgproto3.CommandComplete, *pgproto3.PortalSuspended, *pgproto3.EmptyQueryResponse:
-			if e.kind == kExecute {
-				return false, s.skipToSync(), nil
+		// a value did not decrypt and the client got an error: in a
+		// simple query the rest of that result is dropped; in a batch,
+		// where the client now skips to ReadyForQuery as after any error,
+		// everything up to ReadyForQuery is (the server did not fail, so
+		// it goes on answering the batch's later messages)
+		if e.kind == kQuery {
+			switch m.(type) {
+			case *pgproto3.CommandComplete, *pgproto3.EmptyQueryResponse:
+				e.failed = false
 			}
-			e.failed = false
 		}
 		return false, e, nil
 	}
@@ -218,11 +221,7 @@ func (s *session) fail(e *expect, err error) {
 func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
 	switch m := m.(type) {
 	case *pgproto3.RowDescription:
-		formats := make([]int16, len(m.Fields))
-		for i, f := range m.Fields {
-			formats[i] = f.Format
-		}
-		e.rows = s.newRowState(e.plan, m, formats, nil)
+		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil)
 		s.send(e.rows.description(m))
 	case *pgproto3.DataRow:
 		if e.rows == nil {
@@ -264,30 +263,29 @@ func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
 func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.ParameterDescription:
-		if e.st != nil {
-			e.st.params = append([]uint32(nil), m.ParameterOIDs...)
-		}
 		if !e.internal2 {
 			s.send(s.clientParams(e.st, m))
 		}
 		return false
 	case *pgproto3.RowDescription:
-		var plan *rewrite.Plan
-		var formats []int16
-		if e.objType == 'S' && e.st != nil {
+		var sh *shape
+		switch {
+		case e.objType == 'S' && e.st != nil:
 			e.st.desc = cloneDesc(m)
-			plan = e.st.plan
-		} else if e.portal != nil {
-			plan, formats = e.portal.st.plan, e.portal.formats
+			e.st.shape = s.shapeOf(e.st.plan, e.st.desc)
+			sh = e.st.shape
+		case e.portal != nil && e.portal.st.shape != nil:
+			sh = e.portal.st.shape
+		default:
+			sh = s.shapeOf(nil, m)
 		}
 		if !e.internal2 {
-			rs := s.newRowState(plan, m, formats, nil)
-			s.send(rs.description(m))
+			s.send(sh.description(m))
 		}
 		return true
 	case *pgproto3.NoData:
 		if e.objType == 'S' && e.st != nil {
-			e.st.desc = nil
+			e.st.desc, e.st.shape = nil, nil
 		}
 		if !e.internal2 {
 			s.send(m)
@@ -307,7 +305,7 @@ func (s *session) executeMessage(e *expect, m pgproto3.BackendMessage) bool {
 				return false
 			}
 			p := e.portal
-			e.rows = s.newRowState(p.st.plan, p.st.desc, p.formats, p.patterns)
+			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns)
 		}
 		if err := e.rows.row(m); err != nil {
 			s.fail(e, err)

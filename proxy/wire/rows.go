@@ -49,63 +49,87 @@ func plainArrayOID(t *catalog.EncType) uint32 {
 
 // field is how to treat one field of a result.
 type field struct {
-	enc    *catalog.EncType // nil: plaintext, passed through
-	bound  *colcrypt.Column // the column the field comes from, if known
-	format int16
+	enc   *catalog.EncType // nil: plaintext, passed through
+	bound *colcrypt.Column // the column the field comes from, if known
 }
 
+// shape is how to treat the fields of a result: computed once per
+// description (a prepared statement's, kept for all its executions, or
+// each result of a simple query).
+type shape struct {
+	fields  []field
+	visible int
+	resort  int // field index to sort by, -1 for none
+	rtype   colcrypt.Type
+	rdesc   bool
+	rnulls  bool
+	plain   bool // no field to decrypt, hide or sort by: rows pass as they are
+}
+
+// shapeOf works out the treatment of the fields described by d.
+func (s *session) shapeOf(plan *rewrite.Plan, d *pgproto3.RowDescription) *shape {
+	sh := &shape{fields: make([]field, len(d.Fields)), visible: len(d.Fields), resort: -1}
+	if plan != nil && plan.Hidden > 0 && plan.Hidden <= len(d.Fields) {
+		sh.visible = len(d.Fields) - plan.Hidden
+	}
+	cat := s.catalog()
+	for i, f := range d.Fields {
+		t := cat.TypeOf(f.DataTypeOID)
+		if t == nil {
+			continue
+		}
+		fp := field{enc: t}
+		if r := cat.Relations[f.TableOID]; r != nil && f.TableOID != 0 {
+			if at := r.AttrNum(int16(f.TableAttributeNumber)); at != nil && at.Binding != nil {
+				fp.bound, _ = s.srv.cfg.Keys.Column(at.Binding)
+			}
+		}
+		if plan != nil && sh.resort < 0 && i < sh.visible {
+			for _, r := range plan.Resorts {
+				if r.Relid == f.TableOID && r.Attnum == int16(f.TableAttributeNumber) {
+					sh.resort, sh.rtype, sh.rdesc, sh.rnulls = i, r.Type, r.Desc, r.NullsFirst
+					break
+				}
+			}
+		}
+		sh.fields[i] = fp
+	}
+	sh.plain = sh.visible == len(d.Fields) && sh.resort < 0
+	for _, f := range sh.fields {
+		sh.plain = sh.plain && f.enc == nil
+	}
+	return sh
+}
+
+// rowState is one result being relayed.
 type rowState struct {
+	*shape
 	s        *session
 	plan     *rewrite.Plan
-	fields   []field
-	visible  int
+	formats  []int16 // per field, as the client asked
 	patterns []string
-	resort   int // field index to sort by, -1 for none
-	rtype    colcrypt.Type
-	rdesc    bool
-	rnulls   bool
 	buffered []*pgproto3.DataRow
 	kept     int
-	plain    bool // no field to decrypt, hide or sort by: rows pass as they are
 }
 
-// newRowState prepares the treatment of the rows of a result described by
-// d; formats are the client's result formats (nil: those in d).
-func (s *session) newRowState(plan *rewrite.Plan, d *pgproto3.RowDescription, formats []int16, patterns []string) *rowState {
-	rs := &rowState{s: s, plan: plan, fields: make([]field, len(d.Fields)), visible: len(d.Fields), resort: -1, patterns: patterns}
-	if plan != nil && plan.Hidden > 0 && plan.Hidden <= len(d.Fields) {
-		rs.visible = len(d.Fields) - plan.Hidden
+// newRowState starts relaying a result of shape sh; formats are the
+// client's result formats (nil: those in d), patterns the LIKE patterns of
+// a portal's parameters (nil: the plan's literals).
+func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDescription, formats []int16, patterns []string) *rowState {
+	rs := &rowState{shape: sh, s: s, plan: plan, patterns: patterns}
+	if sh.plain {
+		return rs
 	}
+	rs.formats = make([]int16, len(d.Fields))
 	for i, f := range d.Fields {
-		fp := field{format: f.Format}
 		switch {
 		case len(formats) == 1:
-			fp.format = formats[0]
+			rs.formats[i] = formats[0]
 		case len(formats) > i:
-			fp.format = formats[i]
-		case formats != nil:
-			fp.format = 0
+			rs.formats[i] = formats[i]
+		case formats == nil:
+			rs.formats[i] = f.Format
 		}
-		if t := s.catalog().TypeOf(f.DataTypeOID); t != nil {
-			fp.enc = t
-			if r := s.catalog().Relations[f.TableOID]; r != nil && f.TableOID != 0 {
-				if at := r.AttrNum(int16(f.TableAttributeNumber)); at != nil && at.Binding != nil {
-					fp.bound, _ = s.srv.cfg.Keys.Column(at.Binding)
-				}
-			}
-			if plan != nil {
-				for _, r := range plan.Resorts {
-					if r.Relid == f.TableOID && r.Attnum == int16(f.TableAttributeNumber) && rs.resort < 0 && i < rs.visible {
-						rs.resort, rs.rtype, rs.rdesc, rs.rnulls = i, r.Type, r.Desc, r.NullsFirst
-					}
-				}
-			}
-		}
-		rs.fields[i] = fp
-	}
-	rs.plain = rs.visible == len(d.Fields) && rs.resort < 0
-	for _, f := range rs.fields {
-		rs.plain = rs.plain && f.enc == nil
 	}
 	if plan != nil && len(patterns) == 0 {
 		for _, f := range plan.Filters {
@@ -117,11 +141,11 @@ func (s *session) newRowState(plan *rewrite.Plan, d *pgproto3.RowDescription, fo
 
 // description shows the client plaintext types and hides the proxy's
 // extra fields.
-func (rs *rowState) description(d *pgproto3.RowDescription) *pgproto3.RowDescription {
-	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, rs.visible)}
-	for i := 0; i < rs.visible; i++ {
+func (sh *shape) description(d *pgproto3.RowDescription) *pgproto3.RowDescription {
+	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, sh.visible)}
+	for i := 0; i < sh.visible; i++ {
 		f := d.Fields[i]
-		if t := rs.fields[i].enc; t != nil {
+		if t := sh.fields[i].enc; t != nil {
 			f.DataTypeOID = plainOID(t)
 			f.DataTypeSize = values.PlainLen(t.Plain)
 			f.TypeModifier = -1
@@ -154,7 +178,7 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 			}
 			continue
 		}
-		p, err := rs.s.decrypt(f, v)
+		p, err := rs.s.decrypt(f, v, rs.formats[i])
 		if err != nil {
 			return err
 		}
@@ -170,7 +194,7 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 			continue
 		}
 		// a non-nil buffer: an empty value is not NULL
-		if out.Values[i], err = values.Result(make([]byte, 0, len(p)+8), f.enc.Plain, p, f.format); err != nil {
+		if out.Values[i], err = values.Result(make([]byte, 0, len(p)+8), f.enc.Plain, p, rs.formats[i]); err != nil {
 			return err
 		}
 		if i == rs.resort {
@@ -281,9 +305,9 @@ func compareNumeric(a, b string) int {
 
 // decrypt returns the payload of an encrypted value as the server sent it
 // (base64 text or binary).
-func (s *session) decrypt(f *field, v []byte) ([]byte, error) {
+func (s *session) decrypt(f *field, v []byte, format int16) ([]byte, error) {
 	ct := v
-	if f.format == 0 {
+	if format == 0 {
 		ct = make([]byte, base64.StdEncoding.DecodedLen(len(v)))
 		n, err := base64.StdEncoding.Decode(ct, v)
 		if err != nil {

@@ -219,8 +219,8 @@ func (s *Server) dial() (net.Conn, error) {
 	if cfg.TLSConfig == nil || network == "unix" {
 		return conn, nil
 	}
-	// SSLRequest
-	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+	req, _ := (&pgproto3.SSLRequest{}).Encode(nil)
+	if _, err := conn.Write(req); err != nil {
 		conn.Close()
 		return nil, err
 	}

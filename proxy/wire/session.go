@@ -4,7 +4,6 @@ package wire
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"sync/atomic"
 
@@ -54,8 +53,8 @@ type stmt struct {
 	clientOIDs []uint32 // parameter types the client declared
 	// desc: the server's description of the rewritten statement, from the
 	// Describe the proxy adds after each Parse (nil: no rows)
-	desc   *pgproto3.RowDescription
-	params []uint32 // the server's parameter types
+	desc  *pgproto3.RowDescription
+	shape *shape // how to treat the fields of desc (the relay's)
 }
 
 // portal is a bound statement.
@@ -136,6 +135,10 @@ func (s *session) run() error {
 func (s *session) push(e *expect) { s.queue <- e }
 
 func (s *session) setCatalog(c *catalog.Catalog) {
+	if c != s.cat {
+		// plans name the columns and keys of the catalog they were made with
+		s.plans = map[string]*rewrite.Plan{}
+	}
 	s.cat = c
 	s.catPtr.Store(c)
 }
@@ -194,8 +197,6 @@ func (s *session) changed() {
 	s.srv.catalogs.invalidateAll()
 }
 
-var reloadWords = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|set|reset|import|comment|grant|revoke)\b`)
-
 // analyze returns the plan of sql, from the cache when it can.
 func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 	if p := s.plans[sql]; p != nil {
@@ -205,12 +206,9 @@ func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.Reload && !s.cat.Mentions(sql) && reloadWords.MatchString(sql) {
-		p.Reload = true
-	}
 	// statements that name no encrypted relation take the cheap path
 	// each time: caching them would fill memory with literal-laden SQL
-	if p.Cacheable && !p.Reload && s.cat.Mentions(sql) {
+	if p.Parsed && p.Cacheable && !p.Reload {
 		if len(s.plans) > 10000 {
 			s.plans = map[string]*rewrite.Plan{}
 		}
