@@ -26,7 +26,7 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 		return nil, &Refusal{Code: "42601", Message: "pgcipher: " + err.Error(),
 			Hint: "The proxy does not send statements that name encrypted relations and do not parse."}
 	}
-	a := &analyzer{cat: cat, keys: keys, plan: &Plan{Parsed: true, Cacheable: true}}
+	a := &analyzer{cat: cat, keys: keys, plan: &Plan{Parsed: true, Cacheable: true}, version: tree.Version}
 	for _, raw := range tree.Stmts {
 		a.top = len(tree.Stmts) == 1
 		if err := a.statement(raw.Stmt); err != nil {
@@ -58,6 +58,13 @@ type analyzer struct {
 	cur *pg.SelectStmt
 	// returning: the derived relation of the last RETURNING list
 	returning *catalog.Relation
+	// computing: the query whose select list the proxy computes
+	computing *pg.SelectStmt
+	version   int32 // of the parse tree, for deparsing queries the proxy makes
+	// an UPDATE with computed assignments, between its SET and WHERE
+	pendingSets   []*pg.ResTarget
+	updateAlias   string
+	updateTargets []*pg.Node
 }
 
 // rel is one entry of a FROM list: a catalog relation, or a derived one

@@ -96,6 +96,12 @@ type Plan struct {
 	// Filters, which the client does not see.
 	Hidden int
 	Copy   *CopyPlan
+	// Compute: the proxy computes the result from the fields the
+	// server returns (aggregates and expressions over encrypted columns).
+	Compute *ComputePlan
+	// Update: an UPDATE whose computed assignments the proxy runs as a
+	// read-modify-write of the rows it locks.
+	Update *UpdatePlan
 	// Parsed: the statement names encrypted relations and was analysed
 	// (the others pass by a substring test, cheaper than a cache).
 	Parsed bool
@@ -105,7 +111,9 @@ type Plan struct {
 }
 
 // PostProcess reports whether result rows must be buffered or dropped.
-func (p *Plan) PostProcess() bool { return len(p.Resorts) > 0 || len(p.Filters) > 0 }
+func (p *Plan) PostProcess() bool {
+	return len(p.Resorts) > 0 || len(p.Filters) > 0 || p.Compute != nil
+}
 
 // CopyPlan describes COPY FROM STDIN or TO STDOUT on a relation with
 // encrypted columns: which fields of each row to encrypt or decrypt.

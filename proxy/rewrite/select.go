@@ -106,9 +106,19 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 			return nil, err
 		}
 	}
-	out, err := a.targetList(sc, s.TargetList)
-	if err != nil {
-		return nil, err
+	var out *catalog.Relation
+	computed := false
+	if top {
+		var err error
+		if computed, err = a.computeSelect(sc, s); err != nil {
+			return nil, err
+		}
+	}
+	if !computed {
+		var err error
+		if out, err = a.targetList(sc, s.TargetList); err != nil {
+			return nil, err
+		}
 	}
 	if s.WhereClause != nil {
 		conj := top && a.top && a.filterable(s)

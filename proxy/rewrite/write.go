@@ -191,11 +191,22 @@ func (a *analyzer) updateStmt(parent *scope, s *pg.UpdateStmt) error {
 			return err
 		}
 	}
+	alias := s.Relation.Relname
+	if s.Relation.Alias != nil {
+		alias = s.Relation.Alias.Aliasname
+	}
+	computed, err := a.computeUpdate(sc, s, r, alias)
+	if err != nil {
+		return err
+	}
 	if err := a.setList(sc, r, s.TargetList); err != nil {
 		return err
 	}
 	if err := a.predicate(sc, s.WhereClause, false); err != nil {
 		return err
+	}
+	if computed {
+		return a.finishUpdate(s)
 	}
 	return a.returningList(sc, s.Relation, s.ReturningList)
 }
