@@ -46,7 +46,7 @@ func NewAgg(fn string, arg Expr, over int) (Expr, error) {
 			e.T = colcrypt.Float8
 		}
 	case "min", "max":
-		if arg != nil && at != colcrypt.Bool {
+		if arg != nil && at != colcrypt.Bool && at != colcrypt.Bytea { // PostgreSQL has neither
 			e.T = at
 		}
 	}

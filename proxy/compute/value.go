@@ -232,6 +232,9 @@ func Cast(v Value, t colcrypt.Type) (Value, error) {
 			return FromText(t, v.Str)
 		}
 	case colcrypt.Text:
+		if v.Type == colcrypt.Bool { // booltext, not boolout
+			return Value{Type: t, Str: map[bool]string{true: "true", false: "false"}[v.Int != 0]}, nil
+		}
 		s, err := v.Text()
 		return Value{Type: t, Str: s}, err
 	default:

@@ -65,6 +65,12 @@ type UpdatePlan struct {
 	Sets          []Set
 	CtidParam     int
 	TableoidParam int
+	// LockParams[i]: the lock query reads parameter $i+1 (the others
+	// are sent to it as NULL)
+	LockParams []bool
+	// ExprParams: the client's parameters that computed values read, and
+	// as which type
+	ExprParams map[int]colcrypt.Type
 	// ParamOIDs: the type of each parameter the server must be told of,
 	// by number (computed values, the row, client parameters used only
 	// in computed expressions)
@@ -329,6 +335,16 @@ func (b *builder) build(n *pg.Node, want colcrypt.Type) (compute.Expr, error) {
 		return &compute.IsNull{E: e, Not: n.GetNullTest().Nulltesttype == pg.NullTestType_IS_NOT_NULL}, nil
 	case n.GetFuncCall() != nil:
 		return b.funcCall(n.GetFuncCall(), want)
+	case n.GetCoalesceExpr() != nil:
+		var args []compute.Expr
+		for _, x := range n.GetCoalesceExpr().Args {
+			e, err := b.build(x, want)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, e)
+		}
+		return compute.NewFunc("coalesce", args)
 	}
 	return nil, refuse(hintCompute, "pgcipher: the proxy cannot compute this expression over encrypted columns")
 }
@@ -416,8 +432,8 @@ func (a *analyzer) serverComputable(sc *scope, n *pg.Node) bool {
 	if !a.refsEncrypted(sc, n) {
 		return true
 	}
-	if n.GetColumnRef() != nil {
-		return true
+	if n.GetColumnRef() != nil || n.GetSubLink() != nil {
+		return true // a scalar subquery is analysed as a query of its own
 	}
 	f := n.GetFuncCall()
 	if f == nil || len(f.Args) != 1 || f.Over != nil || f.AggFilter != nil {
@@ -492,8 +508,9 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 			return f != nil && aggregates[strings.ToLower(funcName(f))]
 		})
 	for _, g := range s.GroupClause {
-		if k := g.GetAConst(); k != nil || g.GetColumnRef() == nil {
-			return false, refuse("Group by column names.", "pgcipher: with computations over encrypted columns, GROUP BY takes column names only")
+		if g.GetAConst() != nil || g.GetColumnRef() == nil && a.refsEncrypted(sc, g) {
+			return false, refuse("Group by columns or by expressions of plaintext columns.",
+				"pgcipher: with computations over encrypted columns, GROUP BY takes columns and expressions without encrypted columns, not positions")
 		}
 	}
 	a.computing = s
@@ -768,6 +785,7 @@ func (a *analyzer) computeUpdate(sc *scope, s *pg.UpdateStmt, r *catalog.Relatio
 		up.ParamOIDs[num] = values.PlainOID(t)
 	}
 	up.Inputs = b.inputs
+	up.ExprParams = b.ptypes
 	up.CtidParam, up.TableoidParam = next+1, next+2
 	up.ParamOIDs[next+1], up.ParamOIDs[next+2] = 27, 26 // tid, oid
 	a.plan.Update = up
@@ -798,6 +816,13 @@ func (a *analyzer) finishUpdate(s *pg.UpdateStmt) error {
 		return fmt.Errorf("rewrite: deparsing the lock query: %w", err)
 	}
 	up.LockSQL = sql
+	up.LockParams = make([]bool, up.NParams)
+	hasNode(s.WhereClause, func(x *pg.Node) bool {
+		if p := x.GetParamRef(); p != nil && int(p.Number) <= up.NParams && p.Number > 0 {
+			up.LockParams[p.Number-1] = true
+		}
+		return false
+	})
 	for _, rt := range a.pendingSets {
 		s.TargetList = append(s.TargetList, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: rt}})
 	}

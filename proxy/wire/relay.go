@@ -25,6 +25,8 @@ const (
 	kSync                 // ReadyForQuery
 	kRefused              // the error of the proxy's failing message
 	kInternal             // the proxy's own query
+	kLock                 // the rows an UPDATE locks and reads: DataRow* CommandComplete
+	kWrite                // its per-row write-backs: (BindComplete CommandComplete)×writes
 )
 
 type internalResult struct {
@@ -45,6 +47,11 @@ type expect struct {
 	portal       *portal
 	internal2    bool // the proxy's own Describe after Parse: not relayed
 	internal     chan internalResult
+	quiet        bool            // the proxy's own Parse, Bind or Close: not relayed
+	lock         chan lockResult // kLock: where the locked rows go
+	locked       [][][]byte
+	writes       int   // kWrite: write-backs still to come
+	updated      int64 // kWrite: rows they updated
 
 	rows    *rowState
 	copyOut *copyStream
@@ -107,6 +114,9 @@ func (s *session) skipToSync() *expect {
 			// cannot happen inside a batch; answer it rather than hang
 			e.internal <- internalResult{err: errRefusedInternal}
 		}
+		if e.lock != nil {
+			e.lock <- lockResult{err: errSkipped} // the client loop waits for it
+		}
 	}
 }
 
@@ -117,6 +127,7 @@ func (e relayError) Error() string { return string(e) }
 const (
 	errRefusedInternal = relayError("wire: internal query inside a batch")
 	errClientGone      = relayError("wire: the client loop has ended")
+	errSkipped         = relayError("wire: skipped after an error")
 )
 
 func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
@@ -141,6 +152,9 @@ func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, 
 			s.send(er)
 		}
 		e.rows = nil
+		if e.lock != nil {
+			e.lock <- lockResult{err: errSkipped}
+		}
 		if e.kind == kQuery || e.kind == kSync {
 			return false, e, nil
 		}
@@ -178,9 +192,15 @@ func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, 
 		return s.describeMessage(e, m), e, nil
 	case kExecute:
 		return s.executeMessage(e, m), e, nil
+	case kLock:
+		return s.lockMessage(e, m), e, nil
+	case kWrite:
+		return s.writeMessage(e, m), e, nil
 	}
 	// ParseComplete, BindComplete, CloseComplete
-	s.send(m)
+	if !e.quiet {
+		s.send(m)
+	}
 	return true, e, nil
 }
 
@@ -210,10 +230,7 @@ func (s *session) internalMessage(e *expect, m pgproto3.BackendMessage) bool {
 // fail reports a value that does not decrypt and drops the rest of the
 // result (never ciphertext handed on as data).
 func (s *session) fail(e *expect, err error) {
-	s.send(errorFrom(&rewrite.Refusal{Code: rewrite.CodeDecrypt,
-		Message: "pgcipher: a value of an encrypted column could not be decrypted",
-		Detail:  err.Error(),
-		Hint:    "The value was written under another key or label, or damaged; the proxy does not pass ciphertext on as data."}))
+	s.send(errorFrom(computeError(err)))
 	e.failed = true
 	e.rows = nil
 }
@@ -222,7 +239,7 @@ func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
 	switch m := m.(type) {
 	case *pgproto3.RowDescription:
 		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil)
-		s.send(e.rows.description(m))
+		s.send(e.rows.description(m, nil))
 	case *pgproto3.DataRow:
 		if e.rows == nil {
 			s.send(m)
@@ -264,7 +281,12 @@ func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.ParameterDescription:
 		if !e.internal2 {
-			s.send(s.clientParams(e.st, m))
+			out := s.clientParams(e.st, m)
+			if e.st != nil && e.st.plan.Update != nil && len(out.ParameterOIDs) > e.st.plan.Update.NParams {
+				// the write-back's own parameters are the proxy's
+				out.ParameterOIDs = out.ParameterOIDs[:e.st.plan.Update.NParams]
+			}
+			s.send(out)
 		}
 		return false
 	case *pgproto3.RowDescription:
@@ -280,7 +302,11 @@ func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 			sh = s.shapeOf(nil, m)
 		}
 		if !e.internal2 {
-			s.send(sh.description(m))
+			var formats []int16
+			if e.portal != nil {
+				formats = e.portal.formats
+			}
+			s.send(sh.description(m, formats))
 		}
 		return true
 	case *pgproto3.NoData:

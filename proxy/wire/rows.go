@@ -64,6 +64,7 @@ type shape struct {
 	rdesc   bool
 	rnulls  bool
 	plain   bool // no field to decrypt, hide or sort by: rows pass as they are
+	compute *rewrite.ComputePlan
 }
 
 // shapeOf works out the treatment of the fields described by d.
@@ -94,7 +95,10 @@ func (s *session) shapeOf(plan *rewrite.Plan, d *pgproto3.RowDescription) *shape
 		}
 		sh.fields[i] = fp
 	}
-	sh.plain = sh.visible == len(d.Fields) && sh.resort < 0
+	if plan != nil {
+		sh.compute = plan.Compute
+	}
+	sh.plain = sh.visible == len(d.Fields) && sh.resort < 0 && sh.compute == nil
 	for _, f := range sh.fields {
 		sh.plain = sh.plain && f.enc == nil
 	}
@@ -110,6 +114,10 @@ type rowState struct {
 	patterns []string
 	buffered []*pgproto3.DataRow
 	kept     int
+	// a computed result: formats asked of the server per input, the
+	// client's per output, rows kept for the proxy's sort
+	serverFmt, outFmt []int16
+	computed          []computedRow
 }
 
 // newRowState starts relaying a result of shape sh; formats are the
@@ -118,6 +126,10 @@ type rowState struct {
 func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDescription, formats []int16, patterns []string) *rowState {
 	rs := &rowState{shape: sh, s: s, plan: plan, patterns: patterns}
 	if sh.plain {
+		return rs
+	}
+	if sh.compute != nil {
+		rs.serverFmt, rs.outFmt = computeFormats(sh.compute, formats)
 		return rs
 	}
 	rs.formats = make([]int16, len(d.Fields))
@@ -141,7 +153,10 @@ func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDesc
 
 // description shows the client plaintext types and hides the proxy's
 // extra fields.
-func (sh *shape) description(d *pgproto3.RowDescription) *pgproto3.RowDescription {
+func (sh *shape) description(d *pgproto3.RowDescription, formats []int16) *pgproto3.RowDescription {
+	if sh.compute != nil {
+		return sh.computeDescription(d, formats)
+	}
 	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, sh.visible)}
 	for i := 0; i < sh.visible; i++ {
 		f := d.Fields[i]
@@ -165,6 +180,9 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 		rs.kept++
 		rs.s.send(m)
 		return nil
+	}
+	if rs.compute != nil {
+		return rs.computeRow(m)
 	}
 	out := &pgproto3.DataRow{Values: make([][]byte, rs.visible)}
 	for i, v := range m.Values {
@@ -234,6 +252,10 @@ func (rs *rowState) recheck(k int, payload []byte) (bool, error) {
 
 // flushRows sorts and sends buffered rows.
 func (rs *rowState) flushRows() {
+	if rs.compute != nil {
+		rs.flushComputed()
+		return
+	}
 	if rs.resort < 0 {
 		return
 	}
@@ -263,7 +285,7 @@ func (rs *rowState) flushRows() {
 // LIKE recheck dropped.
 func (rs *rowState) complete(m *pgproto3.CommandComplete) *pgproto3.CommandComplete {
 	rs.flushRows()
-	if rs.plan != nil && len(rs.plan.Filters) > 0 {
+	if rs.plan != nil && (len(rs.plan.Filters) > 0 || rs.compute != nil) {
 		return &pgproto3.CommandComplete{CommandTag: commandCount(m.CommandTag, rs.kept)}
 	}
 	return m

@@ -2,6 +2,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/compute"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 )
 
@@ -49,6 +51,7 @@ func (c *catalogCache) invalidateAll() { c.gen.Add(1) }
 
 // stmt is a prepared statement as the client named it.
 type stmt struct {
+	name       string
 	plan       *rewrite.Plan
 	clientOIDs []uint32 // parameter types the client declared
 	// desc: the server's description of the rewritten statement, from the
@@ -62,6 +65,10 @@ type portal struct {
 	st       *stmt
 	formats  []int16  // result formats as the client asked
 	patterns []string // LIKE patterns of the plan's filters
+	// an UPDATE with computed assignments: the Bind of the client's
+	// parameters as sent (encrypted), and the values its expressions read
+	bound  *pgproto3.Bind
+	params []compute.Value
 }
 
 type session struct {
@@ -270,7 +277,20 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.server.Send(m)
 	case *pgproto3.Execute:
 		s.inBatch = true
-		s.push(&expect{kind: kExecute, portal: s.portals[m.Portal]})
+		p := s.portals[m.Portal]
+		if p != nil && p.st.plan.Update != nil {
+			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.name, write: p.st.name,
+				bound: p.bound, params: p.params})
+			if failed {
+				s.skipping = true
+			}
+			return err
+		}
+		if p != nil && p.st.plan.Compute != nil && p.st.plan.Compute.Buffered() {
+			// the proxy sorts and limits: the server's rows are all needed
+			m = &pgproto3.Execute{Portal: m.Portal}
+		}
+		s.push(&expect{kind: kExecute, portal: p})
 		s.server.Send(m)
 	case *pgproto3.Close:
 		s.inBatch = true
@@ -346,6 +366,9 @@ func (s *session) query(m *pgproto3.Query) error {
 	if p.Reload {
 		s.changed()
 	}
+	if p.Update != nil {
+		return s.simpleUpdate(p)
+	}
 	e := &expect{kind: kQuery, plan: p}
 	if p.Copy != nil && p.Copy.From {
 		s.copyIn = newCopyStream(s, p.Copy)
@@ -386,7 +409,7 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	if p.Reload {
 		s.changed()
 	}
-	st := &stmt{plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+	st := &stmt{name: m.Name, plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
 	s.stmts[m.Name] = st
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	for len(oids) < len(p.Params) {
@@ -402,8 +425,16 @@ func (s *session) parse(m *pgproto3.Parse) error {
 			oids[i] = prm.EncType.OID
 		}
 	}
+	if up := p.Update; up != nil {
+		oids = updateOIDs(up, oids)
+	}
 	s.push(&expect{kind: kParse})
 	s.server.Send(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
+	if up := p.Update; up != nil {
+		s.push(&expect{kind: kClose, quiet: true})
+		s.server.Send(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
+		s.parseLock(lockPrefix+m.Name, up, oids)
+	}
 	if s.cat.HasEncryption() {
 		// learn the result's types now: later Executes may come without
 		// a Describe
@@ -422,9 +453,16 @@ func (s *session) bind(m *pgproto3.Bind) error {
 			m.ResultFormatCodes = append(m.ResultFormatCodes, 0)
 		}
 	}
+	if st != nil && st.plan.Update != nil {
+		return s.bindUpdate(st, m)
+	}
+	clientFormats := append([]int16(nil), m.ResultFormatCodes...)
+	if st != nil && st.plan.Compute != nil {
+		m.ResultFormatCodes, _ = computeFormats(st.plan.Compute, m.ResultFormatCodes)
+	}
 	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {
 		if st != nil {
-			s.portals[m.DestinationPortal] = &portal{st: st, formats: append([]int16(nil), m.ResultFormatCodes...)}
+			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats}
 		}
 		s.push(&expect{kind: kBind})
 		s.server.Send(m)
@@ -435,8 +473,78 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.refuseInBatch(refusal(err))
 		return nil
 	}
-	s.portals[m.DestinationPortal] = &portal{st: st, formats: append([]int16(nil), m.ResultFormatCodes...), patterns: patterns}
+	formats := append([]int16(nil), m.ResultFormatCodes...)
+	if st.plan.Compute != nil {
+		formats = clientFormats
+	}
+	s.portals[m.DestinationPortal] = &portal{st: st, formats: formats, patterns: patterns}
 	s.push(&expect{kind: kBind})
 	s.server.Send(out)
 	return nil
+}
+
+// updateOIDs adds the types of the write-back's own parameters.
+func updateOIDs(up *rewrite.UpdatePlan, oids []uint32) []uint32 {
+	for len(oids) < up.TableoidParam {
+		oids = append(oids, 0)
+	}
+	for n, oid := range up.ParamOIDs {
+		if oids[n-1] == 0 {
+			oids[n-1] = oid
+		}
+	}
+	return oids
+}
+
+// bindUpdate binds the write-back statement with the client's parameters
+// (encrypted) and NULL for the computed values and the row, which
+// Execute fills in per locked row; the server's portal is never run.
+func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
+	out := m
+	if len(st.plan.Params) > 0 {
+		var err error
+		if out, _, err = encryptParams(st, m); err != nil {
+			s.refuseInBatch(refusal(err))
+			return nil
+		}
+	}
+	params, err := clientParamValues(st.plan.Update, st, m)
+	if err != nil {
+		s.refuseInBatch(refusal(err))
+		return nil
+	}
+	up := st.plan.Update
+	b := &pgproto3.Bind{DestinationPortal: m.DestinationPortal, PreparedStatement: m.PreparedStatement,
+		Parameters: make([][]byte, up.TableoidParam), ParameterFormatCodes: make([]int16, up.TableoidParam)}
+	for i, v := range out.Parameters {
+		if i < len(b.Parameters) {
+			if v != nil {
+				b.Parameters[i] = bytes.Clone(v)
+			}
+			b.ParameterFormatCodes[i] = formatOf(out.ParameterFormatCodes, i)
+		}
+	}
+	s.portals[m.DestinationPortal] = &portal{st: st, bound: b, params: params}
+	s.push(&expect{kind: kBind})
+	s.server.Send(b)
+	return nil
+}
+
+// simpleUpdate runs a simple-protocol UPDATE with computed assignments:
+// lock, compute and write back with unnamed statements, then Sync (one
+// implicit transaction unless the client has opened one).
+func (s *session) simpleUpdate(p *rewrite.Plan) error {
+	up := p.Update
+	s.push(&expect{kind: kParse, quiet: true})
+	s.server.Send(&pgproto3.Parse{Query: up.LockSQL})
+	r := &rmw{plan: p, bound: &pgproto3.Bind{},
+		writeParse: &pgproto3.Parse{Query: p.SQL, ParameterOIDs: updateOIDs(up, nil)}}
+	_, err := s.runUpdate(r)
+	s.skipping = false
+	if err != nil {
+		return err
+	}
+	s.push(&expect{kind: kSync})
+	s.server.Send(&pgproto3.Sync{})
+	return s.server.Flush()
 }
