@@ -66,7 +66,7 @@ type Const struct {
 	Unknown bool
 }
 
-func (e *Const) Type() colcrypt.Type        { return e.V.Type }
+func (e *Const) Type() colcrypt.Type      { return e.V.Type }
 func (e *Const) Eval(*Env) (Value, error) { return e.V, nil }
 
 // Param is $N, read as type T.

@@ -276,5 +276,5 @@ func sqlName(t colcrypt.Type) string {
 	return t.String()
 }
 
-func nanFloat() float64     { return math.NaN() }
+func nanFloat() float64    { return math.NaN() }
 func inf(sign int) float64 { return math.Inf(sign) }

@@ -1,0 +1,119 @@
+package wire_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestComputedUpdates: UPDATE … SET k = k + 1 through the proxy is a
+// read-modify-write under row locks: concurrent increments from several
+// connections and both protocols add up exactly; a failure in the middle
+// of a multi-row update leaves no row changed; a rolled-back transaction
+// undoes it; an aborted transaction's update fails without hanging.
+func TestComputedUpdates(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	conninfo := e.startProxy(t, &syncBuffer{})
+	admin, err := pgx.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	mustExec(t, admin, `CREATE EXTENSION pgcipher_columns;
+SELECT pgcipher.add_column_key('k1');
+CREATE TABLE counters (id int PRIMARY KEY, k enc_int4, ko enc_int8_ord);
+SELECT pgcipher.encrypt_column('counters', 'k', 'k1', 'EQ');
+SELECT pgcipher.encrypt_column('counters', 'ko', 'k1', 'ORD')`)
+	mustExec(t, admin, "INSERT INTO counters VALUES (1, 0, 0), (2, 5, 1), (3, 2000000000, 2)")
+
+	const clients, increments = 6, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, conninfo)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			mode := pgx.QueryExecModeCacheStatement
+			if c%2 == 1 {
+				mode = pgx.QueryExecModeSimpleProtocol
+			}
+			for i := 0; i < increments; i++ {
+				tag, err := conn.Exec(ctx, "UPDATE counters SET k = k + $1, ko = ko + 2 WHERE id = $2", mode, 1, 1)
+				if err == nil && tag.String() != "UPDATE 1" {
+					err = fmt.Errorf("command tag %q, want UPDATE 1", tag)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("client %d, increment %d: %w", c, i, err)
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var k int32
+	var ko int64
+	if err := admin.QueryRow(ctx, "SELECT k, ko FROM counters WHERE id = 1").Scan(&k, &ko); err != nil {
+		t.Fatal(err)
+	}
+	if k != clients*increments || ko != 2*clients*increments {
+		t.Fatalf("after %d×%d increments: k = %d, ko = %d; want %d, %d", clients, increments, k, ko, clients*increments, 2*clients*increments)
+	}
+	t.Logf("%d connections × %d increments, both protocols: k = %d, ko = %d", clients, increments, k, ko)
+
+	// row 3 overflows int4: the statement fails and row 2 keeps its value
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		_, err = admin.Exec(ctx, "UPDATE counters SET k = k * 2 WHERE id IN (2, 3)", mode)
+		if sqlstate(err) != "22003" {
+			t.Fatalf("%v: overflow gave %v, want SQLSTATE 22003", mode, err)
+		}
+		var k2 int32
+		if err := admin.QueryRow(ctx, "SELECT k FROM counters WHERE id = 2").Scan(&k2); err != nil || k2 != 5 {
+			t.Fatalf("%v: after a failed update row 2 has k = %d (%v), want 5", mode, k2, err)
+		}
+	}
+
+	// in a transaction: rolled back, and after an error
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE counters SET k = k * 2 WHERE id = 2"); err != nil {
+		t.Fatal(err)
+	}
+	var inTx int32
+	if err := tx.QueryRow(ctx, "SELECT k FROM counters WHERE id = 2").Scan(&inTx); err != nil || inTx != 10 {
+		t.Fatalf("inside the transaction k = %d (%v), want 10", inTx, err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1/0"); err == nil {
+		t.Fatal("1/0 succeeded")
+	}
+	_, err = tx.Exec(ctx, "UPDATE counters SET k = k + 1 WHERE id = 2", pgx.QueryExecModeSimpleProtocol)
+	if sqlstate(err) != "25P02" {
+		t.Fatalf("update in an aborted transaction: %v, want 25P02", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.QueryRow(ctx, "SELECT k FROM counters WHERE id = 2").Scan(&inTx); err != nil || inTx != 5 {
+		t.Fatalf("after rollback k = %d (%v), want 5", inTx, err)
+	}
+	// no row: UPDATE 0; the connection goes on
+	tag, err := admin.Exec(ctx, "UPDATE counters SET k = k + 1 WHERE id = 99")
+	if err != nil || tag.String() != "UPDATE 0" {
+		t.Fatalf("update of no row: %q, %v", tag, err)
+	}
+}
