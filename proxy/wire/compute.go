@@ -327,7 +327,12 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 	if err := s.server.Flush(); err != nil {
 		return true, err
 	}
-	res := <-done
+	var res lockResult
+	select {
+	case res = <-done:
+	case <-s.relayEnded:
+		return true, errClientGone
+	}
 	if res.err != nil {
 		return true, nil // the client has the server's error
 	}

@@ -125,7 +125,7 @@ var sessionSeeds = [][]byte{
 		&pgproto3.Bind{PreparedStatement: "s", ParameterFormatCodes: []int16{0, 1}, Parameters: [][]byte{[]byte("MARKERX"), {0, 0, 0, 7}}},
 		&pgproto3.Execute{}, &pgproto3.Sync{}),
 	encode(&pgproto3.Query{String: "INSERT INTO enc_t (id, t) VALUES (1, 'MARKERX'"}), // does not parse
-	encode(&pgproto3.Parse{Query: "SELECT upper(t) FROM enc_t WHERE i4 = $1"},
+	encode(&pgproto3.Parse{Query: "SELECT md5(t) FROM enc_t WHERE i4 = $1"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("7")}}, &pgproto3.Parse{Query: "SELECT 1 WHERE $1 = 'x'"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("MARKERX")}}, &pgproto3.Execute{}, &pgproto3.Sync{}),
 }

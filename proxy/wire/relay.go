@@ -63,6 +63,7 @@ type expect struct {
 func (s *session) send(m pgproto3.BackendMessage) { s.client.Send(m) }
 
 func (s *session) relay() error {
+	defer close(s.relayEnded) // the client loop may wait for a lock's rows
 	var cur *expect
 	for {
 		m, err := s.server.Receive()

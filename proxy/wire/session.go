@@ -100,13 +100,15 @@ type session struct {
 	// client streams without waiting for CopyInResponse is dropped
 	dropCopy bool
 	relayErr chan error
+	// relayEnded is closed when the relay loop returns
+	relayEnded chan struct{}
 	clientMu sync.Mutex // writes to the client: the relay's, and the startup's last
 }
 
 func newSession(srv *Server, b *pgproto3.Backend, f *pgproto3.Frontend, db string) *session {
 	s := &session{srv: srv, client: b, server: f, db: db,
 		stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{},
-		queue: make(chan *expect, 4096), relayErr: make(chan error, 1)}
+		queue: make(chan *expect, 4096), relayErr: make(chan error, 1), relayEnded: make(chan struct{})}
 	s.txStatus.Store('I')
 	return s
 }
