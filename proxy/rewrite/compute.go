@@ -846,4 +846,3 @@ func (a *analyzer) finishUpdate(s *pg.UpdateStmt) error {
 	a.pendingSets, a.updateTargets = nil, nil
 	return nil
 }
-

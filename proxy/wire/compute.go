@@ -243,9 +243,9 @@ type lockResult struct {
 // rmw is one execution: the statement's plan, the encrypted Bind of the
 // client's parameters (extended protocol) and the client's raw values.
 type rmw struct {
-	plan    *rewrite.Plan
-	lock    string // the lock statement's name ("" unnamed)
-	write   string // the write statement's name
+	plan   *rewrite.Plan
+	lock   string // the lock statement's name ("" unnamed)
+	write  string // the write statement's name
 	bound  *pgproto3.Bind
 	params []compute.Value
 	// writeParse: the simple protocol's write statement, parsed unnamed

@@ -102,7 +102,7 @@ type session struct {
 	relayErr chan error
 	// relayEnded is closed when the relay loop returns
 	relayEnded chan struct{}
-	clientMu sync.Mutex // writes to the client: the relay's, and the startup's last
+	clientMu   sync.Mutex // writes to the client: the relay's, and the startup's last
 }
 
 func newSession(srv *Server, b *pgproto3.Backend, f *pgproto3.Frontend, db string) *session {
