@@ -17,7 +17,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 SMOKE = pytest.mark.skipif(os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)")
 # proxy has a smoke run of its own below (it needs the proxy and PgBouncer)
-OWN_SMOKE = {"proxy"}
+OWN_SMOKE = {"proxy", "alibaba-sysbench"}
 
 
 def _bench(tmp_path, *args, timeout=1800):
@@ -101,6 +101,30 @@ def test_proxy_smoke(tmp_path):
     assert "![proxy-tps.png](proxy-tps.png)" in report
     assert (out / "proxy-tps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not os.path.exists(os.path.join(work, "proxy")), "cluster left behind"
+    assert not _processes_mentioning(work), "processes left behind"
+
+
+@SMOKE
+def test_alibaba_sysbench_smoke(tmp_path):
+    """Alibaba's sysbench statements through the proxy, tiny: every scenario
+    and workload ran through unchanged sysbench (SUM(k) and k = k + 1 on
+    encrypted k computed by the proxy), answers checked, report and plot."""
+    r, out, work = _bench(tmp_path, "--scenario", "alibaba-sysbench", timeout=900)
+    assert r.returncode == 0
+    data = json.loads((out / "results.json").read_text())
+    rows = [row for row in data["results"] if row["scenario"] == "alibaba-sysbench"]
+    got = {(row["config"], row["metric"], row.get("case")) for row in rows}
+    timed = {(row["config"], row["workload"]) for row in rows if row["metric"] == "tps"}
+    for w in ("point", "range", "write", "point_k", "range_k"):
+        for cfg in ("plain-direct", "plain-proxy", "enc-proxy"):
+            assert (cfg, w) in timed, (cfg, w)
+    assert all(row["value"] > 0 for row in rows if row["metric"] == "tps")
+    assert [row["value"] for row in rows if row["metric"] == "answers_ok"] == [1, 1, 1]
+    assert got
+    report = (out / "report.md").read_text()
+    assert "## alibaba-sysbench:" in report and "enc-proxy / plain-direct (95% CI)" in report
+    assert (out / "alibaba-ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not os.path.exists(os.path.join(work, "alibaba-sysbench")), "cluster left behind"
     assert not _processes_mentioning(work), "processes left behind"
 
 
