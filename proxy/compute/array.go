@@ -17,7 +17,7 @@ func ParseArray(s string) ([]*string, error) {
 		return nil, fmt.Errorf("compute: not an array: %.40q", s)
 	}
 	body := s[1 : len(s)-1]
-	var out []*string
+	out := make([]*string, 0, strings.Count(body, ",")+1)
 	if body == "" {
 		return out, nil
 	}
@@ -25,9 +25,10 @@ func ParseArray(s string) ([]*string, error) {
 		if i < len(body) && body[i] == '{' {
 			return nil, fmt.Errorf("compute: multidimensional arrays are not supported")
 		}
-		var b strings.Builder
+		var e string
 		quoted := i < len(body) && body[i] == '"'
 		if quoted {
+			var b strings.Builder
 			i++
 			for ; i < len(body) && body[i] != '"'; i++ {
 				if body[i] == '\\' && i+1 < len(body) {
@@ -39,12 +40,16 @@ func ParseArray(s string) ([]*string, error) {
 				return nil, fmt.Errorf("compute: unterminated quoted array element")
 			}
 			i++
+			e = b.String()
 		} else {
-			for ; i < len(body) && body[i] != ','; i++ {
-				b.WriteByte(body[i])
+			// the common case (base64, numbers): a substring, no copy
+			j := strings.IndexByte(body[i:], ',')
+			if j < 0 {
+				j = len(body) - i
 			}
+			e = body[i : i+j]
+			i += j
 		}
-		e := b.String()
 		if !quoted && strings.EqualFold(e, "NULL") {
 			out = append(out, nil)
 		} else {
