@@ -144,7 +144,7 @@ proxy_check() {
         -o "-p 55199 -k $dir -c listen_addresses=''" start || return 1
     (cd "$top/proxy" && GOFLAGS=-buildvcs=false \
         PGCIPHER_TEST_UPSTREAM="host=$dir port=55199 user=pgc_tester dbname=postgres" PGCIPHER_TEST_PASSWORD_AUTH=1 \
-        "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog 2>&1 | grep -v '^=== RUN')
+        "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog ./compute 2>&1 | grep -v '^=== RUN')
     rc=${PIPESTATUS[0]}
     "$build/install/bin/pg_ctl" -D "$dir/data" -m fast stop > /dev/null
     [ "$rc" = 0 ] || return "$rc"
