@@ -4,7 +4,7 @@
 -- as a server error would.  test.sh checks every "result" line.
 \set ON_ERROR_STOP off
 SET TimeZone = 'UTC';
-SELECT i4 + 1 FROM enc_t;
+SELECT id FROM enc_t WHERE i4 + 1 = 2;
 \echo result arith :SQLSTATE
 SELECT tr FROM enc_t WHERE tr = 'PGCMARK-E-psql-rnd';
 \echo result rnd_equality :SQLSTATE
@@ -14,11 +14,11 @@ SELECT id FROM enc_t ORDER BY t;
 \echo result eq_order_by :SQLSTATE
 SELECT id FROM enc_t WHERE t LIKE 'PGCMARK-E-psql-like%';
 \echo result eq_like :SQLSTATE
-SELECT upper(t) FROM enc_t;
+SELECT md5(t) FROM enc_t;
 \echo result function :SQLSTATE
-SELECT sum(i4o) FROM enc_t;
+SELECT sum(t) FROM enc_t;
 \echo result sum :SQLSTATE
-UPDATE enc_t SET i4 = i4 + 1;
+UPDATE enc_t SET i4 = i4 + 1 RETURNING i4;
 \echo result update_expr :SQLSTATE
 INSERT INTO enc_t (id, i4) SELECT g, g FROM generate_series(900, 901) g;
 \echo result insert_select :SQLSTATE
@@ -26,7 +26,7 @@ SELECT 1 AS still_usable;
 \echo result usable :SQLSTATE
 BEGIN;
 INSERT INTO enc_t (id, t) VALUES (300, 'PGCMARK-E-psql-refusetx');
-SELECT max(i4) FROM enc_t;
+SELECT md5(t) FROM enc_t;
 \echo result in_tx :SQLSTATE
 SELECT 1;
 \echo result aborted_tx :SQLSTATE
