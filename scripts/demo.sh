@@ -128,7 +128,7 @@ echo "test1(id, k, c, pad) as in Alibaba's Always-confidential report, k enc_int
 echo "SELECT SUM(k) ... BETWEEN and UPDATE ... SET k = k + 1 run on encrypted k: the proxy sums after"
 echo "decrypting, and increments by a locked read-modify-write (the server never adds ciphertexts)."
 awk 'BEGIN { srand(3); for (i = 1; i <= 2000; i++) printf "%d\t%d\tc-%d-%d\tpad-%d\n", i, int(rand() * 2000) + 1, i, int(rand() * 1e9), i }' > "$demo/test1.tsv"
-psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 <<SQL
+psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 > /dev/null <<SQL
 CREATE TABLE test1 (id int PRIMARY KEY, k enc_int4 NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL);
 SELECT pgcipher.encrypt_column('test1', 'k', 'demo', 'EQ');
 SELECT pgcipher.encrypt_column('test1', 'c', 'demo', 'RND');
