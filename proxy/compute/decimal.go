@@ -4,6 +4,7 @@ package compute
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"strings"
 )
@@ -307,11 +308,11 @@ func (d Decimal) Int64() (int64, bool) {
 func (d Decimal) Float64() float64 {
 	switch d.Special {
 	case nan:
-		return nanFloat()
+		return math.NaN()
 	case posInf:
-		return inf(1)
+		return math.Inf(1)
 	case negInf:
-		return inf(-1)
+		return math.Inf(-1)
 	}
 	f, _ := new(big.Rat).SetFrac(d.Coef, pow10(d.Scale)).Float64()
 	return f

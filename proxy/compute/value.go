@@ -96,32 +96,6 @@ func (v Value) Text() (string, error) {
 	return colcrypt.Decode(v.Type, v.Payload())
 }
 
-// PlainType maps the OID of a plaintext result column to the type the
-// package computes with (false: not one it computes with).
-func PlainType(oid uint32) (colcrypt.Type, bool) {
-	switch oid {
-	case 21, 23: // int2, int4
-		return colcrypt.Int4, true
-	case 20:
-		return colcrypt.Int8, true
-	case 700, 701:
-		return colcrypt.Float8, true
-	case 1700:
-		return colcrypt.Numeric, true
-	case 25, 1043, 1042, 19: // text, varchar, bpchar, name
-		return colcrypt.Text, true
-	case 17:
-		return colcrypt.Bytea, true
-	case 1082:
-		return colcrypt.Date, true
-	case 1184:
-		return colcrypt.Timestamptz, true
-	case 16:
-		return colcrypt.Bool, true
-	}
-	return 0, false
-}
-
 // FromText reads the text form of a value of type t.
 func FromText(t colcrypt.Type, s string) (Value, error) {
 	if t == colcrypt.Numeric {
@@ -275,6 +249,3 @@ func sqlName(t colcrypt.Type) string {
 	}
 	return t.String()
 }
-
-func nanFloat() float64    { return math.NaN() }
-func inf(sign int) float64 { return math.Inf(sign) }

@@ -147,7 +147,7 @@ func (b *builder) column(cr *pg.ColumnRef) (compute.Expr, error) {
 		if at == nil {
 			return nil, refuse(hintCompute, "pgcipher: column %q cannot be computed with by the proxy: only columns of relations with encrypted columns have types the proxy knows", strings.Join(names, "."))
 		}
-		t, ok := compute.PlainType(at.TypeOID)
+		t, ok := values.PlainType(at.TypeOID)
 		if !ok {
 			return nil, refuse(hintCompute, "pgcipher: column %q is of a type the proxy does not compute with", strings.Join(names, "."))
 		}
@@ -591,14 +591,7 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 					return false, err
 				}
 			}
-			desc := sb.SortbyDir == pg.SortByDir_SORTBY_DESC
-			nf := desc
-			switch sb.SortbyNulls {
-			case pg.SortByNulls_SORTBY_NULLS_FIRST:
-				nf = true
-			case pg.SortByNulls_SORTBY_NULLS_LAST:
-				nf = false
-			}
+			desc, nf := sortDirection(sb)
 			cp.Order = append(cp.Order, SortKey{Expr: e, Desc: desc, NullsFirst: nf})
 		}
 		s.SortClause = nil
@@ -747,7 +740,7 @@ func (a *analyzer) computeUpdate(sc *scope, s *pg.UpdateStmt, r *catalog.Relatio
 		var want colcrypt.Type
 		if at.Enc != nil {
 			want = at.Enc.Plain
-		} else if t, ok := compute.PlainType(at.TypeOID); ok {
+		} else if t, ok := values.PlainType(at.TypeOID); ok {
 			want = t
 		} else {
 			return false, refuse(hintCompute, "pgcipher: column %q is of a type the proxy does not compute", rt.Name)

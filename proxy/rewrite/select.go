@@ -12,7 +12,7 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
 
-const hintAllowed = "On encrypted columns the proxy runs comparisons with values (=, <>, <, >, BETWEEN, IN), IS NULL, ORDER BY, GROUP BY, DISTINCT, count, MIN/MAX and LIKE on MATCH columns (see docs/design.md, section 15)."
+const hintAllowed = "On encrypted columns the proxy runs comparisons with values (=, <>, <, >, BETWEEN, IN), IS NULL, ORDER BY, GROUP BY, DISTINCT, count, MIN/MAX and LIKE on MATCH columns, and computes sum, avg, arithmetic and a few functions in a statement's select list, HAVING and UPDATE … SET (see docs/design.md, section 15)."
 
 // withClause adds the CTEs of w to sc.
 func (a *analyzer) withClause(sc *scope, w *pg.WithClause) error {
@@ -438,17 +438,24 @@ func (a *analyzer) sortItem(sc *scope, s *pg.SelectStmt, n *pg.Node, top bool) e
 	if _, err := a.crypt(c); err != nil {
 		return err
 	}
-	desc := sb.SortbyDir == pg.SortByDir_SORTBY_DESC
-	nullsFirst := desc
+	desc, nullsFirst := sortDirection(sb)
+	a.plan.Resorts = append(a.plan.Resorts, Resort{Relid: c.rel.OID, Attnum: c.attr.Num,
+		Type: c.attr.Enc.Plain, Desc: desc, NullsFirst: nullsFirst})
+	return nil
+}
+
+// sortDirection reads DESC and NULLS FIRST/LAST (NULLS FIRST is the
+// default of DESC, as in PostgreSQL).
+func sortDirection(sb *pg.SortBy) (desc, nullsFirst bool) {
+	desc = sb.SortbyDir == pg.SortByDir_SORTBY_DESC
+	nullsFirst = desc
 	switch sb.SortbyNulls {
 	case pg.SortByNulls_SORTBY_NULLS_FIRST:
 		nullsFirst = true
 	case pg.SortByNulls_SORTBY_NULLS_LAST:
 		nullsFirst = false
 	}
-	a.plan.Resorts = append(a.plan.Resorts, Resort{Relid: c.rel.OID, Attnum: c.attr.Num,
-		Type: c.attr.Enc.Plain, Desc: desc, NullsFirst: nullsFirst})
-	return nil
+	return desc, nullsFirst
 }
 
 // inTargets: the select list names column c directly or through a star.

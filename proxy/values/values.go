@@ -63,6 +63,33 @@ func PlainOID(t colcrypt.Type) uint32 {
 	return 0
 }
 
+// PlainType maps the OID of a plaintext column to the type whose values
+// the proxy computes with (the inverse of PlainOID, plus int2, float4,
+// varchar, bpchar and name) (false: not one it computes with).
+func PlainType(oid uint32) (colcrypt.Type, bool) {
+	switch oid {
+	case oidInt2, oidInt4:
+		return colcrypt.Int4, true
+	case oidInt8:
+		return colcrypt.Int8, true
+	case oidFloat4, oidFloat8:
+		return colcrypt.Float8, true
+	case oidNumeric:
+		return colcrypt.Numeric, true
+	case oidText, oidVarchar, oidBpchar, oidName:
+		return colcrypt.Text, true
+	case oidBytea:
+		return colcrypt.Bytea, true
+	case oidDate:
+		return colcrypt.Date, true
+	case oidTimestamptz:
+		return colcrypt.Timestamptz, true
+	case oidBool:
+		return colcrypt.Bool, true
+	}
+	return 0, false
+}
+
 // PlainLen is pg_type.typlen of the plaintext type of t (-1: varlena).
 func PlainLen(t colcrypt.Type) int16 {
 	switch t {

@@ -279,25 +279,17 @@ func clientParamValues(up *rewrite.UpdatePlan, st *stmt, m *pgproto3.Bind) ([]co
 			out[i] = compute.Null(t)
 			continue
 		}
-		text := string(v)
-		if formatOf(m.ParameterFormatCodes, i) == 1 {
-			var oid uint32
-			if i < len(st.clientOIDs) {
-				oid = st.clientOIDs[i]
-			}
-			if oid == 0 {
-				oid = values.PlainOID(t)
-			}
-			var err error
-			if text, err = values.BinaryText(oid, v); err != nil {
-				return nil, valueError(i, err)
-			}
+		var oid uint32
+		if i < len(st.clientOIDs) {
+			oid = st.clientOIDs[i]
 		}
-		x, err := compute.FromText(t, text)
+		p, err := values.Payload(t, oid, formatOf(m.ParameterFormatCodes, i), v)
+		if err == nil {
+			out[i], err = compute.FromPayload(t, p)
+		}
 		if err != nil {
 			return nil, valueError(i, err)
 		}
-		out[i] = x
 	}
 	return out, nil
 }

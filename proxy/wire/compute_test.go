@@ -18,11 +18,7 @@ func TestComputedUpdates(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	conninfo := e.startProxy(t, &syncBuffer{})
-	admin, err := pgx.Connect(ctx, conninfo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, conninfo)
 	mustExec(t, admin, `CREATE EXTENSION pgcipher_columns;
 SELECT pgcipher.add_column_key('k1');
 CREATE TABLE counters (id int PRIMARY KEY, k enc_int4, ko enc_int8_ord);
@@ -76,7 +72,7 @@ SELECT pgcipher.encrypt_column('counters', 'ko', 'k1', 'ORD')`)
 
 	// row 3 overflows int4: the statement fails and row 2 keeps its value
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
-		_, err = admin.Exec(ctx, "UPDATE counters SET k = k * 2 WHERE id IN (2, 3)", mode)
+		_, err := admin.Exec(ctx, "UPDATE counters SET k = k * 2 WHERE id IN (2, 3)", mode)
 		if sqlstate(err) != "22003" {
 			t.Fatalf("%v: overflow gave %v, want SQLSTATE 22003", mode, err)
 		}

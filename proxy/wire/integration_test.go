@@ -162,6 +162,17 @@ func rows() []string {
 	return out
 }
 
+// connect opens a connection closed when the test ends.
+func connect(t *testing.T, conninfo string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 func mustExec(t *testing.T, conn *pgx.Conn, sql string) {
 	t.Helper()
 	if _, err := conn.Exec(context.Background(), sql, pgx.QueryExecModeSimpleProtocol); err != nil {
@@ -309,7 +320,7 @@ func TestCorpus(t *testing.T) {
 	// the capture: markers written to the encrypted table never reached
 	// the server; the control table's did, so the scan can fail
 	enc, plain := encRec.Bytes(), plainRec.Bytes()
-	for _, m := range []string{"MARKER-t-0", "MARKER-tm-", "MARKER-tr-", "MARKER-ins-", "MARKER-upd-", "MARKER-ups-", "same-prefix-0123"} {
+	for _, m := range []string{"MARKER-t-0", "MARKER-tm-", "MARKER-tr-", "MARKER-ins-", "MARKER-upd-", "MARKER-ups-", "MARKER-cmp-", "same-prefix-0123"} {
 		if bytes.Contains(enc, []byte(m)) {
 			t.Errorf("marker %q reached the server through the proxy", m)
 		}
@@ -327,11 +338,7 @@ func TestProtocol(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	conninfo := e.startProxy(t, &syncBuffer{})
-	admin, err := pgx.Connect(ctx, conninfo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, conninfo)
 	// the server must ask these roles for passwords (./pgcipher test's
 	// pg_hba.conf does): PGCIPHER_TEST_PASSWORD_AUTH says so
 	roles := []struct{ role, enc string }{{"pgc_scram", "scram-sha-256"}, {"pgc_md5", "md5"}}
@@ -364,15 +371,12 @@ func TestProtocol(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = admin.Exec(cctx, "SELECT pg_sleep(20)")
+	_, err := admin.Exec(cctx, "SELECT pg_sleep(20)")
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Errorf("pg_sleep(20) was not cancelled: %v after %v", err, time.Since(start))
 	}
 	admin.Close(ctx)
-	admin, err = pgx.Connect(ctx, conninfo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin = connect(t, conninfo)
 
 	// LISTEN / NOTIFY and notices
 	listener, err := pgx.Connect(ctx, conninfo)

@@ -282,12 +282,7 @@ func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.ParameterDescription:
 		if !e.internal2 {
-			out := s.clientParams(e.st, m)
-			if e.st != nil && e.st.plan.Update != nil && len(out.ParameterOIDs) > e.st.plan.Update.NParams {
-				// the write-back's own parameters are the proxy's
-				out.ParameterOIDs = out.ParameterOIDs[:e.st.plan.Update.NParams]
-			}
-			s.send(out)
+			s.send(s.clientParams(e.st, m))
 		}
 		return false
 	case *pgproto3.RowDescription:
@@ -361,6 +356,10 @@ func (s *session) executeMessage(e *expect, m pgproto3.BackendMessage) bool {
 // parameters: the type it declared, or the column's plain type.
 func (s *session) clientParams(st *stmt, m *pgproto3.ParameterDescription) *pgproto3.ParameterDescription {
 	out := &pgproto3.ParameterDescription{ParameterOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+	if st != nil && st.plan.Update != nil && len(out.ParameterOIDs) > st.plan.Update.NParams {
+		// a computed UPDATE's write-back has parameters of the proxy's own
+		out.ParameterOIDs = out.ParameterOIDs[:st.plan.Update.NParams]
+	}
 	for i, oid := range out.ParameterOIDs {
 		if st != nil && i < len(st.clientOIDs) && st.clientOIDs[i] != 0 {
 			if s.catalog().TypeOf(oid) != nil || s.catalog().ElemOf(oid) != nil {

@@ -8,14 +8,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math/big"
 	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/compute"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 	"github.com/pgcipher/pgcipher/proxy/values"
 )
@@ -297,32 +296,12 @@ func comparePlain(t colcrypt.Type, a, b []byte) int {
 	if t != colcrypt.Numeric {
 		return bytes.Compare(a, b)
 	}
-	return compareNumeric(string(a), string(b))
-}
-
-// compareNumeric: NaN above everything, then ±Infinity, then values.
-func compareNumeric(a, b string) int {
-	rank := func(s string) (int, *big.Rat) {
-		switch strings.ToLower(s) {
-		case "nan":
-			return 3, nil
-		case "infinity", "+infinity", "inf", "+inf":
-			return 2, nil
-		case "-infinity", "-inf":
-			return 0, nil
-		}
-		r, ok := new(big.Rat).SetString(s)
-		if !ok {
-			return 1, new(big.Rat)
-		}
-		return 1, r
+	x, errX := compute.ParseDecimal(string(a))
+	y, errY := compute.ParseDecimal(string(b))
+	if errX != nil || errY != nil { // cannot happen: payloads were checked when decrypted
+		return bytes.Compare(a, b)
 	}
-	ra, xa := rank(a)
-	rb, xb := rank(b)
-	if ra != rb || ra != 1 {
-		return ra - rb
-	}
-	return xa.Cmp(xb)
+	return x.Cmp(y)
 }
 
 // decrypt returns the payload of an encrypted value as the server sent it

@@ -475,11 +475,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.refuseInBatch(refusal(err))
 		return nil
 	}
-	formats := append([]int16(nil), m.ResultFormatCodes...)
-	if st.plan.Compute != nil {
-		formats = clientFormats
-	}
-	s.portals[m.DestinationPortal] = &portal{st: st, formats: formats, patterns: patterns}
+	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns}
 	s.push(&expect{kind: kBind})
 	s.server.Send(out)
 	return nil
