@@ -58,8 +58,8 @@ $node->stop;
 # Disable and re-enable: the new checksum covers the damaged ciphertext, so
 # nothing detects the damage any more.  XTS has no integrity of its own: the
 # flipped byte garbles only its own 16-byte block of plaintext (see
-# docs/design.md, "Integrity"), as an unencrypted page would have one wrong
-# byte.
+# integrity in docs/design.md, section 2), as an unencrypted page would have
+# one wrong byte.
 command_ok([ 'pg_checksums', '--disable', '-D', $pgdata ], 'pg_checksums --disable on an encrypted cluster');
 command_ok([ 'pg_checksums', '--enable', '-D', $pgdata ], 'pg_checksums --enable again');
 $node->start;
