@@ -2,6 +2,9 @@
 # test.sh — build pgcipher and run every test; prints one line per suite
 # and a closing "N passed, M failed" line.
 #
+#   design-refs        every reference to a section of docs/design.md (design
+#                      13.5a, design.md §9, section N inside it) names an
+#                      existing heading: scripts/check-design-refs.py
 #   encryption-tap     our TAP tests: crypto vectors and key ring (001), no
 #                      plaintext on disk with an unencrypted control (002),
 #                      start-up refusals leaving the data directory untouched (003),
@@ -108,6 +111,11 @@ tap() {
 selected=("$@")
 sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 
+design_refs() {
+    python3 "$top/scripts/check-design-refs.py" --self-test "$top" &&
+        python3 "$top/scripts/check-design-refs.py" "$top"
+}
+sel design-refs        && suite design-refs        design_refs
 sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
 
 columns_go() {
