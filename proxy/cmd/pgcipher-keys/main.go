@@ -1,14 +1,3 @@
-// Command pgcipher-keys is the key tool of pgcipher's encrypted columns:
-// it draws column master keys, draws and wraps column encryption keys
-// (printing the SQL that registers them), encrypts and decrypts values
-// line by line, and writes the shared test-vector file.
-//
-//	pgcipher-keys new-cmk
-//	pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
-//	pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
-//	    --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
-//	    [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
-//	pgcipher-keys vectors [-o FILE]
 package main
 
 import (

@@ -1,15 +1,3 @@
-// Command pgcipher-proxy lets unchanged PostgreSQL clients use
-// always-encrypted columns: it sits between the clients and the server,
-// encrypts what the clients write to and compare with encrypted columns,
-// decrypts what they read, and refuses what cannot be run on ciphertext.
-//
-//	pgcipher-proxy --listen 127.0.0.1:6432 --upstream 'host=/run/postgresql port=5432' \
-//	    (--cmk-file F | --cmk-command C) [--cmk-name main] [--tls-cert F --tls-key F]
-//	    [--log-level info] [--record F] [--config F] [--pprof HOST:PORT]
-//
-// A config file holds the same settings as "name = value" lines (names
-// without the dashes; # starts a comment); flags override it.  SIGHUP
-// makes every connection reload the encrypted-column catalog.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package testcat builds the catalog the proxy's tests share: enc_t with
-// columns of several types and levels, two of them in one join group, and
-// other(id, j) whose j is in that group too.
 package testcat
 
 import (

@@ -1,0 +1,22 @@
+// Command pgcipher-keys is the key tool of pgcipher's encrypted columns:
+// it draws column master keys, draws and wraps column encryption keys
+// (printing the SQL that registers them), encrypts and decrypts values
+// line by line, and writes the shared test-vector file.
+//
+//	pgcipher-keys new-cmk
+//	pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+//	pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+//	    --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
+//	    [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
+//	pgcipher-keys vectors [-o FILE]
+//
+// It is a thin command line over package colcrypt and uses nothing else
+// of the proxy: new-cmk prints a CMK as 64 hex digits for the proxy's
+// --cmk-file or --cmk-command; new-cek draws a CEK, wraps it with
+// colcrypt.WrapCEK and prints the pgcipher.add_column_key call that stores
+// it on the server; encrypt and decrypt run colcrypt.Column on standard
+// input, for loading or checking data without the proxy.  vectors writes
+// columns/test/data/vectors.csv (design 13.9), which the extension's
+// regression tests load and compare on the server, and which this
+// command's tests regenerate byte for byte.
+package main
