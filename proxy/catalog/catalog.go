@@ -1,5 +1,6 @@
 // The catalog of one database as the proxy sees it, and the queries that
 // load it.
+
 package catalog
 
 import (

@@ -1,5 +1,6 @@
 // Column keys: unwrapped with the column master key on first use, kept in
 // memory only, and pinned.
+
 package catalog
 
 import (

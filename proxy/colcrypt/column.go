@@ -1,6 +1,7 @@
 // A Column encrypts and decrypts the values of one encrypted column: it is
 // bound to a CEK, key id, type, level, label and join group, and writes
 // and reads the ciphertext format of design 13.3.
+
 package colcrypt
 
 import (

@@ -1,6 +1,7 @@
 // Tests of Column: round trips of every type at every level, the server's
 // order and equality on ciphertexts against PostgreSQL's on plaintexts,
 // binding to label, key and group, and malformed input.
+
 package colcrypt
 
 import (

@@ -1,6 +1,7 @@
 // Plaintext encodings (design 13.3, "Plaintext encodings"): PostgreSQL's
 // text form of each plain type to and from the payload, and the payload to
 // the canonical equality-token input and to the ORE order input.
+
 package colcrypt
 
 import (

@@ -1,5 +1,6 @@
 // Tests of the plaintext encodings: parsing and printing each type's text
 // form, token inputs and order inputs.
+
 package colcrypt
 
 import (

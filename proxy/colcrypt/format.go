@@ -1,6 +1,7 @@
 // Ciphertext format version 1 (design 13.3): the header, the type and level
 // codes, and parsing and validation of a whole ciphertext as the server
 // does it.
+
 package colcrypt
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the ciphertext header, type and level names, sizes and Parse.
+
 package colcrypt
 
 import (

@@ -1,6 +1,7 @@
 // Keys (design 13.6): the column master key from a file or a command,
 // wrapping and unwrapping of column encryption keys under it with
 // AES-256-GCM, and the HKDF sub-keys of a CEK.
+
 package colcrypt
 
 import (

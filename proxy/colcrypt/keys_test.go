@@ -1,4 +1,5 @@
 // Tests of CMK loading, CEK wrapping and sub-key derivation.
+
 package colcrypt
 
 import (

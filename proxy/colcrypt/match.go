@@ -1,5 +1,6 @@
 // Level MATCH (design 13.5a): a Bloom filter of the trigrams of a text
 // value, LIKE-pattern queries, and the server's candidate test MayMatch.
+
 package colcrypt
 
 import (

@@ -1,6 +1,7 @@
 // Tests of level MATCH: values and pattern queries round trip, sizes,
 // Bloom filters, Parse's flag rules, and no false negatives of MayMatch
 // against a reference LIKE matcher.
+
 package colcrypt
 
 import (

@@ -1,6 +1,7 @@
 //go:build !unix
 
 // Elsewhere a timeout kills the shell only (see proc_unix.go).
+
 package colcrypt
 
 import "os/exec"

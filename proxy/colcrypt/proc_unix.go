@@ -3,6 +3,7 @@
 // Running the CMK command in its own process group, so that a timeout
 // kills the shell's children too (a "sleep" left behind would hold our
 // stdout and stderr open).
+
 package colcrypt
 
 import (

@@ -1,6 +1,7 @@
 // Aggregates over the decrypted values the server collected for a group
 // (array_agg of the column): sum, avg, count, min and max with
 // PostgreSQL's result types.
+
 package compute
 
 import (

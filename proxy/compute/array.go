@@ -1,5 +1,6 @@
 // The text form of one-dimensional arrays, as array_out writes them: how
 // the server hands the proxy the values of a group (array_agg).
+
 package compute
 
 import (

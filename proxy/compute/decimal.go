@@ -1,5 +1,6 @@
 // Numeric arithmetic as PostgreSQL's numeric.c does it: exact sums and
 // products, quotients rounded at select_div_scale's display scale.
+
 package compute
 
 import (

@@ -1,6 +1,7 @@
 // Expressions: inputs of a row, constants, parameters, arithmetic,
 // comparisons, casts and a few functions, typed when they are built (so
 // that what cannot be computed is refused before anything is sent).
+
 package compute
 
 import (

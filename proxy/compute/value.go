@@ -1,5 +1,6 @@
 // Typed values: from and to the payloads that colcrypt encrypts, and from
 // the text the server sends for plaintext columns.
+
 package compute
 
 import (

@@ -1,5 +1,6 @@
 // Tests of the Lewi–Wu block ORE: Compare on ciphertexts must agree with
 // bytes.Compare on the inputs, and bad input must give errors.
+
 package ore
 
 import (

@@ -1,5 +1,6 @@
 // The analysis: scopes of relations, column resolution, and the contexts
 // in which an encrypted column is allowed.
+
 package rewrite
 
 import (

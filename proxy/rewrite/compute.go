@@ -3,6 +3,7 @@
 // fields the server returns (the column, or array_agg of it per group)
 // and expressions the proxy evaluates; UPDATE … SET of a computed value
 // becomes a read-modify-write of the locked rows.
+
 package rewrite
 
 import (

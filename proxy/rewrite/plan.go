@@ -1,5 +1,6 @@
 // What the analysis of one SQL string yields: the SQL to send, how to
 // treat its parameters and results, and the errors it can refuse with.
+
 package rewrite
 
 import (

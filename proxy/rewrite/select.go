@@ -1,5 +1,6 @@
 // Queries: FROM, target lists, WHERE, GROUP BY, ORDER BY, and the
 // generic walk that refuses encrypted columns everywhere else.
+
 package rewrite
 
 import (

@@ -1,5 +1,6 @@
 // Predicates (WHERE, HAVING, JOIN ON) and the values compared with
 // encrypted columns: literals are encrypted in place, parameters typed.
+
 package rewrite
 
 import (

@@ -1,6 +1,7 @@
 // Writes: INSERT (VALUES, SELECT, ON CONFLICT), UPDATE, DELETE, COPY,
 // and the key function pgcipher.add_column_key(name) that the proxy
 // completes with a key it draws and wraps.
+
 package rewrite
 
 import (

@@ -1,4 +1,5 @@
 // Parameter values in, result values out.
+
 package values
 
 import (

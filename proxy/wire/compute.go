@@ -1,6 +1,7 @@
 // Computed results and UPDATE read-modify-write (design 15.8): rows whose
 // fields the proxy computes from what the server returned, and the lock,
 // compute and write-back of an UPDATE that sets computed values.
+
 package wire
 
 import (

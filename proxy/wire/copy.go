@@ -2,6 +2,7 @@
 // columns: rows are split into fields (text or CSV format, as PostgreSQL
 // writes and reads them), and the encrypted columns' fields are encrypted
 // or decrypted row by row as the data streams.
+
 package wire
 
 import (

@@ -1,5 +1,6 @@
 // LIKE as PostgreSQL evaluates it on text in the C collation: % any
 // string, _ any one character, backslash escapes the next character.
+
 package wire
 
 import (

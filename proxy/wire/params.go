@@ -1,5 +1,6 @@
 // Parameters of Bind: the values of encrypted columns encrypted, whatever
 // format and type the client sent them in.
+
 package wire
 
 import (

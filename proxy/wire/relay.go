@@ -1,5 +1,6 @@
 // The relay loop: server messages matched to the expectations the client
 // loop queued, in order.
+
 package wire
 
 import (

@@ -1,6 +1,7 @@
 // Results: descriptions of encrypted types shown as their plaintext
 // types, values decrypted into the client's format, LIKE rechecks and
 // the sort of prefix-ordered columns.
+
 package wire
 
 import (

@@ -1,4 +1,5 @@
 // Listening, startup, TLS, authentication relay and cancel requests.
+
 package wire
 
 import (

@@ -1,4 +1,5 @@
 // The client loop of one connection.
+
 package wire
 
 import (

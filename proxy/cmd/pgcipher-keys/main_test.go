@@ -1,5 +1,6 @@
 // Tests of pgcipher-keys: the committed vector file is what the generator
 // writes and decrypts to its plaintexts; the subcommands work end to end.
+
 package main
 
 import (

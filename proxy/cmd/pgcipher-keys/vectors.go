@@ -1,6 +1,7 @@
 // The shared test-vector file (design 13.9): every type at every level
 // encrypted under fixed keys with a fixed random stream, so that the Go
 // tests can regenerate it byte for byte and the C tests can load it.
+
 package main
 
 import (
