@@ -9,4 +9,13 @@
 // derived colcrypt.Columns in memory only, and pins every binding it has
 // used: a server that later reports another key, level, type or group for
 // a label is detected (ErrPinMismatch), not obeyed.
+//
+// Load reads a database's Catalog through a Querier (the proxy's own
+// queries on the client's connection); Catalog.Lookup resolves a relation
+// as the search path does, and each Relation's Attrs carry their Binding.
+// NewKeys holds the column master key, and Keys.Column gives the
+// colcrypt.Column of a Binding.  Package wire loads and reloads the
+// catalog per database, package rewrite resolves every column reference
+// against it, and cmd/pgcipher-proxy makes the one Keys all connections
+// share.
 package catalog

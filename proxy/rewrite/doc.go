@@ -15,4 +15,14 @@
 // cast the proxy does not know, a subquery it cannot follow, a column
 // compared with a column of another key — is refused with a Refusal,
 // before anything is sent to the server.
+//
+// Analyze is the entry point: it takes the SQL, the catalog.Catalog and
+// the catalog.Keys and returns a Plan (the SQL to send, how to encrypt
+// each parameter, how to treat the results: decryption, LIKE filters,
+// resorts, computed fields, COPY and computed UPDATE plans) or a Refusal
+// (SQLSTATE PC001; PC002 to PC004: a value that does not decrypt, a key
+// that cannot be used, a value that does not fit its column).  Package
+// wire runs the Plan; the expressions of computed results are package
+// compute's, and literals are encoded with package values and encrypted
+// with the colcrypt.Column that catalog.Keys gives for their column.
 package rewrite

@@ -21,4 +21,14 @@
 // its skipping of a failed pipeline stay exactly as they would be, and
 // the relay loop hands the client the proxy's error in place of the
 // server's.
+//
+// NewServer makes a Server from a Config (the upstream server, the shared
+// catalog.Keys, TLS for clients, a logger and an optional recorder of
+// everything sent to the server), Server.Serve accepts connections on a
+// listener until it is closed, and Server.Reload makes every
+// connection reload its catalog (SIGHUP in cmd/pgcipher-proxy).  Wire is
+// the only package that speaks the protocol: it loads the catalog with
+// package catalog, asks rewrite.Analyze for a Plan, converts values with
+// package values, evaluates computed results with package compute and
+// encrypts and decrypts with package colcrypt.
 package wire
