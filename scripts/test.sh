@@ -112,7 +112,7 @@ selected=("$@")
 sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 design_refs() {
-    python3 "$top/scripts/check-design-refs.py" --self-test "$top" &&
+    python3 "$top/scripts/check-design-refs.py" --self-test &&
         python3 "$top/scripts/check-design-refs.py" "$top"
 }
 sel design-refs        && suite design-refs        design_refs
