@@ -44,6 +44,9 @@ INSERT INTO vec SELECT q FROM patterns LIMIT 1;
 SELECT pgcipher.encrypt_column('public.vec3', 'v', 'k1', 'match');  -- level names in any case
 CREATE TABLE public.vec4 (v enc_int4);
 SELECT pgcipher.encrypt_column('public.vec4', 'v', 'k1', 'MATCH');
--- operations a level does not allow
+-- operations a level does not allow; the error names the operand's level
+-- that lacks it
 SELECT count(*) FROM docs d, vectors e WHERE e.type = 'text' AND e.level = 'EQ' AND d.v @> e.ct::enc_text;
+SELECT ct AS rnd_text FROM vectors WHERE type = 'text' AND level = 'RND' AND key_id = 1 ORDER BY n LIMIT 1 \gset
+SELECT v = :'rnd_text' FROM docs ORDER BY n LIMIT 1;
 CREATE INDEX ON vec4 USING gin (v enc_text_match_ops);
