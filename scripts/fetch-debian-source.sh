@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# fetch-debian-source.sh — fetch one pinned Debian trixie source package's
+# orig tarball into BUILD_DIR/source and verify its sha256.
+#
+# Uses a private apt configuration inside the build directory (its own
+# sources.list, lists and cache: BUILD_DIR/apt), so the machine's apt setup
+# is never edited.  The mirror is the one this machine's apt already uses for
+# Debian; only the suite (trixie) and the type (deb-src) differ.
+# When a newer upload replaces the pinned version in trixie's index while
+# the mirror's pool still serves the pinned files, the orig tarball is
+# fetched from the pool by name; the pinned sha256 stands in for the .dsc's
+# signature.  Nothing is downloaded when the tarball is already there and
+# verifies.
+#
+# Used by server/fetch-source.sh (PostgreSQL) and test/extensions/build.sh
+# (pgvector, TimescaleDB), which hold the pins.
+#
+# Usage: scripts/fetch-debian-source.sh BUILD_DIR PACKAGE VERSION ORIG_FILE SHA256
+#   e.g. ... build postgresql-17 17.11-0+deb13u1 postgresql-17_17.11.orig.tar.bz2 dd27f2b3...
+set -euo pipefail
+
+usage="usage: fetch-debian-source.sh BUILD_DIR PACKAGE VERSION ORIG_FILE SHA256"
+build=${1:?$usage}
+package=${2:?$usage}
+version=${3:?$usage}
+orig_file=${4:?$usage}
+sha256=${5:?$usage}
+mkdir -p "$build"
+build=$(cd "$build" && pwd)
+apt_dir=$build/apt
+src_dir=$build/source
+orig=$src_dir/$orig_file
+
+die() { echo "fetch-source: $*" >&2; exit 1; }
+
+verify() {
+    echo "$sha256  $1" | sha256sum --quiet -c - 2>/dev/null
+}
+
+if [ ! -f "$orig" ] || ! verify "$orig"; then
+    # Find the Debian mirror this machine already uses (deb822 or one-line format).
+    mirror=$( { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}';
+                grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}'; } \
+              | grep -E '/debian/?$' | head -n 1) || true
+    [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt configuration"
+    keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+    [ -f "$keyring" ] || die "$keyring is missing (apt-get install debian-archive-keyring)"
+
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$src_dir"
+    echo "deb-src [signed-by=$keyring] $mirror trixie main" > "$apt_dir/sources.list"
+    : > "$apt_dir/empty.d.placeholder"
+    mkdir -p "$apt_dir/sources.list.d"
+    apt_opts=(-o Dir::Etc::SourceList="$apt_dir/sources.list"
+              -o Dir::Etc::SourceParts="$apt_dir/sources.list.d"
+              -o Dir::State::Lists="$apt_dir/lists"
+              -o Dir::Cache="$apt_dir/cache"
+              -o Dir::Cache::Archives="$apt_dir/cache/archives"
+              -o Acquire::Languages=none
+              -o APT::Sandbox::User=root)
+    echo "fetch-source: fetching $package=$version (trixie) with a private apt configuration"
+    apt-get "${apt_opts[@]}" -qq update || die "apt-get update of the private trixie deb-src list failed"
+    if ! (cd "$src_dir" && apt-get "${apt_opts[@]}" -qq --download-only source "$package=$version"); then
+        # A newer upload (a point release) replaces the version in trixie's
+        # index while the mirror's pool still serves the pinned files for a
+        # while: fetch the orig tarball from the pool by name; the pinned
+        # sha256 stands in for the .dsc's signature.
+        case $package in
+            lib?*) pool_prefix=${package:0:4} ;;
+            *)     pool_prefix=${package:0:1} ;;
+        esac
+        pool=${mirror%/}/pool/main/$pool_prefix/$package
+        echo "fetch-source: $version is no longer in trixie's index; fetching the pinned tarball from $pool"
+        curl -fsSL --retry 3 -o "$orig" "$pool/$orig_file" \
+            || die "could not download source package $package=$version (is it still in trixie?)"
+    fi
+    [ -f "$orig" ] || die "download finished but $orig is missing"
+    verify "$orig" || die "sha256 mismatch for $orig (expected $sha256)"
+fi
+
+echo "fetch-source: $orig verified (sha256 $sha256)"
