@@ -3,8 +3,9 @@
 -- Text and bytea are ordered by their first 16 bytes (C collation); pairs
 -- that share those bytes but differ later have an arbitrary (consistent)
 -- order, so they are only checked for inequality.
--- (the test user may be named pgcipher, whose "$user" schema is the extension's)
-SET search_path = public;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set setup_file :abs_srcdir '/setup.sql'
+\i :setup_file
 CREATE FUNCTION disagreements(t text, lvl text, op text) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -59,3 +60,5 @@ SELECT type, count(DISTINCT plain) AS plaintexts,
   FROM vectors WHERE type = 'int8' AND level = 'EQ' AND key_id = 1 GROUP BY type;
 SELECT count(*) AS groups FROM (SELECT ct::enc_text FROM vectors
   WHERE type = 'text' AND level = 'EQ' AND key_id = 1 GROUP BY 1) g;
+
+DROP FUNCTION disagreements(text, text, text);

@@ -1,6 +1,7 @@
 -- btree and hash indexes on ciphertext, and the plans that use them.
--- (the test user may be named pgcipher, whose "$user" schema is the extension's)
-SET search_path = public;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set setup_file :abs_srcdir '/setup.sql'
+\i :setup_file
 CREATE TABLE accounts (id int, balance enc_int8_ord, owner enc_text, plain_balance int8);
 INSERT INTO accounts
 SELECT n, ct::enc_int8_ord, NULL, plain::int8 FROM vectors
@@ -54,3 +55,5 @@ RESET enable_bitmapscan;
 SELECT count(*) AS self_join FROM accounts a JOIN accounts b ON a.owner = b.owner;
 SELECT owner FROM accounts ORDER BY owner;
 SELECT max(owner) FROM accounts;
+
+DROP TABLE accounts;

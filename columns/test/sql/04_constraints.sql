@@ -1,7 +1,8 @@
 -- UNIQUE, PRIMARY KEY, FOREIGN KEY and ON CONFLICT on ciphertext, and the
 -- binding of a column to its key, level and join group.
--- (the test user may be named pgcipher, whose "$user" schema is the extension's)
-SET search_path = public;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set setup_file :abs_srcdir '/setup.sql'
+\i :setup_file
 SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
 SELECT pgcipher.add_column_key('k2', 'cmk', decode(repeat('02', 61), 'hex'));
 
@@ -91,3 +92,6 @@ DROP TABLE unsorted;
 SELECT table_name, column_name FROM pgcipher.columns ORDER BY 1, 2;
 SELECT count(*) AS bindings FROM pgcipher.encrypted_columns;
 SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension WHERE extname = 'pgcipher_columns' ORDER BY 1;
+
+DROP TABLE payments, vec, vec2, ranked, reloaded;
+DELETE FROM pgcipher.column_keys WHERE key_name IN ('k1', 'k2');

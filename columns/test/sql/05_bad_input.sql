@@ -1,7 +1,8 @@
 -- Malformed, truncated, mismatched and mixed ciphertexts: each a clear
 -- error, never a crash or an answer.
--- (the test user may be named pgcipher, whose "$user" schema is the extension's)
-SET search_path = public;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set setup_file :abs_srcdir '/setup.sql'
+\i :setup_file
 SELECT ct AS good FROM vectors WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 ORDER BY n LIMIT 1 \gset
 SELECT ct AS good_eq FROM vectors WHERE type = 'int4' AND level = 'EQ' AND key_id = 1 ORDER BY n LIMIT 1 \gset
 SELECT ct AS rnd FROM vectors WHERE type = 'int4' AND level = 'RND' AND key_id = 1 ORDER BY n LIMIT 1 \gset
@@ -39,3 +40,5 @@ SELECT :'good'::enc_int4_ord < :'other'::enc_int4_ord;
 SELECT ct AS second FROM vectors WHERE type = 'int4' AND level = 'ORD' AND key_id = 1 AND plain <> (
   SELECT plain FROM vectors WHERE ct = :'good') ORDER BY n LIMIT 1 \gset
 SELECT :'good'::enc_int4_ord < mangle(:'second', 12 + 16 + 8 * 16 + 4 + 16 + 1, decode(repeat('ff', 32), 'hex'))::enc_int4_ord;
+
+DROP FUNCTION mangle(text, int, bytea), cut(text, int);

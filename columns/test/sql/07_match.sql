@@ -1,8 +1,9 @@
 -- MATCH: substring search candidates on trigram Bloom filters (design
 -- 13.5a).  The vectors hold text values at level MATCH and LIKE patterns
 -- encrypted as MATCH queries (level PATTERN in the file).
--- (the test user may be named pgcipher, whose "$user" schema is the extension's)
-SET search_path = public;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set setup_file :abs_srcdir '/setup.sql'
+\i :setup_file
 CREATE TABLE docs (n int, plain text, v enc_text);
 INSERT INTO docs SELECT n, plain, ct::enc_text FROM vectors
  WHERE type = 'text' AND level = 'MATCH' AND key_id = 1;
@@ -33,10 +34,9 @@ RESET enable_seqscan;
 SELECT count(*) AS equal_pairs FROM docs a JOIN docs b ON a.v = b.v;
 
 -- Bindings: MATCH only for enc_text; queries cannot be stored.
-SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'))
- WHERE NOT EXISTS (SELECT 1 FROM pgcipher.column_keys WHERE key_name = 'k1');
+-- (the vectors' key 1, their label and join group public.vec.v)
+SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
 CREATE TABLE public.vec3 (v enc_text);
-DROP TABLE vec CASCADE;
 CREATE TABLE public.vec (v enc_text);
 SELECT pgcipher.encrypt_column('public.vec', 'v', 'k1', 'MATCH');
 INSERT INTO vec SELECT v FROM docs;
@@ -50,3 +50,6 @@ SELECT count(*) FROM docs d, vectors e WHERE e.type = 'text' AND e.level = 'EQ' 
 SELECT ct AS rnd_text FROM vectors WHERE type = 'text' AND level = 'RND' AND key_id = 1 ORDER BY n LIMIT 1 \gset
 SELECT v = :'rnd_text' FROM docs ORDER BY n LIMIT 1;
 CREATE INDEX ON vec4 USING gin (v enc_text_match_ops);
+
+DROP TABLE docs, patterns, vec, vec3, vec4;
+DELETE FROM pgcipher.column_keys WHERE key_name = 'k1';
