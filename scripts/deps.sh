@@ -8,7 +8,9 @@ packages=(build-essential ccache bison flex pkg-config perl
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
           python3 python3-venv procps curl unzip pgbouncer
           # the proxy's real-client tests (proxy/test/clients)
-          sysbench default-jdk-headless maven)
+          sysbench default-jdk-headless maven
+          # third-party extensions built from source (test/extensions)
+          cmake xz-utils)
 
 missing=()
 for p in "${packages[@]}"; do

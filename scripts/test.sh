@@ -45,6 +45,13 @@
 #                      encrypted table with its plaintext twin, refusals
 #                      (PC001); no marker of an encrypted column in what the
 #                      proxy sent nor in the data directory, with a control
+#   pgvector           test/extensions: Debian trixie's pgvector built against
+#                      our server; its 14 regression tests and 6 TAP files
+#                      (370 tests) on aes-256 clusters, and a marker scan of a
+#                      vector table (data directory and WAL) with a control
+#   timescaledb        Debian trixie's TimescaleDB (Apache edition): hypertable,
+#                      chunks, drop_chunks, crash and recovery on aes-256, and a
+#                      marker scan with an unencrypted control
 #
 # Usage: test.sh [SUITE...]   (default: all)
 set -uo pipefail
@@ -190,6 +197,8 @@ sel pg_stat_statements && suite pg_stat_statements tap contrib/pg_stat_statement
 sel tap-pg_verifybackup && suite tap-pg_verifybackup tap src/bin/pg_verifybackup "$(enc_opts aes-256)"
 sel tap-pg_resetwal    && suite tap-pg_resetwal    tap src/bin/pg_resetwal "$(enc_opts aes-128)"
 sel tap-pg_archivecleanup && suite tap-pg_archivecleanup tap src/bin/pg_archivecleanup "$(enc_opts aes-256)"
+sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
+sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"
