@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run.sh — third-party extensions on encrypted clusters: the ABI promise of
-# docs/design.md section 12 ("extensions built for stock PostgreSQL 17 load
-# and work unchanged"), tested with two of Debian trixie's extension source
+# run.sh — third-party extensions on encrypted clusters: the ABI rule of
+# docs/design.md section 12 (extensions built for stock PostgreSQL 17 load
+# and work unchanged), tested with two of Debian trixie's extension source
 # packages, built from source against build/install.
 #
 #   run.sh pgvector     build and install pgvector (PGXS); its 14 regression
@@ -117,6 +117,8 @@ test_pgvector() {
     # regression tests (installcheck) on an aes-256 cluster of our own: a
     # socket in a private directory, no TCP, stopped afterwards
     local cl=$dir/regress-cluster port=55197
+    # one left running by an interrupted run
+    [ -f "$cl/data/postmaster.pid" ] && { pg_ctl -D "$cl/data" -m immediate -w stop > /dev/null 2>&1 || true; }
     rm -rf "$cl" "$dir/results" "$dir/regression.diffs"; mkdir -p "$cl"
     eval "initdb -D '$cl/data' -A trust -N $aes256_opts" > "$cl/initdb.log" \
         || { cat "$cl/initdb.log"; return 1; }
