@@ -24,8 +24,10 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 
 #include "common/data_encryption.h"
+#include "port/pg_bswap.h"
 
 struct XtsCipher
 {
@@ -229,6 +231,22 @@ ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
 }
 
 /*
+ * The byte stream of a file: len bytes at byte offset under counter block
+ * (nonce, offset / 16), both big-endian.  Each (nonce, offset) must be
+ * written once only; callers draw a nonce per file or file generation.
+ */
+bool
+ctr_crypt_at(CtrCipher *ctr, uint64 nonce, uint64 offset,
+			 const unsigned char *in, unsigned char *out, int len)
+{
+	uint64		iv[2];
+
+	iv[0] = pg_hton64(nonce);
+	iv[1] = pg_hton64(offset / 16);
+	return ctr_crypt(ctr, (const unsigned char *) iv, offset % 16, in, out, len);
+}
+
+/*
  * AES-XTS with a data unit of one AES block (IEEE 1619 allows 128-bit data
  * units), for many blocks at once: block i is encrypted as the XTS data
  * unit with tweak tweaks[i], C = E_K1(P xor T) xor T with T = E_K2(tweak).
@@ -406,4 +424,21 @@ void
 data_encryption_wipe(void *ptr, size_t len)
 {
 	OPENSSL_cleanse(ptr, len);
+}
+
+/*
+ * OpenSSL's reason for the latest failure (and clear its queue), or a
+ * sentence saying it gave none.
+ */
+const char *
+data_encryption_error_reason(void)
+{
+	unsigned long code = ERR_get_error();
+	const char *reason;
+
+	ERR_clear_error();
+	if (code == 0)
+		return "OpenSSL reported no error";
+	reason = ERR_reason_error_string(code);
+	return reason ? reason : "OpenSSL reported an unknown error";
 }

@@ -49,6 +49,9 @@
 
 #include "common/file_perm.h"
 #include "common/keyring.h"
+#ifdef FRONTEND
+#include "common/logging.h"
+#endif
 #include "port/pg_crc32c.h"
 
 #define KEYRING_HEADER_LEN	52
@@ -769,3 +772,44 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	data_encryption_wipe(kek, sizeof(kek));
 	return ok;
 }
+
+#ifdef FRONTEND
+/*
+ * Report err as message, detail and hint through the frontend logging
+ * functions, as the server reports it through ereport().
+ */
+void
+keyring_log_error(const KeyringError *err)
+{
+	pg_log_error("%s", err->message);
+	if (err->detail[0])
+		pg_log_error_detail("%s", err->detail);
+	if (err->hint[0])
+		pg_log_error_hint("%s", err->hint);
+}
+
+/*
+ * The cipher recorded in the header of datadir's key ring, which is
+ * readable without the key; DATA_ENCRYPTION_OFF when there is no key ring.
+ * A damaged key ring is reported and ends the program: a tool must not
+ * guess that an encrypted cluster is unencrypted.
+ */
+int
+keyring_file_cipher(const char *datadir)
+{
+	char		path[MAXPGPATH];
+	unsigned char buf[4096];
+	size_t		len;
+	Keyring		ring;
+	KeyringError err;
+
+	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	if (keyring_read_file(path, buf, sizeof(buf), &len, &err) &&
+		keyring_parse(buf, len, NULL, &ring, &err))
+		return ring.cipher;
+	if (err.kind == KEYRING_ERR_FILE_MISSING)
+		return DATA_ENCRYPTION_OFF;
+	keyring_log_error(&err);
+	exit(1);
+}
+#endif							/* FRONTEND */

@@ -256,4 +256,27 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 	return ok;
 }
 
+/*
+ * The same for a directory of WAL (pg_waldump): its cluster's key ring is in
+ * the parent directory (a data directory or a base backup), else in the
+ * data directory $PGDATA names.
+ */
+bool
+wal_encryption_load_keys_for_waldir(const char *waldir, const char *argv0,
+									const char *command, const char *progname,
+									char *errbuf, size_t errsize)
+{
+	char		datadir[MAXPGPATH];
+	char		keyring[MAXPGPATH];
+	struct stat st;
+	const char *pgdata = getenv("PGDATA");
+
+	snprintf(datadir, sizeof(datadir), "%s/..", waldir);
+	snprintf(keyring, sizeof(keyring), "%s/%s", datadir, KEYRING_FILE);
+	if (stat(keyring, &st) != 0 && pgdata != NULL)
+		strlcpy(datadir, pgdata, sizeof(datadir));
+	return wal_encryption_load_keys(datadir, argv0, command, progname,
+									errbuf, errsize);
+}
+
 #endif							/* FRONTEND */

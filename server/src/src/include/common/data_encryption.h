@@ -58,6 +58,8 @@ extern CtrCipher *ctr_cipher_create(int cipher, const unsigned char *key);
 extern void ctr_cipher_free(CtrCipher *ctr);
 extern bool ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
 					  const unsigned char *in, unsigned char *out, int len);
+extern bool ctr_crypt_at(CtrCipher *ctr, uint64 nonce, uint64 offset,
+						 const unsigned char *in, unsigned char *out, int len);
 
 /* AES-XTS with one-block data units, in bulk (temporary files) */
 typedef struct Xts16Cipher Xts16Cipher;
@@ -83,5 +85,8 @@ extern bool derive_key_scrypt(const char *passphrase, size_t passlen,
 
 /* Overwrite secret memory in a way the compiler cannot optimise away */
 extern void data_encryption_wipe(void *ptr, size_t len);
+
+/* OpenSSL's reason for the latest failure, for error details */
+extern const char *data_encryption_error_reason(void);
 
 #endif							/* DATA_ENCRYPTION_H */

@@ -117,4 +117,11 @@ extern bool keyring_load(const char *datadir, const char *command,
 						 int timeout_s, Keyring *ring, KeyringError *err);
 extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);
 
+#ifdef FRONTEND
+/* The frontend programs' one way to report a key ring error */
+extern void keyring_log_error(const KeyringError *err);
+/* The cipher a data directory's key ring header names, OFF without one */
+extern int	keyring_file_cipher(const char *datadir);
+#endif
+
 #endif							/* KEYRING_H */

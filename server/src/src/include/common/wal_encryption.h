@@ -46,6 +46,11 @@ extern bool wal_decrypt_page(char *page, XLogRecPtr pageptr, int len);
 extern bool wal_encryption_load_keys(const char *datadir, const char *argv0,
 									 const char *command, const char *progname,
 									 char *errbuf, size_t errsize);
+extern bool wal_encryption_load_keys_for_waldir(const char *waldir,
+												const char *argv0,
+												const char *command,
+												const char *progname,
+												char *errbuf, size_t errsize);
 #endif
 
 #endif							/* WAL_ENCRYPTION_H */

@@ -39,13 +39,23 @@ extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
  */
 #define PAGE_ENCRYPTION_OFFSET	16
 
-/* encryption.c: start-up */
+/* encryption.c: start-up, the one place that loads keys */
 extern void InitializeDataEncryption(bool bootstrap);
 extern void CheckDataEncryptionMatchesControlFile(uint32 control_cipher);
-extern const unsigned char *GetDataEncryptionKey(uint32 id, int *len);
+extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
+
+/*
+ * Each module's cipher, handed over by InitializeDataEncryption() in the
+ * order its start_modules() shows
+ */
+extern void InitializePageEncryption(XtsCipher *cipher);
+extern void InitializeSlruEncryption(XtsCipher *cipher);
+extern void InitializeWALEncryption(const unsigned char *key);
+extern void InitializeTempFileEncryption(Xts16Cipher *blocks, XtsCipher *units);
+extern void InitializeSpillFileEncryption(CtrCipher *cipher);
+extern void InitializeStatementTextEncryption(CtrCipher *cipher);
 
 /* walcrypt.c: XLogWrite() and XLogFileCopy() hooks */
-extern void InitializeWALEncryption(void);
 extern void ChooseWALEncryptionEpoch(void);
 extern ssize_t WriteWALPages(int fd, char *buf, size_t nbytes, off_t offset,
 							 XLogSegNo segno, XLogRecPtr valid_end);
@@ -53,24 +63,30 @@ extern void ResetWALPageEpoch(char *page);
 extern void CopyWALPagePrefix(int srcfd, const char *path, char *page,
 							  off_t offset, int upto, XLogSegNo segno);
 
-/* filecrypt.c: SLRU pages, two-phase state files, spill files */
-extern void InitializeFileEncryption(void);
+/* slrucrypt.c: SLRU pages and two-phase state files */
 extern const char *EncryptSlruPage(const char *dir, int64 pageno,
 								   const char *page);
 extern void DecryptSlruPage(const char *dir, int64 pageno, char *page);
 extern void *EncryptTwoPhaseState(TransactionId xid, const void *content,
 								  int len, pg_crc32c *crc);
 extern void DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len);
+
+/* spillcrypt.c: logical decoding spill files */
 extern ssize_t WriteSpillFileData(int fd, const char *data, size_t len);
 extern off_t SpillFileFirstOffset(void);
 extern void DecryptSpillFileData(File vfd, char *data, size_t len,
 								 off_t offset);
+
+/* pgsscrypt.c: pg_stat_statements' query texts */
 extern void CryptStatementTexts(uint64 nonce, uint64 offset, char *buf,
 								size_t len);
-extern uint64 RandomStatementTextsNonce(void);
+extern uint64 NewStatementTextsNonce(void);
+extern bool WriteStatementText(int fd, const char *query, int query_len,
+							   off_t off, uint64 nonce);
+extern bool WriteStatementTextsDumpNonce(FILE *file, uint64 *nonce);
+extern bool ReadStatementTextsDumpNonce(FILE *file, uint64 *nonce);
 
 /* tempcrypt.c: fd.c's hooks for temporary files */
-extern void InitializeTempFileEncryption(void);
 extern bool TempFileIsEncrypted(File file);
 extern void RegisterEncryptedTempFile(File file, const char *path);
 extern void ForgetEncryptedTempFile(File file, bool deleted);

@@ -13,9 +13,12 @@
  * a key ring written by initdb is what asks for encryption, and
  * BootStrapXLOG() records the cipher in the new pg_control.
  *
- * The keys live in a page of their own, excluded from core dumps and
- * locked in memory where the kernel allows it.  Child processes inherit
- * them through fork().
+ * This is the one place that touches the key ring: once it is loaded,
+ * InitializeDataEncryption() gives each module its cipher, in the order
+ * start_modules() shows, and no module asks for keys later.  The keys live
+ * in a page of their own, excluded from core dumps and locked in memory
+ * where the kernel allows it.  Child processes inherit keys, ciphers and
+ * buffers through fork().
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -34,6 +37,7 @@
 #include "common/keyring.h"
 #include "storage/encryption.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 /* GUC variables */
 char	   *encryption_key_command = NULL;
@@ -99,10 +103,85 @@ load_keyring(void)
 				 errmsg("%s", err.message),
 				 err.detail[0] ? errdetail("%s", err.detail) : 0,
 				 err.hint[0] ? errhint("%s", err.hint) : 0));
-	if (keyring_get_key(keyring, KEY_RELATION) == NULL)
+}
+
+/*
+ * One key of the ring, for one purpose; a ring without it is damaged (every
+ * initdb writes all of them).
+ */
+static const KeyringKey *
+ring_key(uint32 id, const char *purpose)
+{
+	const KeyringKey *key = keyring_get_key(keyring, id);
+
+	if (key == NULL)
 		ereport(FATAL,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("encryption key file \"%s\" has no relation key", KEYRING_FILE)));
+				 errmsg("encryption key file \"%s\" has no key for %s",
+						KEYRING_FILE, purpose)));
+	return key;
+}
+
+/* Set-up failures of a cipher are OpenSSL's: say which and why */
+static void
+cipher_setup_failed(const char *purpose)
+{
+	ereport(FATAL,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg("could not set up the %s cipher for %s",
+					data_encryption_cipher_name(data_encryption_cipher), purpose),
+			 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+}
+
+static XtsCipher *
+xts_cipher_for(uint32 id, const char *purpose)
+{
+	XtsCipher  *cipher = xts_cipher_create(data_encryption_cipher,
+										   ring_key(id, purpose)->key);
+
+	if (cipher == NULL)
+		cipher_setup_failed(purpose);
+	return cipher;
+}
+
+static CtrCipher *
+ctr_cipher_for(uint32 id, const char *purpose)
+{
+	CtrCipher  *cipher = ctr_cipher_create(data_encryption_cipher,
+										   ring_key(id, purpose)->key);
+
+	if (cipher == NULL)
+		cipher_setup_failed(purpose);
+	return cipher;
+}
+
+static Xts16Cipher *
+xts16_cipher_for(uint32 id, const char *purpose)
+{
+	Xts16Cipher *cipher = xts16_cipher_create(data_encryption_cipher,
+											  ring_key(id, purpose)->key);
+
+	if (cipher == NULL)
+		cipher_setup_failed(purpose);
+	return cipher;
+}
+
+/*
+ * Every module that encrypts a kind of file, with its key: relation pages
+ * and the small transaction files under the relation key, WAL under its
+ * own, the files that live only until a restart (temporary files, spill
+ * files, statement texts) under the temporary-file key.  See design §8.
+ */
+static void
+start_modules(void)
+{
+	InitializePageEncryption(xts_cipher_for(KEY_RELATION, "relation pages"));
+	InitializeSlruEncryption(xts_cipher_for(KEY_RELATION, "SLRU pages and two-phase state files"));
+	InitializeWALEncryption(ring_key(KEY_WAL, "WAL")->key);
+	InitializeTempFileEncryption(xts16_cipher_for(KEY_TEMPFILE, "temporary files"),
+								 xts_cipher_for(KEY_TEMPFILE, "temporary files"));
+	InitializeSpillFileEncryption(ctr_cipher_for(KEY_TEMPFILE, "logical decoding spill files"));
+	InitializeStatementTextEncryption(ctr_cipher_for(KEY_TEMPFILE, "pg_stat_statements query texts"));
 }
 
 /*
@@ -167,8 +246,7 @@ InitializeDataEncryption(bool bootstrap)
 	SetConfigOption("data_encryption", data_encryption_cipher_name(cipher),
 					PGC_INTERNAL, PGC_S_DYNAMIC_DEFAULT);
 	Assert(data_encryption_cipher == cipher);
-	InitializeWALEncryption();
-	InitializeFileEncryption();
+	start_modules();
 }
 
 /*
@@ -187,19 +265,20 @@ CheckDataEncryptionMatchesControlFile(uint32 control_cipher)
 				 errhint("The encryption keys must be loaded at start-up.")));
 }
 
-/* Key material for one purpose; NULL when the cluster is not encrypted */
-const unsigned char *
-GetDataEncryptionKey(uint32 id, int *len)
+/*
+ * A buffer kept for the life of the process, grown to at least len bytes
+ * (its contents are not kept): the write paths reuse one instead of
+ * allocating per I/O.
+ */
+void *
+GrowStaticBuffer(void *buf, size_t *size, size_t len)
 {
-	const KeyringKey *key;
-
-	if (keyring == NULL || !DataEncryptionEnabled())
-		return NULL;
-	key = keyring_get_key(keyring, id);
-	if (key == NULL)
-		return NULL;
-	*len = key->len;
-	return key->key;
+	if (len <= *size)
+		return buf;
+	if (buf != NULL)
+		pfree(buf);
+	*size = Max(len, 2 * BLCKSZ + 64);
+	return MemoryContextAlloc(TopMemoryContext, *size);
 }
 
 /* Values of the read-only data_encryption setting */

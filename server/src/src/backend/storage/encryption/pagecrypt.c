@@ -111,21 +111,14 @@ PageChecksumVerifiedOnRead(const void *page, uint16 *computed)
 	return false;
 }
 
-static void
-InitializePageCipher(void)
+/*
+ * Called by InitializeDataEncryption() in the postmaster (or a single-user
+ * or bootstrap backend); children inherit the cipher and the buffer.
+ */
+void
+InitializePageEncryption(XtsCipher *cipher)
 {
-	const unsigned char *key;
-	int			len;
-
-	key = GetDataEncryptionKey(KEY_RELATION, &len);
-	if (key == NULL)
-		elog(ERROR, "data encryption keys are not loaded");
-	relation_cipher = xts_cipher_create(data_encryption_cipher, key);
-	if (relation_cipher == NULL)
-		ereport(FATAL,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not initialize %s page cipher",
-						data_encryption_cipher_name(data_encryption_cipher))));
+	relation_cipher = cipher;
 	if (write_buffer == NULL)
 		write_buffer = MemoryContextAllocAligned(TopMemoryContext,
 												 PG_IOV_MAX * BLCKSZ,
@@ -173,8 +166,6 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
 
-	if (unlikely(relation_cipher == NULL))
-		InitializePageCipher();
 	if (page_is_unused(in))
 	{
 		if (out != in)
@@ -191,7 +182,8 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt block %u of relation file %u fork %d",
-						blocknum, relnumber, forknum)));
+						blocknum, relnumber, forknum),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
 	/* (a "new" page that is not all zeros is damaged: no checksum to keep) */
 	if (DataChecksumsEnabled() && !PageIsNew((Page) in))
 		((PageHeader) out)->pd_checksum = pg_checksum_page(out, blocknum);
@@ -205,8 +197,6 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 	bool		checksums;
 	uint16		computed = 0;
 
-	if (unlikely(relation_cipher == NULL))
-		InitializePageCipher();
 	if (page_is_unused(page))
 		return;
 	/* pd_upper is in clear: a "new" page that is not all zeros is damaged */
@@ -233,7 +223,8 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not decrypt block %u of relation file %u fork %d",
-						blocknum, relnumber, forknum)));
+						blocknum, relnumber, forknum),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
 }
 
 /*
@@ -249,8 +240,6 @@ EncryptBlocksForWrite(RelFileLocator rlocator, ForkNumber forknum,
 	static const void *encrypted[PG_IOV_MAX];
 
 	Assert(nblocks <= PG_IOV_MAX);
-	if (unlikely(relation_cipher == NULL))
-		InitializePageCipher();
 	for (BlockNumber i = 0; i < nblocks; i++)
 	{
 		char	   *out = write_buffer + (size_t) i * BLCKSZ;

@@ -38,7 +38,6 @@
 #include "postgres.h"
 
 #include "common/hashfn.h"
-#include "common/keyring.h"
 #include "storage/encryption.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
@@ -60,7 +59,7 @@ typedef struct EncryptedTempFile
 
 static EncryptedTempFile *files = NULL;
 static int	nfiles = 0;
-static bool raw_io = false;		/* our own I/O on the file: no hooks */
+static bool raw_io = false;		/* our own I/O on the file: no hooks (raw_call) */
 static Xts16Cipher *block_cipher = NULL;
 static XtsCipher *unit_cipher = NULL;
 
@@ -70,35 +69,18 @@ static off_t logical_size_on_disk(File file);
 static unsigned char *
 scratch(size_t len)
 {
-	static unsigned char *buf = NULL;
+	static void *buf = NULL;
 	static size_t size = 0;
 
-	if (len > size)
-	{
-		if (buf != NULL)
-			pfree(buf);
-		size = Max(len, 2 * BLCKSZ + 64);
-		buf = MemoryContextAlloc(TopMemoryContext, size);
-	}
+	buf = GrowStaticBuffer(buf, &size, len);
 	return buf;
 }
 
 void
-InitializeTempFileEncryption(void)
+InitializeTempFileEncryption(Xts16Cipher *blocks, XtsCipher *units)
 {
-	const unsigned char *key;
-	int			len;
-
-	key = GetDataEncryptionKey(KEY_TEMPFILE, &len);
-	if (key != NULL)
-	{
-		block_cipher = xts16_cipher_create(data_encryption_cipher, key);
-		unit_cipher = xts_cipher_create(data_encryption_cipher, key);
-	}
-	if (block_cipher == NULL || unit_cipher == NULL)
-		ereport(FATAL,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not set up the temporary file cipher")));
+	block_cipher = blocks;
+	unit_cipher = units;
 }
 
 bool
@@ -243,7 +225,59 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not %s a temporary file", encrypt ? "encrypt" : "decrypt")));
+				 encrypt ? errmsg("could not encrypt a temporary file") :
+				 errmsg("could not decrypt a temporary file"),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+}
+
+/*
+ * Our own I/O on a registered file must reach fd.c's plain paths, so
+ * raw_io turns the hooks off for the length of one call.  A backend runs
+ * one call at a time, so a flag is enough; but fd.c can throw in the middle
+ * (temp_file_limit, no free file descriptor), and a flag left set would send
+ * every later temporary file to disk in plaintext: it is reset on the error
+ * path too.
+ */
+typedef enum RawOp
+{
+	RAW_READ,
+	RAW_WRITE,
+	RAW_SIZE,
+	RAW_TRUNCATE,
+} RawOp;
+
+static ssize_t
+raw_call(RawOp op, File file, void *buf, size_t len, off_t offset,
+		 uint32 wait_event_info)
+{
+	ssize_t		r = -1;
+
+	Assert(!raw_io);
+	raw_io = true;
+	PG_TRY();
+	{
+		switch (op)
+		{
+			case RAW_READ:
+				r = FileRead(file, buf, len, offset, wait_event_info);
+				break;
+			case RAW_WRITE:
+				r = FileWrite(file, buf, len, offset, wait_event_info);
+				break;
+			case RAW_SIZE:
+				r = FileSize(file);
+				break;
+			case RAW_TRUNCATE:
+				r = FileTruncate(file, offset, wait_event_info);
+				break;
+		}
+	}
+	PG_FINALLY();
+	{
+		raw_io = false;
+	}
+	PG_END_TRY();
+	return r;
 }
 
 static void
@@ -252,9 +286,7 @@ raw_read(File file, unsigned char *buf, size_t len, off_t offset,
 {
 	ssize_t		r;
 
-	raw_io = true;
-	r = FileRead(file, buf, len, offset, wait_event_info);
-	raw_io = false;
+	r = raw_call(RAW_READ, file, buf, len, offset, wait_event_info);
 	if (r != (ssize_t) len)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -268,9 +300,7 @@ raw_write(File file, const unsigned char *buf, size_t len, off_t offset,
 {
 	ssize_t		r;
 
-	raw_io = true;
-	r = FileWrite(file, buf, len, offset, wait_event_info);
-	raw_io = false;
+	r = raw_call(RAW_WRITE, file, (void *) buf, len, offset, wait_event_info);
 	return r;
 }
 
@@ -290,7 +320,9 @@ tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
 	if (!xts16_crypt(block_cipher, encrypt, tweaks, block, 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not %s a temporary file", encrypt ? "encrypt" : "decrypt")));
+				 encrypt ? errmsg("could not encrypt a temporary file") :
+				 errmsg("could not decrypt a temporary file"),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
 }
 
 /* The logical length of the file as it is on disk (see the file header) */
@@ -300,9 +332,7 @@ logical_size_on_disk(File file)
 	unsigned char block[16];
 	off_t		size;
 
-	raw_io = true;
-	size = FileSize(file);
-	raw_io = false;
+	size = raw_call(RAW_SIZE, file, NULL, 0, 0, 0);
 	if (size < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -458,9 +488,7 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	/* a short file that grew past 16 bytes: drop what is left of its form */
 	if (old > 0 && old < 16 && new >= 16 && new < TINY_PHYSICAL)
 	{
-		raw_io = true;
-		r = FileTruncate(file, new, wait_event_info);
-		raw_io = false;
+		r = raw_call(RAW_TRUNCATE, file, NULL, 0, new, wait_event_info);
 		if (r < 0)
 			return r;
 	}
@@ -486,9 +514,7 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 	buf = scratch(e - a + 32);
 	memset(buf, 0, e - a + 32);
 	load_region(file, a, Min(e, old), buf, wait_event_info);
-	raw_io = true;
-	rc = FileTruncate(file, a, wait_event_info);
-	raw_io = false;
+	rc = raw_call(RAW_TRUNCATE, file, NULL, 0, a, wait_event_info);
 	/* [a, offset) is whole units of the shorter file: write it back */
 	if (rc == 0 && offset > a)
 	{

@@ -74,20 +74,13 @@ ChooseWALEncryptionEpoch(void)
  * written; children inherit the cipher, the epoch and the buffer.
  */
 void
-InitializeWALEncryption(void)
+InitializeWALEncryption(const unsigned char *key)
 {
-	const unsigned char *key;
-	int			keylen;
-
-	key = GetDataEncryptionKey(KEY_WAL, &keylen);
-	if (key == NULL)
-		ereport(FATAL,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("encryption key file \"%s\" has no WAL key", KEYRING_FILE)));
 	if (!wal_encryption_set_key(data_encryption_cipher, key))
 		ereport(FATAL,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not set up the WAL cipher")));
+				 errmsg("could not set up the WAL cipher"),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
 	ChooseWALEncryptionEpoch();
 	if (wal_scratch == NULL)
 	{

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# patches.sh — edit, regenerate and rebase server/patches/ with git.
+#
+# The patches are git format-patch files: a header (subject, why, what
+# depends on it) and a diff against the pinned upstream source.  build.sh
+# applies them with patch(1); this script turns them into a git repository
+# with one commit per patch, so that editing a hook is an ordinary
+# commit --amend or rebase -i, and turns the commits back into patches.
+#
+#   patches.sh unpack [DIR]        the pinned source as commit "upstream"
+#                                  (tagged), one commit per patch on top
+#   patches.sh export [DIR]        rewrite server/patches/*.patch from the
+#                                  commits upstream..HEAD (stale files removed)
+#   patches.sh check               unpack and export into a scratch directory
+#                                  and compare: the files must come back
+#                                  byte-identical (a test in ./pgcipher test)
+#   patches.sh rebase TARBALL [DIR]
+#                                  add TARBALL (another PostgreSQL source
+#                                  tarball) as commit "upstream-new" and rebase
+#                                  the patches onto it; on a conflict git stops:
+#                                  resolve, "git rebase --continue", then export
+#   patches.sh diffstat            upstream lines added and removed by the series
+#
+# DIR defaults to $PGCIPHER_BUILD/patches-git (./build/patches-git).  The
+# procedure for a new PostgreSQL release is in server/README.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=${PGCIPHER_BUILD:-$top/build}
+patches=$here/patches
+# Fixed identity and abbreviation: the same commits give the same files.
+git_id=(-c user.name=pgcipher -c user.email=pgcipher@localhost -c core.abbrev=12
+        -c core.autocrlf=false -c advice.detachedHead=false)
+
+die() { echo "patches: $*" >&2; exit 1; }
+g() { git -C "$dir" "${git_id[@]}" "$@"; }
+
+pinned_tarball() {
+    "$here/fetch-source.sh" "$build" >/dev/null
+    ls "$build"/source/postgresql-17_*.orig.tar.bz2
+}
+
+# Replace the work tree's content by a tarball's and commit it as $2.
+commit_tarball() {
+    local tarball=$1 message=$2
+    g rm -q -r --cached . >/dev/null 2>&1 || true
+    find "$dir" -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} +
+    tar -xf "$tarball" -C "$dir" --strip-components=1
+    # everything the tarball holds is upstream, ignored or not
+    g add -A -f .
+    GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
+        g commit -q --allow-empty -m "$message"
+}
+
+unpack() {
+    local tarball
+    tarball=$(pinned_tarball)
+    echo "patches: unpacking $(basename "$tarball") into $dir"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    g init -q -b main
+    commit_tarball "$tarball" "upstream: $(basename "$tarball")"
+    g tag upstream
+    local p n=0
+    for p in "$patches"/*.patch; do
+        [ -e "$p" ] || continue
+        g am -q --keep-cr --whitespace=nowarn "$p" \
+            || die "$(basename "$p") does not apply (git am --show-current-patch=diff in $dir)"
+        n=$((n + 1))
+    done
+    echo "patches: $n commits on top of tag upstream; edit, commit, then: $0 export $dir"
+}
+
+export_patches() {
+    [ -d "$dir/.git" ] || die "$dir is not a patch repository (run: $0 unpack $dir)"
+    local out=$1 base
+    base=$(g rev-parse -q --verify upstream-new 2>/dev/null || g rev-parse upstream)
+    # a rebase in progress would export half a series
+    [ ! -d "$dir/.git/rebase-merge" ] && [ ! -d "$dir/.git/rebase-apply" ] \
+        || die "a rebase or git am is in progress in $dir: finish it first"
+    [ -z "$(g status --porcelain --untracked-files=no)" ] \
+        || die "$dir has uncommitted changes: commit them first"
+    local tmp
+    tmp=$(mktemp -d)
+    g format-patch -q --zero-commit --no-signature --no-numbered \
+        --filename-max-length=64 -o "$tmp" "$base..HEAD"
+    mkdir -p "$out"
+    rm -f "$out"/*.patch
+    cp "$tmp"/*.patch "$out"/
+    rm -rf "$tmp"
+    echo "patches: wrote $(ls "$out"/*.patch | wc -l) patches to $out"
+}
+
+check() {
+    # global: the EXIT trap runs after this function returns
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    dir=$scratch/git
+    unpack > /dev/null
+    export_patches "$scratch/out" > /dev/null
+    if ! diff -r "$patches" "$scratch/out"; then
+        die "the patches do not come back byte-identical from git (diff above)"
+    fi
+    # every hook in an upstream C file carries a "pgcipher" marker a rebaser
+    # can search for: each hunk (one line of context) with added lines other than includes names it
+    local unmarked
+    unmarked=$(g diff -U1 upstream HEAD -- '*.c' '*.h' | awk '
+        function flush() {
+            if (added && !marked) printf "%s %s\n", file, where
+            added = 0; marked = 0
+        }
+        /^\+\+\+ / { flush(); file = substr($2, 3); next }
+        /^@@/ { flush(); where = $3; next }
+        /^\+#include / { next }
+        /^\+/ { added = 1; if ($0 ~ /pgcipher/) marked = 1 }
+        END { flush() }')
+    [ -z "$unmarked" ] || die "hooks without a pgcipher marker (file, +line):
+$unmarked"
+    echo "patches: $(ls "$patches"/*.patch | wc -l) patches come back byte-identical from git"
+}
+
+diffstat() {
+    # global: the EXIT trap runs after this function returns
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    dir=$scratch/git
+    unpack > /dev/null
+    g diff --shortstat upstream HEAD
+}
+
+rebase() {
+    local tarball=${1:?usage: patches.sh rebase TARBALL [DIR]}
+    tarball=$(cd "$(dirname "$tarball")" && pwd)/$(basename "$tarball")
+    [ -d "$dir/.git" ] || unpack
+    g rev-parse -q --verify upstream-new >/dev/null && die "$dir already has upstream-new: unpack afresh"
+    local series
+    series=$(g rev-parse HEAD)
+    g checkout -q --detach upstream
+    commit_tarball "$tarball" "upstream: $(basename "$tarball")"
+    g tag upstream-new
+    g checkout -q main
+    echo "patches: rebasing $(g rev-list --count upstream..main) patches onto $(basename "$tarball")"
+    if ! g rebase -q --onto upstream-new upstream main; then
+        echo "patches: conflict — resolve in $dir, git add, git rebase --continue; then: $0 export $dir" >&2
+        exit 1
+    fi
+    echo "patches: every patch applied; $0 export $dir writes them (then pin the new tarball in fetch-source.sh)"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+    unpack)   dir=${1:-$build/patches-git}; unpack ;;
+    export)   dir=${1:-$build/patches-git}; export_patches "$patches" ;;
+    check)    check ;;
+    diffstat) diffstat ;;
+    rebase)   dir=${2:-$build/patches-git}; rebase "${1:-}" ;;
+    *)        sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+esac

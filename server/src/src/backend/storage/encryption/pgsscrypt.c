@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * pgsscrypt.c
+ *	  pgcipher: encrypt pg_stat_statements' query texts.
+ *
+ *	  pg_stat_statements keeps query texts, literals and all, outside
+ *	  shared buffers: in pg_stat_tmp/pgss_query_texts.stat while the server
+ *	  runs and in its dump in pg_stat/ across a clean restart.  Both are
+ *	  encrypted with AES-CTR under the temporary-file key, counter = (nonce,
+ *	  byte offset / 16).  The text file is appended to and rewritten from
+ *	  offset 0 by garbage collection and resets; each rewrite is a new
+ *	  generation (gc_count) and the nonce is a random per-start value plus
+ *	  the generation, so no offset is written twice under one nonce.  The
+ *	  dump file gets a random nonce of its own, stored after its header.
+ *
+ *	  Each function does nothing (or what pg_stat_statements did before)
+ *	  when the cluster is not encrypted, so the hooks in
+ *	  pg_stat_statements.c are plain calls.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/pgsscrypt.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/encryption.h"
+
+static CtrCipher *texts_cipher = NULL;	/* temporary-file key */
+
+void
+InitializeStatementTextEncryption(CtrCipher *cipher)
+{
+	texts_cipher = cipher;
+}
+
+/* Encrypt or decrypt len bytes at offset of a file under nonce, in place */
+void
+CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
+{
+	if (!DataEncryptionEnabled() || len == 0)
+		return;
+	if (!ctr_crypt_at(texts_cipher, nonce, offset, (unsigned char *) buf,
+					  (unsigned char *) buf, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not encrypt or decrypt pg_stat_statements query texts"),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+}
+
+/* The nonce of a new generation of texts: random; 0 when not encrypting */
+uint64
+NewStatementTextsNonce(void)
+{
+	uint64		nonce;
+
+	if (!DataEncryptionEnabled())
+		return 0;
+	if (!pg_strong_random(&nonce, sizeof(nonce)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random nonce for pg_stat_statements query texts")));
+	return nonce;
+}
+
+/*
+ * qtext_store(): write a query text and its terminator at off.  Returns
+ * false with errno set when the write fails.
+ */
+bool
+WriteStatementText(int fd, const char *query, int query_len, off_t off,
+				   uint64 nonce)
+{
+	char	   *buf;
+	bool		ok;
+
+	if (!DataEncryptionEnabled())
+		return pg_pwrite(fd, query, query_len, off) == query_len &&
+			pg_pwrite(fd, "\0", 1, off + query_len) == 1;
+
+	buf = palloc(query_len + 1);
+	memcpy(buf, query, query_len);
+	buf[query_len] = '\0';
+	CryptStatementTexts(nonce, off, buf, query_len + 1);
+	ok = pg_pwrite(fd, buf, query_len + 1, off) == query_len + 1;
+	pfree(buf);
+	return ok;
+}
+
+/*
+ * The dump file's nonce follows its header when the cluster is encrypted.
+ * Both return false when the file cannot be written or read.
+ */
+bool
+WriteStatementTextsDumpNonce(FILE *file, uint64 *nonce)
+{
+	*nonce = NewStatementTextsNonce();
+	return !DataEncryptionEnabled() ||
+		fwrite(nonce, sizeof(uint64), 1, file) == 1;
+}
+
+bool
+ReadStatementTextsDumpNonce(FILE *file, uint64 *nonce)
+{
+	*nonce = 0;
+	return !DataEncryptionEnabled() ||
+		fread(nonce, sizeof(uint64), 1, file) == 1;
+}

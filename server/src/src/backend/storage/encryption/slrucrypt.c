@@ -1,0 +1,182 @@
+/*-------------------------------------------------------------------------
+ *
+ * slrucrypt.c
+ *	  pgcipher: encrypt SLRU pages and two-phase state files, the small
+ *	  transaction-status files that can hold user data.
+ *
+ *	  SLRU pages (pg_xact, pg_multixact, pg_subtrans, pg_commit_ts,
+ *	  pg_serial and pg_notify, whose pages hold NOTIFY payloads): AES-XTS
+ *	  over the whole page under the relation key, tweak = (page number,
+ *	  hash of the SLRU's directory, 'S'), which can never equal a relation
+ *	  page's tweak.  All-zero pages stay zeros, as for relations: SLRUs
+ *	  read missing pages as zeros and the documented pg_resetwal recipes
+ *	  create files of zeros.  A page rewritten in place reveals at most
+ *	  which 16-byte blocks did not change.
+ *
+ *	  Two-phase state files (pg_twophase): written once and read whole.
+ *	  Content and CRC are encrypted together with AES-XTS under the
+ *	  relation key, tweak = (unit, xid, 'P'), in units of 8 kB; a last
+ *	  piece shorter than an AES block joins the unit before it.  The file
+ *	  keeps its length.
+ *
+ *	  The cipher is set up by InitializeDataEncryption() in the postmaster:
+ *	  nothing here allocates on the write path of an SLRU page, so writes
+ *	  in critical sections are safe.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/slrucrypt.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "storage/encryption.h"
+#include "utils/memutils.h"
+
+#define STATE_UNIT			8192
+
+static XtsCipher *state_cipher = NULL;	/* relation key */
+
+void
+InitializeSlruEncryption(XtsCipher *cipher)
+{
+	state_cipher = cipher;
+}
+
+static bool
+is_all_zeros(const char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != 0)
+			return false;
+	return true;
+}
+
+/* (a, b, domain) little-endian; relation tweaks have 0 in the last byte */
+static void
+domain_tweak(unsigned char *tweak, uint64 a, uint32 b, char domain)
+{
+	memset(tweak, 0, XTS_TWEAK_LEN);
+	for (int i = 0; i < 8; i++)
+		tweak[i] = (unsigned char) (a >> (8 * i));
+	for (int i = 0; i < 4; i++)
+		tweak[8 + i] = (unsigned char) (b >> (8 * i));
+	tweak[15] = (unsigned char) domain;
+}
+
+static void
+slru_tweak(unsigned char *tweak, const char *dir, int64 pageno)
+{
+	domain_tweak(tweak, (uint64) pageno,
+				 hash_bytes((const unsigned char *) dir, strlen(dir)), 'S');
+}
+
+/*
+ * SLRU: returns the page to write (page itself when not encrypting); the
+ * result is valid until the next call.
+ */
+const char *
+EncryptSlruPage(const char *dir, int64 pageno, const char *page)
+{
+	static PGAlignedBlock out;
+	unsigned char tweak[XTS_TWEAK_LEN];
+
+	if (!DataEncryptionEnabled() || is_all_zeros(page, BLCKSZ))
+		return page;
+	slru_tweak(tweak, dir, pageno);
+	if (!xts_encrypt(state_cipher, tweak, (const unsigned char *) page,
+					 (unsigned char *) out.data, BLCKSZ))
+		ereport(PANIC,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not encrypt page %lld of \"%s\"",
+						(long long) pageno, dir),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+	return out.data;
+}
+
+void
+DecryptSlruPage(const char *dir, int64 pageno, char *page)
+{
+	unsigned char tweak[XTS_TWEAK_LEN];
+
+	if (!DataEncryptionEnabled() || is_all_zeros(page, BLCKSZ))
+		return;
+	slru_tweak(tweak, dir, pageno);
+	if (!xts_decrypt(state_cipher, tweak, (unsigned char *) page,
+					 (unsigned char *) page, BLCKSZ))
+		ereport(PANIC,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not decrypt page %lld of \"%s\"",
+						(long long) pageno, dir),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+}
+
+/* Two-phase state: XTS over buf[0..len) in place, units of STATE_UNIT */
+static void
+crypt_state(bool encrypt, TransactionId xid, char *buf, size_t len)
+{
+	size_t		off = 0;
+	uint32		unit = 0;
+
+	if (len < 16)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("two-phase state file for transaction %u is too short to be encrypted (%zu bytes)",
+						xid, len)));
+	while (off < len)
+	{
+		size_t		n = Min(STATE_UNIT, len - off);
+		unsigned char tweak[XTS_TWEAK_LEN];
+
+		if (len - off - n < 16)
+			n = len - off;		/* a short last piece joins this unit */
+		domain_tweak(tweak, unit, xid, 'P');
+		if (encrypt &&
+			!xts_encrypt(state_cipher, tweak, (unsigned char *) buf + off,
+						 (unsigned char *) buf + off, n))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not encrypt the two-phase state of transaction %u", xid),
+					 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+		if (!encrypt &&
+			!xts_decrypt(state_cipher, tweak, (unsigned char *) buf + off,
+						 (unsigned char *) buf + off, n))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not decrypt the two-phase state of transaction %u", xid),
+					 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+		off += n;
+		unit++;
+	}
+}
+
+/*
+ * RecreateTwoPhaseFile() writes content (len bytes) and then the CRC.
+ * Returns the encrypted content (valid until the next call), and replaces
+ * *crc by the encrypted CRC, so that the caller's two writes put
+ * ciphertext on disk.
+ */
+void *
+EncryptTwoPhaseState(TransactionId xid, const void *content, int len,
+					 pg_crc32c *crc)
+{
+	static char *buf = NULL;
+	static size_t bufsize = 0;
+
+	buf = GrowStaticBuffer(buf, &bufsize, len + sizeof(pg_crc32c));
+	memcpy(buf, content, len);
+	memcpy(buf + len, crc, sizeof(pg_crc32c));
+	crypt_state(true, xid, buf, len + sizeof(pg_crc32c));
+	memcpy(crc, buf + len, sizeof(pg_crc32c));
+	return buf;
+}
+
+/* ReadTwoPhaseFile(): the whole file, content and CRC, in place */
+void
+DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len)
+{
+	if (DataEncryptionEnabled())
+		crypt_state(false, xid, buf, len);
+}

@@ -1,0 +1,125 @@
+/*-------------------------------------------------------------------------
+ *
+ * spillcrypt.c
+ *	  pgcipher: encrypt logical decoding spill files.
+ *
+ *	  The reorder buffer spills large transactions to
+ *	  pg_replslot/<slot>/xid-*.spill through its own write() and read
+ *	  paths.  The files are append-only, read in order and deleted after
+ *	  use.  AES-CTR under the temporary-file key; a 16-byte header holds a
+ *	  random nonce chosen when the file is created, the counter is the byte
+ *	  offset / 16.  A byte is written once per file, and a file created
+ *	  again (same name after a restart) gets a new nonce, so no keystream
+ *	  is reused.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/spillcrypt.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "port/pg_bswap.h"
+#include "storage/encryption.h"
+#include "storage/fd.h"
+#include "utils/wait_event.h"
+
+#define SPILL_MAGIC			"PGCSPIL1"
+#define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8, big-endian) */
+
+static CtrCipher *spill_cipher = NULL;	/* temporary-file key */
+
+void
+InitializeSpillFileEncryption(CtrCipher *cipher)
+{
+	spill_cipher = cipher;
+}
+
+static void
+spill_crypt(const unsigned char *header, off_t offset, const char *in,
+			char *out, size_t len)
+{
+	uint64		nonce;
+
+	memcpy(&nonce, header + 8, sizeof(nonce));
+	if (!ctr_crypt_at(spill_cipher, pg_ntoh64(nonce), (uint64) offset,
+					  (const unsigned char *) in, (unsigned char *) out, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not encrypt or decrypt a logical decoding spill file"),
+				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+}
+
+/*
+ * write() of a change to a spill file opened with O_APPEND.  A new file
+ * first gets its header.  Returns what write() returns for data.
+ */
+ssize_t
+WriteSpillFileData(int fd, const char *data, size_t len)
+{
+	static char *buf = NULL;
+	static size_t bufsize = 0;
+	unsigned char header[SPILL_HEADER_LEN];
+	off_t		offset;
+
+	if (!DataEncryptionEnabled())
+		return write(fd, data, len);
+
+	offset = lseek(fd, 0, SEEK_END);
+	if (offset < 0)
+		return -1;
+	if (offset == 0)
+	{
+		memcpy(header, SPILL_MAGIC, 8);
+		if (!pg_strong_random(header + 8, 8))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random nonce for a spill file")));
+		if (write(fd, header, SPILL_HEADER_LEN) != SPILL_HEADER_LEN)
+			return -1;
+		offset = SPILL_HEADER_LEN;
+	}
+	else if (pg_pread(fd, header, SPILL_HEADER_LEN, 0) != SPILL_HEADER_LEN ||
+			 memcmp(header, SPILL_MAGIC, 8) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("logical decoding spill file has no valid encryption header")));
+
+	buf = GrowStaticBuffer(buf, &bufsize, len);
+	spill_crypt(header, offset, data, buf, len);
+	return write(fd, buf, len);
+}
+
+/* Where the first change of a spill file starts */
+off_t
+SpillFileFirstOffset(void)
+{
+	return DataEncryptionEnabled() ? SPILL_HEADER_LEN : 0;
+}
+
+/* Decrypt, in place, len bytes read at offset from spill file vfd */
+void
+DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
+{
+	static File cached_vfd = -1;
+	static unsigned char header[SPILL_HEADER_LEN];
+
+	if (!DataEncryptionEnabled() || len == 0)
+		return;
+	/* files are read one at a time, in order: cache the open one's header */
+	if (vfd != cached_vfd || offset == SPILL_HEADER_LEN)
+	{
+		if (FileRead(vfd, header, SPILL_HEADER_LEN, 0,
+					 WAIT_EVENT_REORDER_BUFFER_READ) != SPILL_HEADER_LEN ||
+			memcmp(header, SPILL_MAGIC, 8) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("logical decoding spill file \"%s\" has no valid encryption header",
+							FilePathName(vfd))));
+		cached_vfd = vfd;
+	}
+	spill_crypt(header, offset, data, data, len);
+}
