@@ -3,6 +3,7 @@
 # programs), the pgcipher_columns extension installed into it, and the
 # client-side key tool pgcipher-keys and the wire proxy pgcipher-proxy.
 set -euo pipefail
+umask 022	# install trees readable by every user: see server/build.sh
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
 "$top/server/build.sh" "$build"

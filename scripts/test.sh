@@ -5,6 +5,11 @@
 #   design-refs        every reference to a section of docs/design.md (design
 #                      13.5a, design.md §9, section N inside it) names an
 #                      existing heading: scripts/check-design-refs.py
+#   patches            server/patches.sh check: the patches come back
+#                      byte-identical from their git form, and every hook in an
+#                      upstream C file carries a "pgcipher" marker
+#   install-modes      the build run again under umask 077 leaves install trees
+#                      every user can read (a server run by another OS user)
 #   encryption-tap     our TAP tests: crypto vectors and key ring (001), no
 #                      plaintext on disk with an unencrypted control (002),
 #                      start-up refusals leaving the data directory untouched (003),
@@ -123,6 +128,17 @@ design_refs() {
         python3 "$top/scripts/check-design-refs.py" "$top"
 }
 sel design-refs        && suite design-refs        design_refs
+sel patches            && suite patches           "$top/server/patches.sh" check
+install_modes() {
+    # zic and mkdir follow the umask: build again under a private one
+    (umask 077 && "$top/scripts/build.sh") > /dev/null || return 1
+    local bad
+    bad=$(find "$build/install" "$build"/stock/install \( -type d ! -perm -o+rx \) -o \
+               \( -type f ! -perm -o+r \) 2>/dev/null | head -20)
+    [ -z "$bad" ] || { echo "not readable by other users:"; echo "$bad"; return 1; }
+    echo "install trees readable by every user after a build under umask 077"
+}
+sel install-modes      && suite install-modes     install_modes
 sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
 
 columns_go() {
