@@ -92,12 +92,17 @@ export_patches() {
     echo "patches: wrote $(ls "$out"/*.patch | wc -l) patches to $out"
 }
 
-check() {
-    # global: the EXIT trap runs after this function returns
+# The series in a scratch repository, removed at exit ($scratch is global:
+# the EXIT trap runs after the caller returns)
+unpack_scratch() {
     scratch=$(mktemp -d)
     trap 'rm -rf "$scratch"' EXIT
     dir=$scratch/git
     unpack > /dev/null
+}
+
+check() {
+    unpack_scratch
     export_patches "$scratch/out" > /dev/null
     if ! diff -r "$patches" "$scratch/out"; then
         die "the patches do not come back byte-identical from git (diff above)"
@@ -121,11 +126,7 @@ $unmarked"
 }
 
 diffstat() {
-    # global: the EXIT trap runs after this function returns
-    scratch=$(mktemp -d)
-    trap 'rm -rf "$scratch"' EXIT
-    dir=$scratch/git
-    unpack > /dev/null
+    unpack_scratch
     g diff --shortstat upstream HEAD
 }
 

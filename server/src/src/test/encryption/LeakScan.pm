@@ -11,8 +11,9 @@ use warnings FATAL => 'all';
 use Cwd qw(realpath);
 use File::Find;
 use Exporter 'import';
+use Test::More;
 
-our @EXPORT = qw(scan_for_markers);
+our @EXPORT = qw(scan_for_markers markers_nowhere);
 
 # $markers: [ { name => ..., bytes => ... }, ... ]; returns
 # { name => [ files holding it ] }.  Files may vanish while we look.
@@ -39,6 +40,19 @@ sub scan_for_markers
 		},
 		grep { -e $_ } @dirs);
 	return \%found;
+}
+
+# One test per marker: found in no file of the scan $found.  $what names the
+# scan in the test names ("aes-256 after CHECKPOINT").
+sub markers_nowhere
+{
+	my ($found, $markers, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	foreach my $m (@$markers)
+	{
+		is_deeply($found->{ $m->{name} } // [], [],
+			"$what: $m->{name} marker nowhere in the data directory");
+	}
 }
 
 1;
