@@ -31,7 +31,8 @@ prefix=$build/install
 jobs=${JOBS:-$(nproc)}
 
 "$here/fetch-source.sh" "$src_build"
-orig=$(ls "$src_build"/source/postgresql-17_*.orig.tar.bz2)
+# the pinned tarball by name: build/source may hold other versions
+orig=$src_build/source/postgresql-17_$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$here/fetch-source.sh").orig.tar.bz2
 patches=$here/patches
 [ "$stock" = --stock ] && patches=/nonexistent
 

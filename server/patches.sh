@@ -34,11 +34,17 @@ git_id=(-c user.name=pgcipher -c user.email=pgcipher@localhost -c core.abbrev=12
         -c core.autocrlf=false -c advice.detachedHead=false)
 
 die() { echo "patches: $*" >&2; exit 1; }
-g() { git -C "$dir" "${git_id[@]}" "$@"; }
+# The developer's own git configuration (prefixes, diff algorithm, hooks,
+# sign-off) must not change the bytes: only the settings above apply.
+g() { GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 git -C "$dir" "${git_id[@]}" "$@"; }
 
+# The pinned tarball, fetched and verified (the exact name: build/source may
+# hold other versions)
 pinned_tarball() {
-    "$here/fetch-source.sh" "$build" >/dev/null
-    ls "$build"/source/postgresql-17_*.orig.tar.bz2
+    local version
+    version=$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$here/fetch-source.sh")
+    "$here/fetch-source.sh" "$build" >/dev/null || exit 1
+    echo "$build/source/postgresql-17_$version.orig.tar.bz2"
 }
 
 # Replace the work tree's content by a tarball's and commit it as $2.
@@ -55,11 +61,18 @@ commit_tarball() {
 
 unpack() {
     local tarball
-    tarball=$(pinned_tarball)
+    tarball=$(pinned_tarball) || die "could not fetch the pinned source"
+    # never delete a directory that is not a patch repository of ours
+    if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ] && ! g rev-parse -q --verify upstream >/dev/null 2>&1; then
+        die "$dir exists and is not a patch repository: choose another directory"
+    fi
     echo "patches: unpacking $(basename "$tarball") into $dir"
     rm -rf "$dir"
     mkdir -p "$dir"
     g init -q -b main
+    # commits a developer adds get the same identity as the others
+    g config user.name pgcipher
+    g config user.email pgcipher@localhost
     commit_tarball "$tarball" "upstream: $(basename "$tarball")"
     g tag upstream
     local p n=0
@@ -85,6 +98,10 @@ export_patches() {
     tmp=$(mktemp -d)
     g format-patch -q --zero-commit --no-signature --no-numbered \
         --filename-max-length=64 -o "$tmp" "$base..HEAD"
+    if [ -z "$(ls "$tmp")" ]; then
+        rm -rf "$tmp"
+        die "no commits on top of upstream in $dir: nothing written"
+    fi
     mkdir -p "$out"
     rm -f "$out"/*.patch
     cp "$tmp"/*.patch "$out"/
@@ -132,11 +149,10 @@ diffstat() {
 
 rebase() {
     local tarball=${1:?usage: patches.sh rebase TARBALL [DIR]}
-    tarball=$(cd "$(dirname "$tarball")" && pwd)/$(basename "$tarball")
+    [ -f "$tarball" ] || die "$tarball: no such file"
+    tarball=$(realpath "$tarball")
     [ -d "$dir/.git" ] || unpack
     g rev-parse -q --verify upstream-new >/dev/null && die "$dir already has upstream-new: unpack afresh"
-    local series
-    series=$(g rev-parse HEAD)
     g checkout -q --detach upstream
     commit_tarball "$tarball" "upstream: $(basename "$tarball")"
     g tag upstream-new

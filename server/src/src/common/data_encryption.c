@@ -427,18 +427,20 @@ data_encryption_wipe(void *ptr, size_t len)
 }
 
 /*
- * OpenSSL's reason for the latest failure (and clear its queue), or a
- * sentence saying it gave none.
+ * OpenSSL's reason for the latest failure, as a sentence for an error
+ * detail; the error queue is cleared.
  */
 const char *
 data_encryption_error_reason(void)
 {
-	unsigned long code = ERR_get_error();
-	const char *reason;
+	static char detail[256];
+	unsigned long code = ERR_peek_last_error();
+	const char *reason = code ? ERR_reason_error_string(code) : NULL;
 
 	ERR_clear_error();
 	if (code == 0)
-		return "OpenSSL reported no error";
-	reason = ERR_reason_error_string(code);
-	return reason ? reason : "OpenSSL reported an unknown error";
+		return "OpenSSL reported no error.";
+	snprintf(detail, sizeof(detail), "OpenSSL reported: %s.",
+			 reason ? reason : "an unknown error");
+	return detail;
 }

@@ -130,7 +130,7 @@ cipher_setup_failed(const char *purpose)
 			(errcode(ERRCODE_INTERNAL_ERROR),
 			 errmsg("could not set up the %s cipher for %s",
 					data_encryption_cipher_name(data_encryption_cipher), purpose),
-			 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+			 errdetail("%s", data_encryption_error_reason())));
 }
 
 static XtsCipher *
@@ -273,12 +273,17 @@ CheckDataEncryptionMatchesControlFile(uint32 control_cipher)
 void *
 GrowStaticBuffer(void *buf, size_t *size, size_t len)
 {
+	size_t		newsize = Max(len, 2 * BLCKSZ + 64);
+	void	   *grown;
+
 	if (len <= *size)
 		return buf;
+	/* allocate first: if that fails, the caller keeps a valid buffer */
+	grown = MemoryContextAlloc(TopMemoryContext, newsize);
 	if (buf != NULL)
 		pfree(buf);
-	*size = Max(len, 2 * BLCKSZ + 64);
-	return MemoryContextAlloc(TopMemoryContext, *size);
+	*size = newsize;
+	return grown;
 }
 
 /* Values of the read-only data_encryption setting */

@@ -166,6 +166,7 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
 
+	Assert(relation_cipher != NULL);	/* InitializeDataEncryption() ran */
 	if (page_is_unused(in))
 	{
 		if (out != in)
@@ -183,7 +184,7 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt block %u of relation file %u fork %d",
 						blocknum, relnumber, forknum),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 	/* (a "new" page that is not all zeros is damaged: no checksum to keep) */
 	if (DataChecksumsEnabled() && !PageIsNew((Page) in))
 		((PageHeader) out)->pd_checksum = pg_checksum_page(out, blocknum);
@@ -224,7 +225,7 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not decrypt block %u of relation file %u fork %d",
 						blocknum, relnumber, forknum),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 }
 
 /*

@@ -46,7 +46,7 @@ CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt or decrypt pg_stat_statements query texts"),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 }
 
 /* The nonce of a new generation of texts: random; 0 when not encrypting */

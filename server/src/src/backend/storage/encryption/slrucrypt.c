@@ -33,7 +33,6 @@
 
 #include "common/hashfn.h"
 #include "storage/encryption.h"
-#include "utils/memutils.h"
 
 #define STATE_UNIT			8192
 
@@ -92,7 +91,7 @@ EncryptSlruPage(const char *dir, int64 pageno, const char *page)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt page %lld of \"%s\"",
 						(long long) pageno, dir),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 	return out.data;
 }
 
@@ -110,7 +109,7 @@ DecryptSlruPage(const char *dir, int64 pageno, char *page)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not decrypt page %lld of \"%s\"",
 						(long long) pageno, dir),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 }
 
 /* Two-phase state: XTS over buf[0..len) in place, units of STATE_UNIT */
@@ -139,14 +138,14 @@ crypt_state(bool encrypt, TransactionId xid, char *buf, size_t len)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not encrypt the two-phase state of transaction %u", xid),
-					 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+					 errdetail("%s", data_encryption_error_reason())));
 		if (!encrypt &&
 			!xts_decrypt(state_cipher, tweak, (unsigned char *) buf + off,
 						 (unsigned char *) buf + off, n))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not decrypt the two-phase state of transaction %u", xid),
-					 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+					 errdetail("%s", data_encryption_error_reason())));
 		off += n;
 		unit++;
 	}

@@ -50,7 +50,7 @@ spill_crypt(const unsigned char *header, off_t offset, const char *in,
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt or decrypt a logical decoding spill file"),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 }
 
 /*

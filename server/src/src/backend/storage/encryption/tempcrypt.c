@@ -227,7 +227,7 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 encrypt ? errmsg("could not encrypt a temporary file") :
 				 errmsg("could not decrypt a temporary file"),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 }
 
 /*
@@ -322,7 +322,7 @@ tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 encrypt ? errmsg("could not encrypt a temporary file") :
 				 errmsg("could not decrypt a temporary file"),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 }
 
 /* The logical length of the file as it is on disk (see the file header) */

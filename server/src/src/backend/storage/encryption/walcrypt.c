@@ -40,7 +40,6 @@
 
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
-#include "common/keyring.h"
 #include "common/wal_encryption.h"
 #include "storage/encryption.h"
 
@@ -80,7 +79,7 @@ InitializeWALEncryption(const unsigned char *key)
 		ereport(FATAL,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not set up the WAL cipher"),
-				 errdetail("OpenSSL: %s", data_encryption_error_reason())));
+				 errdetail("%s", data_encryption_error_reason())));
 	ChooseWALEncryptionEpoch();
 	if (wal_scratch == NULL)
 	{
