@@ -308,7 +308,9 @@ SELF_TEST_DOC = """# design
 
 ### 15.8 Computed in the proxy
 """
-# "@" stands for the word design, so that this file's own scan skips them.
+# "@" stands for the word design and "~" for 99, a section design.md lacks:
+# this file, like any scan of the repository, finds no dangling reference in
+# them.
 SELF_TEST = [
     ("@ 13.5a", False), ("(@ 13.4)", False), ("@ §15.8", False),
     ("@.md §9", False), ("@ §6", False), ("docs/@.md, section 6", False),
@@ -317,21 +319,21 @@ SELF_TEST = [
     ("section 6 of the @", False), ("§9 of docs/@.md", False),
     ("@ 13.3, 13.6 and 15.8.", False), ("@ 13.3, 16 bytes", False),
     ('docs/@.md ("Key file")', False), ('@ 13.3, "Plaintext encodings"', False),
-    ("@.md#9-key-file", False), ("docs/@.md\n 99. Next item", False),
-    ("@ 99", True), ("@ 13.99", True), ("@ 13.5z", True), ("@ §99", True),
-    ("@.md §99", True), ("docs/@.md, section 99", True), ("@ 4.1.1", True),
-    ("(@\n * 13.99)", True), ("`docs/@.md`,\n# section 99.", True),
-    ("@ §6 and §99", True), ("sections 2–99 of the @", True),
+    ("@.md#9-key-file", False), ("docs/@.md\n ~. Next item", False),
+    ("@ ~", True), ("@ 13.~", True), ("@ 13.5z", True), ("@ §~", True),
+    ("@.md §~", True), ("docs/@.md, section ~", True), ("@ 4.1.~", True),
+    ("(@\n * 13.~)", True), ("`docs/@.md`,\n# section ~.", True),
+    ("@ §6 and §~", True), ("sections 2–~ of the @", True),
     ('docs/@.md ("Key files")', True), ('@ 13.5, "Plaintext encodings"', True),
-    ("@.md#9-key", True), ("# § means docs/@.md\n§99", True),
-    ("IEEE 1619 §99", False), ("RFC 5649 section 99", False), ("PostgreSQL docs §99", False),
-    ("@ed 99", False), ("§99", False),
+    ("@.md#9-key", True), ("# § means docs/@.md\n§~", True),
+    ("IEEE 1619 §~", False), ("RFC 5649 section ~", False), ("PostgreSQL docs §~", False),
+    ("@ed ~", False), ("§~", False),
 ]
 SELF_TEST_DESIGN = [
     ("section 9", False), ("sections 2 and 11", False), ("sections 2–12", False),
-    ("section 99", True), ("(see section 99)", True), ("sections 2 and 99", True),
-    ("| x | section 99 |", True),
-    ('Lewi and Wu, "Title", CCS 2016,\nsection 99)', False), ("RFC 5649 section 99", False),
+    ("section ~", True), ("(see section ~)", True), ("sections 2 and ~", True),
+    ("| x | section ~ |", True),
+    ('Lewi and Wu, "Title", CCS 2016,\nsection ~)', False), ("RFC 5649 section ~", False),
 ]
 
 
@@ -340,7 +342,7 @@ def self_test():
     bad = len(design.errors)
     for cases, is_design in ((SELF_TEST, False), (SELF_TEST_DESIGN, True)):
         for text, dangling in cases:
-            text = text.replace("@", "design")
+            text = text.replace("@", "design").replace("~", "99")
             got = check_file("self-test", text, design, is_design, [])
             if bool(got) != dangling:
                 bad += 1

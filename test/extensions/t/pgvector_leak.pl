@@ -22,9 +22,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $keyfile = PostgreSQL::Test::Utils::tempdir() . '/kek';
-PostgreSQL::Test::Utils::append_to_file($keyfile, ('cd' x 32) . "\n");
-
 # Distinct per run, so a marker cannot be found by accident.  The vector's
 # components are exact in float4 (integer part below 2^20, eighths), so
 # its bytes on disk are pack('f<', ...) of them.
@@ -39,10 +36,7 @@ sub run_cluster
 	my ($encrypted) = @_;
 	my $label = $encrypted ? 'aes-256' : 'unencrypted';
 	my $node = PostgreSQL::Test::Cluster->new("pgvector_$label");
-	my @extra = $encrypted
-	  ? ('--encryption=aes-256', "--encryption-key-command=cat $keyfile")
-	  : ();
-	$node->init(extra => \@extra);
+	$node->init(extra => [ $encrypted ? encryption_options('aes-256') : () ]);
 	$node->append_conf('postgresql.conf', "autovacuum = off\n");
 	$node->start;
 	is($node->safe_psql('postgres', 'SHOW data_encryption'),

@@ -24,9 +24,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $keyfile = PostgreSQL::Test::Utils::tempdir() . '/kek';
-PostgreSQL::Test::Utils::append_to_file($keyfile, ('ef' x 32) . "\n");
-
 # Distinct per run, so a marker cannot be found by accident
 my $run = sprintf('%08x', int(rand(0xffffffff)));
 my $marker = "PGCX_timescaledb_$run";
@@ -55,10 +52,7 @@ sub run_cluster
 	my ($encrypted) = @_;
 	my $label = $encrypted ? 'aes-256' : 'unencrypted';
 	my $node = PostgreSQL::Test::Cluster->new("timescaledb_$label");
-	my @extra = $encrypted
-	  ? ('--encryption=aes-256', "--encryption-key-command=cat $keyfile")
-	  : ();
-	$node->init(extra => \@extra);
+	$node->init(extra => [ $encrypted ? encryption_options('aes-256') : () ]);
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'timescaledb'
 timezone = 'UTC'

@@ -12,8 +12,9 @@ use Cwd qw(realpath);
 use File::Find;
 use Exporter 'import';
 use Test::More;
+use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(scan_for_markers markers_nowhere);
+our @EXPORT = qw(scan_for_markers markers_nowhere encryption_options);
 
 # $markers: [ { name => ..., bytes => ... }, ... ]; returns
 # { name => [ files holding it ] }.  Files may vanish while we look.
@@ -53,6 +54,22 @@ sub markers_nowhere
 		is_deeply($found->{ $m->{name} } // [], [],
 			"$what: $m->{name} marker nowhere in the data directory");
 	}
+}
+
+# initdb's options for a cluster encrypted with $cipher ("aes-256"), its key
+# command printing a key from a file of this test run
+my $keyfile;
+
+sub encryption_options
+{
+	my ($cipher) = @_;
+	if (!defined $keyfile)
+	{
+		$keyfile = PostgreSQL::Test::Utils::tempdir() . '/kek';
+		PostgreSQL::Test::Utils::append_to_file($keyfile,
+			join('', map { sprintf('%02x', int(rand(256))) } 1 .. 32) . "\n");
+	}
+	return ("--encryption=$cipher", "--encryption-key-command=cat $keyfile");
 }
 
 1;

@@ -105,64 +105,29 @@ load_keyring(void)
 				 err.hint[0] ? errhint("%s", err.hint) : 0));
 }
 
-/*
- * One key of the ring, for one purpose; a ring without it is damaged (every
- * initdb writes all of them).
- */
-static const KeyringKey *
-ring_key(uint32 id, const char *purpose)
+/* One key of the ring; a ring without it is damaged */
+static const unsigned char *
+ring_key(uint32 id)
 {
 	const KeyringKey *key = keyring_get_key(keyring, id);
 
 	if (key == NULL)
 		ereport(FATAL,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("encryption key file \"%s\" has no key for %s",
-						KEYRING_FILE, purpose)));
-	return key;
+				 errmsg("encryption key file \"%s\" lacks key %u", KEYRING_FILE, id),
+				 errhint("A key ring written by initdb holds key 1 (relation files), 2 (WAL) and 3 (temporary files).")));
+	return key->key;
 }
 
-/* Set-up failures of a cipher are OpenSSL's: say which and why */
-static void
-cipher_setup_failed(const char *purpose)
+/* A cipher OpenSSL could not set up stops the start, with OpenSSL's reason */
+static void *
+set_up(void *cipher)
 {
-	ereport(FATAL,
-			(errcode(ERRCODE_INTERNAL_ERROR),
-			 errmsg("could not set up the %s cipher for %s",
-					data_encryption_cipher_name(data_encryption_cipher), purpose),
-			 errdetail("%s", data_encryption_error_reason())));
-}
-
-static XtsCipher *
-xts_cipher_for(uint32 id, const char *purpose)
-{
-	XtsCipher  *cipher = xts_cipher_create(data_encryption_cipher,
-										   ring_key(id, purpose)->key);
-
 	if (cipher == NULL)
-		cipher_setup_failed(purpose);
-	return cipher;
-}
-
-static CtrCipher *
-ctr_cipher_for(uint32 id, const char *purpose)
-{
-	CtrCipher  *cipher = ctr_cipher_create(data_encryption_cipher,
-										   ring_key(id, purpose)->key);
-
-	if (cipher == NULL)
-		cipher_setup_failed(purpose);
-	return cipher;
-}
-
-static Xts16Cipher *
-xts16_cipher_for(uint32 id, const char *purpose)
-{
-	Xts16Cipher *cipher = xts16_cipher_create(data_encryption_cipher,
-											  ring_key(id, purpose)->key);
-
-	if (cipher == NULL)
-		cipher_setup_failed(purpose);
+		ereport(FATAL,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not set up the data encryption ciphers"),
+				 errdetail("%s", data_encryption_error_reason())));
 	return cipher;
 }
 
@@ -171,17 +136,24 @@ xts16_cipher_for(uint32 id, const char *purpose)
  * and the small transaction files under the relation key, WAL under its
  * own, the files that live only until a restart (temporary files, spill
  * files, statement texts) under the temporary-file key.  See design §8.
+ * One cipher per key and mode, shared by the modules that use it: a process
+ * makes one cipher call at a time, and each call sets its own tweak or IV.
  */
 static void
 start_modules(void)
 {
-	InitializePageEncryption(xts_cipher_for(KEY_RELATION, "relation pages"));
-	InitializeSlruEncryption(xts_cipher_for(KEY_RELATION, "SLRU pages and two-phase state files"));
-	InitializeWALEncryption(ring_key(KEY_WAL, "WAL")->key);
-	InitializeTempFileEncryption(xts16_cipher_for(KEY_TEMPFILE, "temporary files"),
-								 xts_cipher_for(KEY_TEMPFILE, "temporary files"));
-	InitializeSpillFileEncryption(ctr_cipher_for(KEY_TEMPFILE, "logical decoding spill files"));
-	InitializeStatementTextEncryption(ctr_cipher_for(KEY_TEMPFILE, "pg_stat_statements query texts"));
+	int			cipher = data_encryption_cipher;
+	XtsCipher  *relation = set_up(xts_cipher_create(cipher, ring_key(KEY_RELATION)));
+	XtsCipher  *temp_units = set_up(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
+	Xts16Cipher *temp_blocks = set_up(xts16_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
+	CtrCipher  *temp_stream = set_up(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
+
+	InitializePageEncryption(relation);
+	InitializeSlruEncryption(relation);
+	InitializeWALEncryption(ring_key(KEY_WAL));
+	InitializeTempFileEncryption(temp_blocks, temp_units);
+	InitializeSpillFileEncryption(temp_stream);
+	InitializeStatementTextEncryption(temp_stream);
 }
 
 /*

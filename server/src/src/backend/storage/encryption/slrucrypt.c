@@ -128,22 +128,21 @@ crypt_state(bool encrypt, TransactionId xid, char *buf, size_t len)
 	{
 		size_t		n = Min(STATE_UNIT, len - off);
 		unsigned char tweak[XTS_TWEAK_LEN];
+		bool		ok;
 
 		if (len - off - n < 16)
 			n = len - off;		/* a short last piece joins this unit */
 		domain_tweak(tweak, unit, xid, 'P');
-		if (encrypt &&
-			!xts_encrypt(state_cipher, tweak, (unsigned char *) buf + off,
-						 (unsigned char *) buf + off, n))
+		ok = encrypt ?
+			xts_encrypt(state_cipher, tweak, (unsigned char *) buf + off,
+						(unsigned char *) buf + off, n) :
+			xts_decrypt(state_cipher, tweak, (unsigned char *) buf + off,
+						(unsigned char *) buf + off, n);
+		if (!ok)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not encrypt the two-phase state of transaction %u", xid),
-					 errdetail("%s", data_encryption_error_reason())));
-		if (!encrypt &&
-			!xts_decrypt(state_cipher, tweak, (unsigned char *) buf + off,
-						 (unsigned char *) buf + off, n))
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
+					 encrypt ?
+					 errmsg("could not encrypt the two-phase state of transaction %u", xid) :
 					 errmsg("could not decrypt the two-phase state of transaction %u", xid),
 					 errdetail("%s", data_encryption_error_reason())));
 		off += n;
