@@ -25,8 +25,10 @@
 #include <openssl/kdf.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/hmac.h>
 
 #include "common/data_encryption.h"
+#include "common/hashfn.h"
 #include "port/pg_bswap.h"
 
 struct XtsCipher
@@ -443,4 +445,75 @@ data_encryption_error_reason(void)
 	snprintf(detail, sizeof(detail), "OpenSSL reported: %s.",
 			 reason ? reason : "an unknown error");
 	return detail;
+}
+
+/*
+ * A key-encryption key's fingerprint: the first 8 bytes of
+ * HMAC-SHA256(KEK, "pgcipher KEK fingerprint"), so that messages can say
+ * which KEK a key ring expects without revealing anything about it.
+ */
+bool
+kek_fingerprint(const unsigned char *kek, int keklen, unsigned char *fp)
+{
+	static const char label[] = "pgcipher KEK fingerprint";
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+
+	if (HMAC(EVP_sha256(), kek, keklen, (const unsigned char *) label,
+			 sizeof(label) - 1, mac, &maclen) == NULL || maclen < KEK_FINGERPRINT_LEN)
+		return false;
+	memcpy(fp, mac, KEK_FINGERPRINT_LEN);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	return true;
+}
+
+/*
+ * The XTS tweak of a relation page: where the page lives (block number,
+ * relation file number, fork), never the database or the tablespace, so
+ * that files copied as they are stay readable.  An init fork is encrypted
+ * as the main fork it is copied over at the end of recovery.  Shared by
+ * the server (pagecrypt.c) and pg_upgrade, which must agree byte for byte.
+ */
+void
+page_encryption_tweak(unsigned char *tweak, uint32 relnumber, int forknum,
+					  uint32 blocknum)
+{
+	if (forknum == 3)			/* INIT_FORKNUM */
+		forknum = 0;			/* MAIN_FORKNUM */
+
+	memset(tweak, 0, XTS_TWEAK_LEN);
+	tweak[0] = blocknum;
+	tweak[1] = blocknum >> 8;
+	tweak[2] = blocknum >> 16;
+	tweak[3] = blocknum >> 24;
+	tweak[4] = relnumber;
+	tweak[5] = relnumber >> 8;
+	tweak[6] = relnumber >> 16;
+	tweak[7] = relnumber >> 24;
+	tweak[8] = (unsigned char) forknum;
+}
+
+/*
+ * The XTS tweak of units that are not relation pages: (a, b, domain),
+ * little-endian; relation tweaks have 0 in the last byte, so no other
+ * domain can meet them.
+ */
+void
+domain_encryption_tweak(unsigned char *tweak, uint64 a, uint32 b, char domain)
+{
+	memset(tweak, 0, XTS_TWEAK_LEN);
+	for (int i = 0; i < 8; i++)
+		tweak[i] = (unsigned char) (a >> (8 * i));
+	for (int i = 0; i < 4; i++)
+		tweak[8 + i] = (unsigned char) (b >> (8 * i));
+	tweak[15] = (unsigned char) domain;
+}
+
+/* An SLRU page's tweak: its page number and a hash of the SLRU's directory */
+void
+slru_encryption_tweak(unsigned char *tweak, const char *dir, int64 pageno)
+{
+	domain_encryption_tweak(tweak, (uint64) pageno,
+							hash_bytes((const unsigned char *) dir, strlen(dir)),
+							'S');
 }

@@ -17,9 +17,14 @@
  *	16	KEK source				 4	 KEK_SOURCE_HEX / _PASSPHRASE
  *	20	scrypt log2(N), r, p	12
  *	32	scrypt salt				16
- *	48	number of keys			 4
- *	52	per key: id (4), length (4), wrapped length (4), wrapped bytes
+ *	48	KEK fingerprint			 8	 (format 2 only)
+ *	56	time of wrapping		 8	 Unix seconds (format 2 only)
+ *	64	number of keys			 4	 (at 48 in format 1)
+ *	68	per key: id (4), length (4), wrapped length (4), wrapped bytes
  *	..	CRC-32C of everything above (4)
+ *
+ * Format 1 (without fingerprint and time) is still read; format 2 is
+ * written.
  *
  * What is wrapped is id || cipher || key, so a wrapped key cannot be moved
  * to another slot or reinterpreted under another cipher without the unwrap
@@ -54,7 +59,8 @@
 #endif
 #include "port/pg_crc32c.h"
 
-#define KEYRING_HEADER_LEN	52
+#define KEYRING_HEADER_LEN_V1	52
+#define KEYRING_HEADER_LEN	68
 #define KEYRING_MAX_FILE	4096
 
 static void
@@ -102,6 +108,19 @@ get32(const unsigned char *p)
 {
 	return ((uint32) p[0] << 24) | ((uint32) p[1] << 16) |
 		((uint32) p[2] << 8) | (uint32) p[3];
+}
+
+static void
+put64(unsigned char *p, uint64 v)
+{
+	put32(p, (uint32) (v >> 32));
+	put32(p + 4, (uint32) v);
+}
+
+static uint64
+get64(const unsigned char *p)
+{
+	return ((uint64) get32(p) << 32) | get32(p + 4);
 }
 
 static int64
@@ -412,7 +431,13 @@ keyring_serialize(const Keyring *ring, const unsigned char *kek,
 	put32(buf + 24, ring->scrypt_r);
 	put32(buf + 28, ring->scrypt_p);
 	memcpy(buf + 32, ring->salt, KEYRING_SALT_LEN);
-	put32(buf + 48, ring->nkeys);
+	if (!kek_fingerprint(kek, KEK_LEN, buf + 48))
+	{
+		set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not compute the key-encryption key's fingerprint");
+		return 0;
+	}
+	put64(buf + 56, (uint64) ring->wrapped_at);
+	put32(buf + 64, ring->nkeys);
 	off = KEYRING_HEADER_LEN;
 	for (uint32 i = 0; i < ring->nkeys; i++)
 	{
@@ -451,9 +476,10 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	const char *hint = "Restore the file " KEYRING_FILE " from a backup of this cluster.";
 	pg_crc32c	crc;
 	size_t		off;
+	size_t		header_len;
 
 	memset(ring, 0, sizeof(Keyring));
-	if (len < KEYRING_HEADER_LEN + 4)
+	if (len < KEYRING_HEADER_LEN_V1 + 4)
 	{
 		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
 				  "encryption key file \"%s\" is truncated", KEYRING_FILE);
@@ -467,18 +493,22 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 		set_detail(err, "The file does not start with the key ring's magic number.");
 		return false;
 	}
-	if (get32(buf + 8) != KEYRING_VERSION)
+	ring->version = get32(buf + 8);
+	if (ring->version != 1 && ring->version != KEYRING_VERSION)
 	{
 		set_error(err, KEYRING_ERR_FILE_CORRUPT,
 				  "The key ring was written by a different version of pgcipher.",
 				  "encryption key file \"%s\" has unsupported format version %u",
-				  KEYRING_FILE, get32(buf + 8));
+				  KEYRING_FILE, ring->version);
 		return false;
 	}
+	header_len = (ring->version == 1) ? KEYRING_HEADER_LEN_V1 : KEYRING_HEADER_LEN;
+	if (len < header_len + 4)
+		goto truncated_or_corrupt;
 
 	/* Walk the key entries to find where the CRC must be */
-	off = KEYRING_HEADER_LEN;
-	ring->nkeys = get32(buf + 48);
+	off = header_len;
+	ring->nkeys = get32(buf + header_len - 4);
 	if (ring->nkeys == 0 || ring->nkeys > KEYRING_MAX_KEYS)
 		goto truncated_or_corrupt;
 	for (uint32 i = 0; i < ring->nkeys; i++)
@@ -512,6 +542,11 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	ring->scrypt_r = get32(buf + 24);
 	ring->scrypt_p = get32(buf + 28);
 	memcpy(ring->salt, buf + 32, KEYRING_SALT_LEN);
+	if (ring->version >= 2)
+	{
+		memcpy(ring->kek_fingerprint, buf + 48, KEK_FINGERPRINT_LEN);
+		ring->wrapped_at = (int64) get64(buf + 56);
+	}
 	if (data_encryption_key_length(ring->cipher) == 0 ||
 		(ring->kek_source != KEK_SOURCE_HEX && ring->kek_source != KEK_SOURCE_PASSPHRASE))
 	{
@@ -523,7 +558,7 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	if (kek == NULL)
 		return true;
 
-	off = KEYRING_HEADER_LEN;
+	off = header_len;
 	for (uint32 i = 0; i < ring->nkeys; i++)
 	{
 		KeyringKey *key = &ring->keys[i];
@@ -536,7 +571,7 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 		if (!aes_key_unwrap_pad(kek, KEK_LEN, buf + off + 12, wrappedlen, plain, &plainlen))
 		{
 			set_error(err, KEYRING_ERR_WRONG_KEY,
-					  "encryption_key_command must print the same key or passphrase that was given to initdb.",
+					  "encryption_key_command must print the key or passphrase given to initdb or to the latest pg_rotate_encryption_key().",
 					  "could not unwrap the data encryption keys: wrong key-encryption key");
 			set_detail(err, "The integrity check of the AES key wrap of key %u failed.", key->id);
 			data_encryption_wipe(ring, sizeof(Keyring));
@@ -609,30 +644,52 @@ keyring_read_file(const char *path, unsigned char *buf, size_t bufsize,
 	return true;
 }
 
-/*
- * Write the key ring crash-safely: a temporary file, fsync, rename over the
- * target, fsync of the directory.  A crash leaves the old or the new file.
- */
-bool
-keyring_write_file(const char *path, const unsigned char *buf, size_t len,
-				   KeyringError *err)
+/* The directory part of path, "." without one */
+static void
+directory_of(const char *path, char *dir)
 {
-	char		tmppath[MAXPGPATH];
-	char		dirpath[MAXPGPATH];
 	char	   *slash;
-	int			fd;
 
-	snprintf(tmppath, sizeof(tmppath), "%s.tmp", path);
-	strlcpy(dirpath, path, sizeof(dirpath));
-	slash = strrchr(dirpath, '/');
+	strlcpy(dir, path, MAXPGPATH);
+	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
 	else
-		strlcpy(dirpath, ".", sizeof(dirpath));
+		strlcpy(dir, ".", MAXPGPATH);
+}
 
+static bool
+fsync_directory_of(const char *path)
+{
+	char		dir[MAXPGPATH];
+	int			fd;
+	int			rc;
+
+	directory_of(path, dir);
+	fd = open(dir, O_RDONLY, 0);
+	if (fd < 0)
+		return false;
+	rc = fsync(fd);
+	close(fd);
+	return rc == 0;
+}
+
+/*
+ * First half of a crash-safe write: path.tmp written and fsynced.  A crash
+ * now leaves path as it was and a path.tmp that nothing reads.
+ */
+bool
+keyring_write_temporary(const char *path, const unsigned char *buf, size_t len,
+						KeyringError *err)
+{
+	char		tmppath[MAXPGPATH];
+	int			fd;
+
+	snprintf(tmppath, sizeof(tmppath), "%s.tmp", path);
 	fd = open(tmppath, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
 	if (fd < 0)
 		goto fail;
+	errno = 0;
 	if (write(fd, buf, len) != (ssize_t) len)
 	{
 		if (errno == 0)
@@ -642,23 +699,67 @@ keyring_write_file(const char *path, const unsigned char *buf, size_t len,
 	}
 	if (fsync(fd) != 0 || close(fd) != 0)
 		goto fail;
-	if (rename(tmppath, path) != 0)
-		goto fail;
-	fd = open(dirpath, O_RDONLY, 0);
-	if (fd < 0 || fsync(fd) != 0)
-	{
-		if (fd >= 0)
-			close(fd);
-		goto fail;
-	}
-	close(fd);
 	return true;
 
 fail:
 	set_error(err, KEYRING_ERR_IO, NULL,
-			  "could not write encryption key file \"%s\": %s", path, strerror(errno));
+			  "could not write encryption key file \"%s\": %s", tmppath, strerror(errno));
 	unlink(tmppath);
 	return false;
+}
+
+/* Rename from over to and make the rename durable */
+bool
+keyring_rename(const char *from, const char *to, KeyringError *err)
+{
+	if (rename(from, to) != 0 || !fsync_directory_of(to))
+	{
+		set_error(err, KEYRING_ERR_IO, NULL,
+				  "could not rename encryption key file \"%s\" to \"%s\": %s",
+				  from, to, strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+/* Second half: path.tmp renamed over path, and the rename made durable */
+bool
+keyring_install_temporary(const char *path, KeyringError *err)
+{
+	char		tmppath[MAXPGPATH];
+
+	snprintf(tmppath, sizeof(tmppath), "%s.tmp", path);
+	if (keyring_rename(tmppath, path, err))
+		return true;
+	unlink(tmppath);
+	return false;
+}
+
+/*
+ * Write the key ring crash-safely: a temporary file, fsync, rename over the
+ * target, fsync of the directory.  A crash leaves the old or the new file.
+ */
+bool
+keyring_write_file(const char *path, const unsigned char *buf, size_t len,
+				   KeyringError *err)
+{
+	return keyring_write_temporary(path, buf, len, err) &&
+		keyring_install_temporary(path, err);
+}
+
+/* 16 hexadecimal digits, or "none recorded" for a format 1 key ring */
+void
+keyring_format_fingerprint(const unsigned char *fp, char *out)
+{
+	bool		recorded = false;
+
+	for (int i = 0; i < KEK_FINGERPRINT_LEN; i++)
+	{
+		sprintf(out + 2 * i, "%02x", fp[i]);
+		recorded |= (fp[i] != 0);
+	}
+	if (!recorded)
+		strcpy(out, "none recorded");
 }
 
 const KeyringKey *
@@ -671,22 +772,53 @@ keyring_get_key(const Keyring *ring, uint32 id)
 }
 
 /*
- * initdb: run the key command, draw fresh data keys and write the key ring
- * into datadir.  On success ring holds the unwrapped keys.
+ * Run command, turn its output into a new KEK (a passphrase gets a fresh
+ * salt) and serialize ring under it into file, stamped with the time.
+ * Returns the file's length, or 0 on failure.  What initdb and a key
+ * rotation write.
  */
-bool
-keyring_create(const char *datadir, int cipher, const char *command,
-			   int timeout_s, Keyring *ring, KeyringError *err)
+size_t
+keyring_wrap_under_command(Keyring *ring, const char *command, int timeout_s,
+						   unsigned char *file, size_t filesize,
+						   KeyringError *err)
 {
-	static const uint32 ids[] = {KEY_RELATION, KEY_WAL, KEY_TEMPFILE};
 	char		out[KEY_COMMAND_MAX_OUTPUT];
 	size_t		outlen;
 	unsigned char kek[KEK_LEN];
+	size_t		filelen;
+	bool		ok;
+
+	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
+		return 0;
+	ok = kek_from_command_output(out, outlen, ring, true, kek, err);
+	data_encryption_wipe(out, sizeof(out));
+	if (!ok)
+		return 0;
+	ring->wrapped_at = (int64) time(NULL);
+	filelen = keyring_serialize(ring, kek, file, filesize, err);
+	if (filelen > 0)
+		ok = kek_fingerprint(kek, KEK_LEN, ring->kek_fingerprint);
+	data_encryption_wipe(kek, sizeof(kek));
+	return filelen;
+}
+
+/*
+ * initdb: run the key command, draw fresh data keys and write the key ring
+ * into datadir.  With reuse (initdb --encryption-keys-from), the relation
+ * key is taken from that key ring, so that pg_upgrade can link or clone
+ * the old cluster's files; the WAL and temporary-file keys are always
+ * new.  On success ring holds the unwrapped keys.
+ */
+bool
+keyring_create(const char *datadir, int cipher, const char *command,
+			   int timeout_s, const Keyring *reuse, Keyring *ring,
+			   KeyringError *err)
+{
+	static const uint32 ids[] = {KEY_RELATION, KEY_WAL, KEY_TEMPFILE};
 	unsigned char file[KEYRING_MAX_FILE];
 	size_t		filelen;
 	char		path[MAXPGPATH];
 	int			keylen = data_encryption_key_length(cipher);
-	bool		ok;
 
 	memset(ring, 0, sizeof(Keyring));
 	ring->cipher = cipher;
@@ -695,25 +827,34 @@ keyring_create(const char *datadir, int cipher, const char *command,
 		set_error(err, KEYRING_ERR_CRYPTO, NULL, "invalid cipher %d", cipher);
 		return false;
 	}
-	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
+	if (reuse != NULL && reuse->cipher != (uint32) cipher)
+	{
+		set_error(err, KEYRING_ERR_CRYPTO,
+				  "Give initdb the old cluster's cipher with --encryption, or leave out --encryption-keys-from.",
+				  "the old cluster's key ring is for %s, not %s",
+				  data_encryption_cipher_name(reuse->cipher),
+				  data_encryption_cipher_name(cipher));
 		return false;
-	ok = kek_from_command_output(out, outlen, ring, true, kek, err);
-	data_encryption_wipe(out, sizeof(out));
-	if (!ok)
-		return false;
+	}
 
 	for (int i = 0; i < lengthof(ids); i++)
 	{
 		KeyringKey *key = &ring->keys[i];
+		const KeyringKey *old = reuse ? keyring_get_key(reuse, ids[i]) : NULL;
 
 		key->id = ids[i];
 		key->len = 2 * keylen;
+		if (ids[i] == KEY_RELATION && old != NULL)
+		{
+			memcpy(key->key, old->key, key->len);
+			continue;
+		}
 		/* XTS refuses a key whose two halves are equal: draw again */
 		do
 		{
 			if (!pg_strong_random(key->key, key->len))
 			{
-				data_encryption_wipe(kek, sizeof(kek));
+				data_encryption_wipe(ring, sizeof(Keyring));
 				set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random data key");
 				return false;
 			}
@@ -721,8 +862,8 @@ keyring_create(const char *datadir, int cipher, const char *command,
 	}
 	ring->nkeys = lengthof(ids);
 
-	filelen = keyring_serialize(ring, kek, file, sizeof(file), err);
-	data_encryption_wipe(kek, sizeof(kek));
+	filelen = keyring_wrap_under_command(ring, command, timeout_s, file,
+										 sizeof(file), err);
 	if (filelen == 0)
 		return false;
 
@@ -737,6 +878,46 @@ keyring_create(const char *datadir, int cipher, const char *command,
 	return keyring_write_file(path, file, filelen, err);
 }
 
+/* Read and check a key ring file's structure; false if absent or unusable */
+static bool
+read_keyring_header(const char *path, unsigned char *file, size_t *filelen,
+					Keyring *ring, KeyringError *err)
+{
+	return keyring_read_file(path, file, KEYRING_MAX_FILE, filelen, err) &&
+		keyring_parse(file, *filelen, NULL, ring, err);
+}
+
+/* Unwrap file's keys with the KEK that out gives under ring's header */
+static bool
+unwrap_with_output(const char *out, size_t outlen, const unsigned char *file,
+				   size_t filelen, Keyring *ring, unsigned char *fp,
+				   KeyringError *err)
+{
+	unsigned char kek[KEK_LEN];
+	bool		ok;
+
+	ok = kek_from_command_output(out, outlen, ring, false, kek, err);
+	if (ok)
+	{
+		(void) kek_fingerprint(kek, KEK_LEN, fp);
+		ok = keyring_parse(file, filelen, kek, ring, err);
+	}
+	data_encryption_wipe(kek, sizeof(kek));
+	return ok;
+}
+
+/* "on 2026-11-23 15:04:05 UTC" or "" when the key ring records no time */
+static void
+format_wrapped_at(int64 t, char *buf, size_t size)
+{
+	time_t		tt = (time_t) t;
+	struct tm  *tm = (t > 0) ? gmtime(&tt) : NULL;
+
+	buf[0] = '\0';
+	if (tm != NULL)
+		strftime(buf, size, " on %Y-%m-%d %H:%M:%S UTC", tm);
+}
+
 /*
  * Server start-up: read and check the key ring, then run the key command
  * and unwrap the data keys.  The file is checked first, so a corrupt or
@@ -748,28 +929,74 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 {
 	char		out[KEY_COMMAND_MAX_OUTPUT];
 	size_t		outlen;
-	unsigned char kek[KEK_LEN];
 	unsigned char file[KEYRING_MAX_FILE];
+	unsigned char next_file[KEYRING_MAX_FILE];
 	size_t		filelen;
+	size_t		next_filelen = 0;
 	char		path[MAXPGPATH];
+	Keyring		header;
+	Keyring		next_header;
+	bool		have_next;
+	KeyringError next_err;
+	unsigned char used_fp[KEK_FINGERPRINT_LEN];
+	unsigned char next_fp[KEK_FINGERPRINT_LEN];
 	bool		ok;
 
 	if (strcmp(datadir, ".") == 0)
 		strlcpy(path, KEYRING_FILE, sizeof(path));	/* the server's messages */
 	else
 		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
-	if (!keyring_read_file(path, file, sizeof(file), &filelen, err))
+	if (!read_keyring_header(path, file, &filelen, &header, err))
 		return false;
-	if (!keyring_parse(file, filelen, NULL, ring, err))
-		return false;
+
+	/* A rotation that did not complete leaves its new key ring beside */
+	if (strcmp(datadir, ".") == 0)
+		strlcpy(path, KEYRING_NEXT_FILE, sizeof(path));
+	else
+		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_NEXT_FILE);
+	have_next = read_keyring_header(path, next_file, &next_filelen,
+									&next_header, &next_err);
+
 	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
 		return false;
-	ok = kek_from_command_output(out, outlen, ring, false, kek, err);
+
+	*ring = header;
+	ok = unwrap_with_output(out, outlen, file, filelen, ring, used_fp, err);
+	if (!ok && have_next &&
+		(err->kind == KEYRING_ERR_WRONG_KEY || err->kind == KEYRING_ERR_COMMAND_OUTPUT))
+	{
+		*ring = next_header;
+		if (unwrap_with_output(out, outlen, next_file, next_filelen, ring,
+							   next_fp, &next_err))
+		{
+			ring->from_next = true;
+			ok = true;
+		}
+	}
 	data_encryption_wipe(out, sizeof(out));
-	if (!ok)
-		return false;
-	ok = keyring_parse(file, filelen, kek, ring, err);
-	data_encryption_wipe(kek, sizeof(kek));
+
+	if (!ok && err->kind == KEYRING_ERR_WRONG_KEY)
+	{
+		char		expected[2 * KEK_FINGERPRINT_LEN + 16];
+		char		given[2 * KEK_FINGERPRINT_LEN + 16];
+		char		when[64];
+
+		/* say which KEK the key ring expects and which one the command gave */
+		keyring_format_fingerprint(header.kek_fingerprint, expected);
+		keyring_format_fingerprint(used_fp, given);
+		format_wrapped_at(header.wrapped_at, when, sizeof(when));
+		if (have_next)
+		{
+			char		pending[2 * KEK_FINGERPRINT_LEN + 16];
+
+			keyring_format_fingerprint(next_header.kek_fingerprint, pending);
+			set_detail(err, "The key ring was wrapped%s under the key-encryption key with fingerprint %s, and the interrupted rotation's key ring (" KEYRING_NEXT_FILE ") under fingerprint %s; the key command's key has fingerprint %s.",
+					   when, expected, pending, given);
+		}
+		else
+			set_detail(err, "The key ring was wrapped%s under the key-encryption key with fingerprint %s; the key command's key has fingerprint %s.",
+					   when, expected, given);
+	}
 	return ok;
 }
 

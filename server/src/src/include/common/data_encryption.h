@@ -83,6 +83,22 @@ extern bool derive_key_scrypt(const char *passphrase, size_t passlen,
 							  uint32 log2_n, uint32 r, uint32 p,
 							  unsigned char *key, size_t keylen);
 
+/* Fingerprint of a key-encryption key, for messages (HMAC-SHA256, cut) */
+#define KEK_FINGERPRINT_LEN	8
+extern bool kek_fingerprint(const unsigned char *kek, int keklen,
+							unsigned char *fp);
+
+/*
+ * XTS tweaks, shared by the server and pg_upgrade: a relation page's
+ * location, an SLRU page's, and other domains' (see design section 8)
+ */
+extern void page_encryption_tweak(unsigned char *tweak, uint32 relnumber,
+								  int forknum, uint32 blocknum);
+extern void domain_encryption_tweak(unsigned char *tweak, uint64 a, uint32 b,
+									char domain);
+extern void slru_encryption_tweak(unsigned char *tweak, const char *dir,
+								  int64 pageno);
+
 /* Overwrite secret memory in a way the compiler cannot optimise away */
 extern void data_encryption_wipe(void *ptr, size_t len);
 

@@ -22,9 +22,11 @@
 /* Where the key ring lives, relative to the data directory */
 #define KEYRING_DIR			"pg_encryption"
 #define KEYRING_FILE		"pg_encryption/keyring"
+/* A key rotation's new key ring, until the rotation completes (design 9a) */
+#define KEYRING_NEXT_FILE	"pg_encryption/keyring.next"
 
 #define KEYRING_MAGIC		"PGCIPHKR"
-#define KEYRING_VERSION		1
+#define KEYRING_VERSION		2	/* 2 adds the KEK fingerprint and time */
 
 /* How the KEK is obtained from the key command's output */
 #define KEK_SOURCE_HEX			1	/* 64 hex digits: the KEK itself */
@@ -85,6 +87,10 @@ typedef struct Keyring
 	uint32		scrypt_r;
 	uint32		scrypt_p;
 	unsigned char salt[KEYRING_SALT_LEN];
+	uint32		version;		/* of the file it was read from */
+	unsigned char kek_fingerprint[KEK_FINGERPRINT_LEN];	/* zeros in v1 */
+	int64		wrapped_at;		/* Unix time of wrapping; 0 in v1 */
+	bool		from_next;		/* keyring_load() used KEYRING_NEXT_FILE */
 	uint32		nkeys;
 	KeyringKey	keys[KEYRING_MAX_KEYS];
 } Keyring;
@@ -108,11 +114,20 @@ extern bool keyring_read_file(const char *path, unsigned char *buf,
 							  size_t bufsize, size_t *len, KeyringError *err);
 extern bool keyring_write_file(const char *path, const unsigned char *buf,
 							   size_t len, KeyringError *err);
+extern bool keyring_write_temporary(const char *path, const unsigned char *buf,
+									size_t len, KeyringError *err);
+extern bool keyring_install_temporary(const char *path, KeyringError *err);
+extern bool keyring_rename(const char *from, const char *to, KeyringError *err);
+extern void keyring_format_fingerprint(const unsigned char *fp, char *out);
 
 /* What initdb and the server call */
 extern bool keyring_create(const char *datadir, int cipher,
 						   const char *command, int timeout_s,
-						   Keyring *ring, KeyringError *err);
+						   const Keyring *reuse, Keyring *ring,
+						   KeyringError *err);
+extern size_t keyring_wrap_under_command(Keyring *ring, const char *command,
+										 int timeout_s, unsigned char *file,
+										 size_t filesize, KeyringError *err);
 extern bool keyring_load(const char *datadir, const char *command,
 						 int timeout_s, Keyring *ring, KeyringError *err);
 extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);

@@ -43,6 +43,11 @@ extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
 extern void InitializeDataEncryption(bool bootstrap);
 extern void CheckDataEncryptionMatchesControlFile(uint32 control_cipher);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
+extern int	KeyringErrorCode(int kind);	/* KeyringErrorKind -> SQLSTATE */
+extern const struct Keyring *DataEncryptionKeyring(void);
+
+/* keyrotation.c: pg_rotate_encryption_key() and its start-up half */
+extern void CompleteKeyRotation(bool loaded_from_next);
 
 /*
  * Each module's cipher, handed over by InitializeDataEncryption() in the

@@ -489,12 +489,13 @@ test_keyring_format(void)
 	len = keyring_serialize(&ring, kek, file, sizeof(file), &err);
 	{
 		/* swap the ids of the first two entries and fix the CRC */
-		size_t		second = 52 + 12 + ((file[52 + 8] << 24) | (file[52 + 9] << 16) | (file[52 + 10] << 8) | file[52 + 11]);
+		const size_t first = 68;	/* format 2's header */
+		size_t		second = first + 12 + ((file[first + 8] << 24) | (file[first + 9] << 16) | (file[first + 10] << 8) | file[first + 11]);
 		unsigned char id0[4];
 		pg_crc32c	crc;
 
-		memcpy(id0, file + 52, 4);
-		memcpy(file + 52, file + second, 4);
+		memcpy(id0, file + first, 4);
+		memcpy(file + first, file + second, 4);
 		memcpy(file + second, id0, 4);
 		INIT_CRC32C(crc);
 		COMP_CRC32C(crc, file, len - 4);

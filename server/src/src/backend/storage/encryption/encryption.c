@@ -4,8 +4,10 @@
  *	  pgcipher: load the data keys at start-up, before anything is written.
  *
  * InitializeDataEncryption() runs right after the process has moved into
- * the data directory and before it creates postmaster.pid or touches any
- * other file there.  pg_control says whether the cluster is encrypted; if
+ * the data directory and created postmaster.pid, before it reads
+ * pg_control through xlog.c or touches any other file there (holding the
+ * lock, it may complete an interrupted key rotation: keyrotation.c).
+ * pg_control says whether the cluster is encrypted; if
  * so the key ring is read and checked, encryption_key_command is run, and
  * the data keys are unwrapped.  Any failure is FATAL with a message that
  * says what is wrong, so a wrong or missing key never gets as far as
@@ -13,7 +15,7 @@
  * a key ring written by initdb is what asks for encryption, and
  * BootStrapXLOG() records the cipher in the new pg_control.
  *
- * This is the one place that touches the key ring: once it is loaded,
+ * This is the one place that loads the key ring: once it is loaded,
  * InitializeDataEncryption() gives each module its cipher, in the order
  * start_modules() shows, and no module asks for keys later.  The keys live
  * in a page of their own, excluded from core dumps and locked in memory
@@ -66,8 +68,8 @@ allocate_keyring_memory(void)
 	return (Keyring *) mem;
 }
 
-static int
-keyring_errcode(KeyringErrorKind kind)
+int
+KeyringErrorCode(int kind)
 {
 	switch (kind)
 	{
@@ -99,10 +101,18 @@ load_keyring(void)
 	if (!keyring_load(".", encryption_key_command,
 					  encryption_key_command_timeout, keyring, &err))
 		ereport(FATAL,
-				(errcode(keyring_errcode(err.kind)),
+				(errcode(KeyringErrorCode(err.kind)),
 				 errmsg("%s", err.message),
 				 err.detail[0] ? errdetail("%s", err.detail) : 0,
 				 err.hint[0] ? errhint("%s", err.hint) : 0));
+}
+
+/* The key ring loaded at start-up: what a key rotation re-wraps */
+const Keyring *
+DataEncryptionKeyring(void)
+{
+	Assert(keyring != NULL);
+	return keyring;
 }
 
 /* One key of the ring; a ring without it is damaged */
@@ -157,8 +167,9 @@ start_modules(void)
 }
 
 /*
- * Called with the data directory as working directory, before the lock
- * file is created; see the file header.
+ * Called with the data directory as working directory: in bootstrap before
+ * the lock file is created, in the postmaster and a single-user backend
+ * right after (so that an interrupted key rotation can be completed).
  */
 void
 InitializeDataEncryption(bool bootstrap)
@@ -206,6 +217,7 @@ InitializeDataEncryption(bool bootstrap)
 					 errmsg("pg_control records unknown encryption cipher %d", cipher),
 					 errhint("This cluster may have been created by a newer version of pgcipher.")));
 		load_keyring();
+		CompleteKeyRotation(keyring->from_next);
 		if (keyring->cipher != (uint32) cipher)
 			ereport(FATAL,
 					(errcode(ERRCODE_DATA_CORRUPTED),

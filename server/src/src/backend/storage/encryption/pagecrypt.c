@@ -125,27 +125,6 @@ InitializePageEncryption(XtsCipher *cipher)
 												 PG_IO_ALIGN_SIZE, 0);
 }
 
-/* The tweak: where the page lives, independent of database and tablespace */
-static inline void
-page_tweak(unsigned char *tweak, RelFileNumber relnumber,
-		   ForkNumber forknum, BlockNumber blocknum)
-{
-	/* An init fork is copied over the main fork by ResetUnloggedRelations */
-	if (forknum == INIT_FORKNUM)
-		forknum = MAIN_FORKNUM;
-
-	memset(tweak, 0, XTS_TWEAK_LEN);
-	tweak[0] = blocknum;
-	tweak[1] = blocknum >> 8;
-	tweak[2] = blocknum >> 16;
-	tweak[3] = blocknum >> 24;
-	tweak[4] = relnumber;
-	tweak[5] = relnumber >> 8;
-	tweak[6] = relnumber >> 16;
-	tweak[7] = relnumber >> 24;
-	tweak[8] = (unsigned char) forknum;
-}
-
 /* A page that was never written: left as zeros on disk */
 static inline bool
 page_is_unused(const char *page)
@@ -175,7 +154,7 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 	}
 	if (out != in)
 		memcpy(out, in, PAGE_ENCRYPTION_OFFSET);
-	page_tweak(tweak, relnumber, forknum, blocknum);
+	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
 	if (!xts_encrypt(relation_cipher, tweak,
 					 (const unsigned char *) in + PAGE_ENCRYPTION_OFFSET,
 					 (unsigned char *) out + PAGE_ENCRYPTION_OFFSET,
@@ -216,7 +195,7 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		else
 			remember_failed_page(page, computed);
 	}
-	page_tweak(tweak, relnumber, forknum, blocknum);
+	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
 	if (!xts_decrypt(relation_cipher, tweak,
 					 (unsigned char *) page + PAGE_ENCRYPTION_OFFSET,
 					 (unsigned char *) page + PAGE_ENCRYPTION_OFFSET,

@@ -31,7 +31,6 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "storage/encryption.h"
 
 #define STATE_UNIT			8192
@@ -53,25 +52,6 @@ is_all_zeros(const char *buf, size_t len)
 	return true;
 }
 
-/* (a, b, domain) little-endian; relation tweaks have 0 in the last byte */
-static void
-domain_tweak(unsigned char *tweak, uint64 a, uint32 b, char domain)
-{
-	memset(tweak, 0, XTS_TWEAK_LEN);
-	for (int i = 0; i < 8; i++)
-		tweak[i] = (unsigned char) (a >> (8 * i));
-	for (int i = 0; i < 4; i++)
-		tweak[8 + i] = (unsigned char) (b >> (8 * i));
-	tweak[15] = (unsigned char) domain;
-}
-
-static void
-slru_tweak(unsigned char *tweak, const char *dir, int64 pageno)
-{
-	domain_tweak(tweak, (uint64) pageno,
-				 hash_bytes((const unsigned char *) dir, strlen(dir)), 'S');
-}
-
 /*
  * SLRU: returns the page to write (page itself when not encrypting); the
  * result is valid until the next call.
@@ -84,7 +64,7 @@ EncryptSlruPage(const char *dir, int64 pageno, const char *page)
 
 	if (!DataEncryptionEnabled() || is_all_zeros(page, BLCKSZ))
 		return page;
-	slru_tweak(tweak, dir, pageno);
+	slru_encryption_tweak(tweak, dir, pageno);
 	if (!xts_encrypt(state_cipher, tweak, (const unsigned char *) page,
 					 (unsigned char *) out.data, BLCKSZ))
 		ereport(PANIC,
@@ -102,7 +82,7 @@ DecryptSlruPage(const char *dir, int64 pageno, char *page)
 
 	if (!DataEncryptionEnabled() || is_all_zeros(page, BLCKSZ))
 		return;
-	slru_tweak(tweak, dir, pageno);
+	slru_encryption_tweak(tweak, dir, pageno);
 	if (!xts_decrypt(state_cipher, tweak, (unsigned char *) page,
 					 (unsigned char *) page, BLCKSZ))
 		ereport(PANIC,
@@ -132,7 +112,7 @@ crypt_state(bool encrypt, TransactionId xid, char *buf, size_t len)
 
 		if (len - off - n < 16)
 			n = len - off;		/* a short last piece joins this unit */
-		domain_tweak(tweak, unit, xid, 'P');
+		domain_encryption_tweak(tweak, unit, xid, 'P');
 		ok = encrypt ?
 			xts_encrypt(state_cipher, tweak, (unsigned char *) buf + off,
 						(unsigned char *) buf + off, n) :

@@ -186,24 +186,6 @@ like($stdout, qr/^Data encryption:\s+aes-256$/m, 'pg_resetwal -n shows the ciphe
 	like($stdout, qr/^Data encryption:\s+aes-128$/m, 'the rebuilt pg_control keeps the cipher from the key ring');
 }
 
-# pg_upgrade copies data files as they are: it must refuse encrypted clusters
-{
-	my $old = PostgreSQL::Test::Cluster->new('upgrade_old');
-	$old->init;
-	my $new = PostgreSQL::Test::Cluster->new('upgrade_new');
-	set_key_command_body("echo $good_key");
-	$new->init(extra => [ '--encryption=aes-256', "--encryption-key-command=$keyscript" ]);
-	my $bindir = $old->config_data('--bindir');
-	my $cwd = Cwd::getcwd();
-	chdir $tmp;
-	my ($out, $err);
-	my $ok = IPC::Run::run(
-		[ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
-		  '-b', $bindir, '-B', $bindir, '-s', $tmp, '-p', $old->port, '-P', $new->port, '--check' ],
-		'>', \$out, '2>', \$err);
-	ok(!$ok, 'pg_upgrade refuses to upgrade into an encrypted cluster');
-	like($out . $err, qr/pg_upgrade cannot upgrade into an encrypted cluster yet/, 'pg_upgrade says why');
-	chdir $cwd;
-}
+# pg_upgrade into, out of and between encrypted clusters: 008_pg_upgrade.pl
 
 done_testing();

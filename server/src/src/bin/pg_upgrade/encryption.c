@@ -1,0 +1,426 @@
+/*-------------------------------------------------------------------------
+ *
+ * encryption.c
+ *	  pgcipher: pg_upgrade into, out of and between encrypted clusters.
+ *
+ * pg_upgrade moves the old cluster's relation files and its pg_xact and
+ * pg_multixact files into the new cluster.  When both clusters hold the
+ * same relation key (the new one was made with initdb
+ * --encryption-keys-from, or neither is encrypted) the files move as they
+ * are, in every transfer mode.  Otherwise the blocks must change as they
+ * are copied: encrypted (adopting pgcipher), decrypted (leaving it) or
+ * re-encrypted under new data keys (the offline re-key).  That is only
+ * possible in copy mode; link, clone and copy_file_range are refused by
+ * check_data_encryption(), which pg_upgrade runs among its checks, before
+ * it changes anything, and which --check reports.
+ *
+ * The transform uses the server's own tweaks and rules (common/
+ * data_encryption.c): relation pages by location, all-zero pages left as
+ * zeros, the first PAGE_ENCRYPTION_OFFSET bytes in clear, the checksum
+ * recomputed over what is written (ciphertext in an encrypted cluster,
+ * plaintext in an unencrypted one); SLRU pages by directory and page
+ * number.  The keys come from each cluster's own key ring and key
+ * command, which pg_upgrade reads with that cluster's "postgres -C".
+ * See docs/design.md, section 9b.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/bin/pg_upgrade/encryption.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres_fe.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file_perm.h"
+#include "common/keyring.h"
+#include "common/relpath.h"
+#include "pg_upgrade.h"
+#include "storage/bufpage.h"
+#include "storage/checksum.h"	/* pg_checksum_page(): file.c defines it */
+
+/* Bytes of a page left in clear (storage/encryption.h, a backend header) */
+#define PAGE_ENCRYPTION_OFFSET	16
+/* Pages per SLRU segment file (access/slru.h, a backend header) */
+#define SLRU_PAGES_PER_SEGMENT	32
+/* Pages transformed per read and write */
+#define TRANSFORM_PAGES			128
+
+/* What the transfer does to every block; set by check_data_encryption() */
+static XtsCipher *old_relation_cipher = NULL;	/* decrypt with, or NULL */
+static XtsCipher *new_relation_cipher = NULL;	/* encrypt with, or NULL */
+static bool transform_blocks = false;
+
+/* "old" or "new", for messages */
+#define CLUSTER_NAME(cluster)	((cluster) == &old_cluster ? "old" : "new")
+
+/* The cipher that pg_controldata's "Data encryption:" line names */
+int
+data_encryption_from_controldata(const char *value)
+{
+	char		name[64];
+	size_t		len;
+	int			cipher;
+
+	value += strspn(value, " \t");
+	strlcpy(name, value, sizeof(name));
+	len = strcspn(name, " \t\r\n");
+	name[len] = '\0';
+	cipher = data_encryption_cipher_from_name(name);
+	if (cipher < 0)
+		pg_fatal("pg_controldata reports an unknown data encryption cipher \"%s\"", name);
+	return cipher;
+}
+
+/* A setting of cluster, read with its own "postgres -C" */
+static char *
+server_setting(ClusterInfo *cluster, const char *name)
+{
+	char		cmd[MAXPGPATH * 2 + 64];
+	char		line[4096];
+	FILE	   *output;
+	size_t		len;
+
+	snprintf(cmd, sizeof(cmd), "\"%s/postgres\" -D \"%s\" -C %s",
+			 cluster->bindir, cluster->pgconfig, name);
+	fflush(NULL);
+	if ((output = popen(cmd, "r")) == NULL ||
+		fgets(line, sizeof(line), output) == NULL)
+		pg_fatal("could not read the setting \"%s\" of the %s cluster with \"%s\"",
+				 name, CLUSTER_NAME(cluster), cmd);
+	if (pclose(output) != 0)
+		pg_fatal("could not read the setting \"%s\" of the %s cluster with \"%s\"",
+				 name, CLUSTER_NAME(cluster), cmd);
+	len = strlen(line);
+	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		line[--len] = '\0';
+	return pg_strdup(line);
+}
+
+/*
+ * Load cluster's key ring with its own key command, run in its data
+ * directory as the server runs it.
+ */
+static void
+load_cluster_keyring(ClusterInfo *cluster, Keyring *ring)
+{
+	char	   *command = server_setting(cluster, "encryption_key_command");
+	char	   *timeout = server_setting(cluster, "encryption_key_command_timeout");
+	char		cwd[MAXPGPATH];
+	KeyringError err;
+	bool		ok;
+
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		pg_fatal("could not determine current directory: %m");
+	if (chdir(cluster->pgdata) != 0)
+		pg_fatal("could not change directory to \"%s\": %m", cluster->pgdata);
+	ok = keyring_load(".", command, atoi(timeout), ring, &err);
+	if (chdir(cwd) != 0)
+		pg_fatal("could not change directory to \"%s\": %m", cwd);
+	if (!ok)
+	{
+		pg_log(PG_REPORT, "\n%s", err.message);
+		if (err.detail[0])
+			pg_log(PG_REPORT, "DETAIL:  %s", err.detail);
+		if (err.hint[0])
+			pg_log(PG_REPORT, "HINT:  %s", err.hint);
+		pg_fatal("could not load the encryption keys of the %s cluster in \"%s\"",
+				 CLUSTER_NAME(cluster), cluster->pgdata);
+	}
+	pg_free(command);
+	pg_free(timeout);
+}
+
+static XtsCipher *
+relation_cipher(const Keyring *ring, ClusterInfo *cluster)
+{
+	const KeyringKey *key = keyring_get_key(ring, KEY_RELATION);
+	XtsCipher  *xts;
+
+	if (key == NULL)
+		pg_fatal("the key ring of the %s cluster has no relation key",
+				 CLUSTER_NAME(cluster));
+	xts = xts_cipher_create(ring->cipher, key->key);
+	if (xts == NULL)
+		pg_fatal("could not set up the %s cluster's relation cipher: %s",
+				 CLUSTER_NAME(cluster), data_encryption_error_reason());
+	return xts;
+}
+
+static const char *
+transfer_mode_option(void)
+{
+	switch (user_opts.transfer_mode)
+	{
+		case TRANSFER_MODE_CLONE:
+			return "--clone";
+		case TRANSFER_MODE_COPY:
+			return "--copy";
+		case TRANSFER_MODE_COPY_FILE_RANGE:
+			return "--copy-file-range";
+		case TRANSFER_MODE_LINK:
+			return "--link";
+	}
+	return "?";
+}
+
+/*
+ * Decide what the transfer does to every block, and refuse, before
+ * anything changes, every combination that would leave plaintext and
+ * ciphertext files mixed or unreadable.
+ */
+void
+check_data_encryption(void)
+{
+	int			old_cipher = old_cluster.controldata.data_encryption;
+	int			new_cipher = new_cluster.controldata.data_encryption;
+	bool		copying = (user_opts.transfer_mode == TRANSFER_MODE_COPY);
+	Keyring		old_ring = {0};
+	Keyring		new_ring = {0};
+	const char *what;
+
+	prep_status("Checking data encryption");
+	if (old_cipher == DATA_ENCRYPTION_OFF && new_cipher == DATA_ENCRYPTION_OFF)
+	{
+		check_ok();
+		return;
+	}
+
+	if (old_cipher != DATA_ENCRYPTION_OFF)
+		load_cluster_keyring(&old_cluster, &old_ring);
+	if (new_cipher != DATA_ENCRYPTION_OFF)
+		load_cluster_keyring(&new_cluster, &new_ring);
+
+	if (old_cipher == new_cipher &&
+		memcmp(keyring_get_key(&old_ring, KEY_RELATION)->key,
+			   keyring_get_key(&new_ring, KEY_RELATION)->key,
+			   2 * data_encryption_key_length(old_cipher)) == 0)
+	{
+		/* initdb --encryption-keys-from: files move as they are */
+		what = "both clusters have the same relation key: files are transferred as they are";
+	}
+	else if (old_cipher == DATA_ENCRYPTION_OFF)
+	{
+		if (!copying)
+			pg_fatal("The old cluster is not encrypted and the new one is, so every block must be encrypted as it is copied: %s cannot be used.\n"
+					 "Use --copy (the default) instead.",
+					 transfer_mode_option());
+		new_relation_cipher = relation_cipher(&new_ring, &new_cluster);
+		what = "copy mode encrypts every block of the old cluster";
+	}
+	else if (new_cipher == DATA_ENCRYPTION_OFF)
+	{
+		if (!copying)
+			pg_fatal("The old cluster is encrypted and the new one is not, so every block must be decrypted as it is copied: %s cannot be used.\n"
+					 "Use --copy (the default) instead.",
+					 transfer_mode_option());
+		old_relation_cipher = relation_cipher(&old_ring, &old_cluster);
+		what = "copy mode decrypts every block of the old cluster";
+	}
+	else
+	{
+		if (!copying)
+			pg_fatal("The old and new clusters are encrypted with different data keys, so every block must be re-encrypted as it is copied: %s cannot be used.\n"
+					 "Use --copy to re-encrypt every block under the new keys, or create the new cluster with initdb --encryption-keys-from=\"%s\" to keep the old relation key.",
+					 transfer_mode_option(), old_cluster.pgdata);
+		old_relation_cipher = relation_cipher(&old_ring, &old_cluster);
+		new_relation_cipher = relation_cipher(&new_ring, &new_cluster);
+		what = "copy mode re-encrypts every block under the new cluster's keys";
+	}
+	if (old_cipher != DATA_ENCRYPTION_OFF)
+		data_encryption_wipe(&old_ring, sizeof(old_ring));
+	if (new_cipher != DATA_ENCRYPTION_OFF)
+		data_encryption_wipe(&new_ring, sizeof(new_ring));
+	transform_blocks = (old_relation_cipher != NULL || new_relation_cipher != NULL);
+	check_ok();
+	pg_log(PG_REPORT, "Data encryption: %s to %s; %s.",
+		   data_encryption_cipher_name(old_cipher),
+		   data_encryption_cipher_name(new_cipher), what);
+}
+
+bool
+transfer_transforms_blocks(void)
+{
+	return transform_blocks;
+}
+
+static bool
+is_all_zeros(const char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != 0)
+			return false;
+	return true;
+}
+
+static void
+crypt_unit(XtsCipher *xts, bool encrypt, const unsigned char *tweak,
+		   char *buf, int len, const char *file)
+{
+	bool		ok = encrypt ?
+		xts_encrypt(xts, tweak, (unsigned char *) buf, (unsigned char *) buf, len) :
+		xts_decrypt(xts, tweak, (unsigned char *) buf, (unsigned char *) buf, len);
+
+	if (!ok)
+		pg_fatal(encrypt ? "could not encrypt a block of file \"%s\": %s" :
+				 "could not decrypt a block of file \"%s\": %s",
+				 file, data_encryption_error_reason());
+}
+
+/*
+ * One relation page, in place: decrypted under the old key, encrypted under
+ * the new one, checksum recomputed over what is written.  All-zero pages
+ * stay zeros; a "new" page that is not all zeros is damaged and keeps its
+ * checksum field, as in the server (pagecrypt.c).
+ */
+static void
+transform_page(char *page, RelFileNumber relnumber, int forknum,
+			   BlockNumber blocknum, const char *file)
+{
+	unsigned char tweak[XTS_TWEAK_LEN];
+	char	   *body = page + PAGE_ENCRYPTION_OFFSET;
+	int			bodylen = BLCKSZ - PAGE_ENCRYPTION_OFFSET;
+
+	if (is_all_zeros(page, BLCKSZ))
+		return;
+	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
+	if (old_relation_cipher)
+		crypt_unit(old_relation_cipher, false, tweak, body, bodylen, file);
+	if (new_relation_cipher)
+		crypt_unit(new_relation_cipher, true, tweak, body, bodylen, file);
+	if (new_cluster.controldata.data_checksum_version != 0 &&
+		!PageIsNew((Page) page))
+		((PageHeader) page)->pd_checksum = pg_checksum_page(page, blocknum);
+}
+
+static int
+fork_of_suffix(const char *type_suffix)
+{
+	if (type_suffix[0] == '\0')
+		return MAIN_FORKNUM;
+	if (strcmp(type_suffix, "_fsm") == 0)
+		return FSM_FORKNUM;
+	if (strcmp(type_suffix, "_vm") == 0)
+		return VISIBILITYMAP_FORKNUM;
+	if (strcmp(type_suffix, "_init") == 0)
+		return INIT_FORKNUM;
+	pg_fatal("unexpected relation file suffix \"%s\"", type_suffix);
+}
+
+/*
+ * Copy mode's copyFile() when blocks change: src to dst, every page
+ * transformed on the way.  The old file is only read.
+ */
+void
+transform_relation_file(const char *src, const char *dst,
+						RelFileNumber relfilenumber, const char *type_suffix,
+						int segno, const char *schemaName, const char *relName)
+{
+	static char *buf = NULL;
+	int			forknum = fork_of_suffix(type_suffix);
+	BlockNumber blocknum = (BlockNumber) segno * RELSEG_SIZE;
+	int			src_fd;
+	int			dest_fd;
+	ssize_t		nread;
+
+	if (buf == NULL)
+		buf = pg_malloc(TRANSFORM_PAGES * BLCKSZ);
+	if ((src_fd = open(src, O_RDONLY | PG_BINARY, 0)) < 0)
+		pg_fatal("error while copying relation \"%s.%s\": could not open file \"%s\": %m",
+				 schemaName, relName, src);
+	if ((dest_fd = open(dst, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
+						pg_file_create_mode)) < 0)
+		pg_fatal("error while copying relation \"%s.%s\": could not create file \"%s\": %m",
+				 schemaName, relName, dst);
+
+	while ((nread = read(src_fd, buf, TRANSFORM_PAGES * BLCKSZ)) > 0)
+	{
+		if (nread % BLCKSZ != 0)
+			pg_fatal("error while copying relation \"%s.%s\": file \"%s\" has a partial page at block %u",
+					 schemaName, relName, src, blocknum + (BlockNumber) (nread / BLCKSZ));
+		for (ssize_t off = 0; off < nread; off += BLCKSZ)
+			transform_page(buf + off, relfilenumber, forknum, blocknum++, src);
+		errno = 0;
+		if (write(dest_fd, buf, nread) != nread)
+		{
+			if (errno == 0)
+				errno = ENOSPC;
+			pg_fatal("error while copying relation \"%s.%s\": could not write file \"%s\": %m",
+					 schemaName, relName, dst);
+		}
+	}
+	if (nread < 0)
+		pg_fatal("error while copying relation \"%s.%s\": could not read file \"%s\": %m",
+				 schemaName, relName, src);
+	close(dest_fd);
+	close(src_fd);
+}
+
+/*
+ * The SLRU files just copied into path (pg_xact, pg_multixact/offsets or
+ * pg_multixact/members of the new cluster), transformed in place.  The
+ * server names an SLRU by the same subdirectory in its tweak.
+ */
+void
+transform_slru_files(const char *path, const char *subdir)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	PGAlignedBlock page;
+
+	if (!transform_blocks)
+		return;
+	if ((dir = opendir(path)) == NULL)
+		pg_fatal("could not open directory \"%s\": %m", path);
+	while (errno = 0, (de = readdir(dir)) != NULL)
+	{
+		char		file[MAXPGPATH];
+		char	   *end;
+		long long	segno = strtoll(de->d_name, &end, 16);
+		int			fd;
+		ssize_t		nread;
+		off_t		off = 0;
+
+		if (de->d_name[0] == '.' || *end != '\0' || end == de->d_name)
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		if ((fd = open(file, O_RDWR | PG_BINARY, 0)) < 0)
+			pg_fatal("could not open file \"%s\": %m", file);
+		while ((nread = pg_pread(fd, page.data, BLCKSZ, off)) > 0)
+		{
+			unsigned char tweak[XTS_TWEAK_LEN];
+			int64		pageno = segno * SLRU_PAGES_PER_SEGMENT + off / BLCKSZ;
+
+			if (nread != BLCKSZ)
+				pg_fatal("file \"%s\" has a partial page at offset %lld",
+						 file, (long long) off);
+			if (!is_all_zeros(page.data, BLCKSZ))
+			{
+				slru_encryption_tweak(tweak, subdir, pageno);
+				if (old_relation_cipher)
+					crypt_unit(old_relation_cipher, false, tweak, page.data, BLCKSZ, file);
+				if (new_relation_cipher)
+					crypt_unit(new_relation_cipher, true, tweak, page.data, BLCKSZ, file);
+				errno = 0;
+				if (pg_pwrite(fd, page.data, BLCKSZ, off) != BLCKSZ)
+				{
+					if (errno == 0)
+						errno = ENOSPC;
+					pg_fatal("could not write file \"%s\": %m", file);
+				}
+			}
+			off += BLCKSZ;
+		}
+		if (nread < 0)
+			pg_fatal("could not read file \"%s\": %m", file);
+		if (close(fd) != 0)
+			pg_fatal("could not close file \"%s\": %m", file);
+	}
+	if (errno != 0)
+		pg_fatal("could not read directory \"%s\": %m", path);
+	closedir(dir);
+}
