@@ -29,6 +29,7 @@ TINY = {
     "proxy": dict(scale=1, seconds=1, repetitions=2, rows=500, clients=2, warmup_seconds=1,
                   idle_connections=5, probe_transactions=[10, 30], shared_buffers_mb=32),
     "alibaba-sysbench": dict(rows=300, threads=[2], seconds=1, repetitions=1, warmup_seconds=0, shared_buffers_mb=32),
+    "pg-upgrade": dict(scale=2, repetitions=2),
 }
 
 

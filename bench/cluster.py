@@ -65,7 +65,7 @@ class Cluster:
     def _run(self, args, timeout=None, **kw):
         return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
 
-    def initdb(self):
+    def initdb(self, extra_args=()):
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
         args = [self.install.bin("initdb"), "-D", self.data, "-A", "trust", "-U", "postgres",
@@ -75,6 +75,7 @@ class Cluster:
         if self.config.encryption:
             args += [f"--encryption={self.config.encryption}",
                      f"--encryption-key-command=cat {self.key_file}"]
+        args += list(extra_args)
         r = self._run(args)
         if r.returncode != 0:
             raise RuntimeError(f"initdb for {self.config.name} failed:\n{r.stdout}\n{r.stderr}")

@@ -9,7 +9,8 @@ A module may also set INSTALLS, the builds it needs (default both
 "pgcipher" and "stock"): without "stock", it runs without the stock build.
 
 Adding a scenario is adding a module and listing it here."""
-from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro, proxy, alibaba_sysbench
+from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro, proxy, alibaba_sysbench, \
+    pg_upgrade
 
-SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro,
+SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, pg_upgrade, micro,
                                   columns_micro, proxy, alibaba_sysbench)}

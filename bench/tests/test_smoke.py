@@ -16,8 +16,9 @@ from bench.scenarios import SCENARIOS
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SMOKE = pytest.mark.skipif(os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)")
-# proxy has a smoke run of its own below (it needs the proxy and PgBouncer)
-OWN_SMOKE = {"proxy", "alibaba-sysbench"}
+# proxy has a smoke run of its own below (it needs the proxy and PgBouncer);
+# pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15)
+OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade"}
 
 
 def _bench(tmp_path, *args, timeout=1800):
