@@ -10,7 +10,9 @@ packages=(build-essential ccache bison flex pkg-config perl
           # the proxy's real-client tests (proxy/test/clients)
           sysbench default-jdk-headless maven
           # third-party extensions built from source (test/extensions)
-          cmake xz-utils)
+          cmake xz-utils
+          # pg_upgrade from Debian's stock PostgreSQL 15 (TAP 008, bench pg-upgrade)
+          postgresql-15)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -32,5 +34,13 @@ fi
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+# postgresql-15 is only a source of old clusters for pg_upgrade: no
+# cluster "15/main" of its own, started on port 5432 at boot
+if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+    mkdir -p /etc/postgresql-common
+    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+fi
+apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "${missing[@]}" > /dev/null
 "$here/go.sh" install

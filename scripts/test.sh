@@ -15,7 +15,16 @@
 #                      start-up refusals leaving the data directory untouched (003),
 #                      checksums over ciphertext (004), WAL through standbys,
 #                      archives, backups, PITR, pg_rewind and logical
-#                      replication (005), two-phase, NOTIFY and spill files (006)
+#                      replication (005), two-phase, NOTIFY and spill files (006),
+#                      key-encryption key rotation with kill -9 at every step,
+#                      standbys, backups and pg_rewind across it (007)
+#   pg_upgrade         our TAP test 008: pg_upgrade from Debian's PostgreSQL 15
+#                      and stock 17 into aes-256 (copy encrypts), --link with
+#                      the old relation key, the re-key (copy), aes-256 to
+#                      unencrypted, refusals, kill -9 of pg_upgrade
+#   tap-pg_upgrade     PostgreSQL's own pg_upgrade TAP suite (002 upgrades the
+#                      regression database) with both clusters aes-256 under
+#                      different data keys: copy mode re-encrypts every block
 #   regress-aes128     PostgreSQL's own regression suite (make check) on
 #   regress-aes256     encrypted clusters (aes-256 with data checksums), through PG_TEST_INITDB_EXTRA_OPTS
 #   regress-off        ...and on an unencrypted cluster built from our tree
@@ -139,7 +148,15 @@ install_modes() {
     echo "install trees readable by every user after a build under umask 077"
 }
 sel install-modes      && suite install-modes     install_modes
-sel encryption-tap     && suite encryption-tap     tap src/test/encryption ""
+sel encryption-tap     && suite encryption-tap     tap src/test/encryption "" '/008_'
+pg_upgrade_check() {
+    # 008 needs stock 17 (built here, as for bench) and Debian's PostgreSQL 15
+    "$top/server/build.sh" "$build" --stock > "$logs/stock-build.log" 2>&1 ||
+        { tail -20 "$logs/stock-build.log"; return 1; }
+    PGCIPHER_STOCK_BINDIR=$build/stock/install/bin PGCIPHER_PG15_BINDIR=/usr/lib/postgresql/15/bin \
+        tap src/test/encryption "" '/00[1-7]_'
+}
+sel pg_upgrade         && suite pg_upgrade         pg_upgrade_check
 
 columns_go() {
     local go
@@ -212,6 +229,7 @@ sel tap-subscription   && suite tap-subscription   tap src/test/subscription "$(
 sel pg_stat_statements && suite pg_stat_statements tap contrib/pg_stat_statements "$(enc_opts aes-256)"
 sel tap-pg_verifybackup && suite tap-pg_verifybackup tap src/bin/pg_verifybackup "$(enc_opts aes-256)"
 sel tap-pg_resetwal    && suite tap-pg_resetwal    tap src/bin/pg_resetwal "$(enc_opts aes-128)"
+sel tap-pg_upgrade     && suite tap-pg_upgrade     tap src/bin/pg_upgrade "$(enc_opts aes-256)"
 sel tap-pg_archivecleanup && suite tap-pg_archivecleanup tap src/bin/pg_archivecleanup "$(enc_opts aes-256)"
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb

@@ -21,7 +21,7 @@
  * plaintext in an unencrypted one); SLRU pages by directory and page
  * number.  The keys come from each cluster's own key ring and key
  * command, which pg_upgrade reads with that cluster's "postgres -C".
- * See docs/design.md, section 9b.
+ * See docs/design.md, section 9.2.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *

@@ -22,7 +22,7 @@
 /* Where the key ring lives, relative to the data directory */
 #define KEYRING_DIR			"pg_encryption"
 #define KEYRING_FILE		"pg_encryption/keyring"
-/* A key rotation's new key ring, until the rotation completes (design 9a) */
+/* A key rotation's new key ring, until the rotation completes (design 9.1) */
 #define KEYRING_NEXT_FILE	"pg_encryption/keyring.next"
 
 #define KEYRING_MAGIC		"PGCIPHKR"

@@ -11,7 +11,7 @@
  * server still runs with the keys it loaded.
  *
  * Every step leaves a data directory that starts, with the old KEK or
- * with the new one (docs/design.md, section 9a):
+ * with the new one (docs/design.md, section 9.1):
  *
  *	1. run the new command; nothing written yet
  *	2. write pg_encryption/keyring.next.tmp, fsync
@@ -27,7 +27,7 @@
  * finishes a rotation interrupted after step 4 (the configured command
  * opened keyring.next) and removes one interrupted before it.  Recovery
  * and replay never run a key command and never write a key ring; each
- * server rotates its own (design 9a says what that means for standbys,
+ * server rotates its own (design 9.1 says what that means for standbys,
  * base backups and pg_rewind).
  *
  * Tests stop a rotation at each step, as a kill -9 of the server would:

@@ -1,6 +1,6 @@
 # Copyright (c) 2026, pgcipher developers
 #
-# Online rotation of the key-encryption key (design 9a):
+# Online rotation of the key-encryption key (design 9.1):
 # pg_rotate_encryption_key() re-wraps the data keys under a new KEK in
 # milliseconds, and a kill -9 of the server at every step of it leaves a
 # cluster that starts with the old KEK or with the new one, never neither;

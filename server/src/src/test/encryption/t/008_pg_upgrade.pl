@@ -1,6 +1,6 @@
 # Copyright (c) 2026, pgcipher developers
 #
-# pg_upgrade into, out of and between encrypted clusters (design 9b):
+# pg_upgrade into, out of and between encrypted clusters (design 9.2):
 #
 #  - from Debian's stock PostgreSQL 15 and from stock 17 (server/build.sh
 #    --stock) into an aes-256 cluster: copy mode encrypts every block of
