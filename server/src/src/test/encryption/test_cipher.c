@@ -509,6 +509,55 @@ test_keyring_format(void)
 	}
 }
 
+/*
+ * Format 2's KEK fingerprint against a vector computed independently
+ * (Python: hmac.new(bytes(range(32)), b"pgcipher KEK fingerprint",
+ * hashlib.sha256).hexdigest()[:16]), and format 1 key rings still read
+ */
+static void
+test_keyring_fingerprint_and_format_1(void)
+{
+	Keyring		ring,
+				back;
+	KeyringError err;
+	unsigned char kek[KEK_LEN];
+	unsigned char fp[KEK_FINGERPRINT_LEN];
+	unsigned char file[4096], v1[4096];
+	char		hex[2 * KEK_FINGERPRINT_LEN + 16];
+	size_t		len;
+	pg_crc32c	crc;
+
+	for (int i = 0; i < KEK_LEN; i++)
+		kek[i] = i;
+	check(kek_fingerprint(kek, KEK_LEN, fp), "KEK fingerprint computed");
+	keyring_format_fingerprint(fp, hex);
+	check(strcmp(hex, "7be136a4a62b7fb2") == 0, "KEK fingerprint matches the vector: %s", hex);
+
+	make_ring(&ring, DATA_ENCRYPTION_AES256);
+	ring.wrapped_at = 1795000000;
+	len = keyring_serialize(&ring, kek, file, sizeof(file), &err);
+	check(len == 348, "an aes-256 key ring of format 2 is 348 bytes (%zu)", len);
+	check(keyring_parse(file, len, kek, &back, &err) && back.version == 2 &&
+		  memcmp(back.kek_fingerprint, fp, KEK_FINGERPRINT_LEN) == 0 &&
+		  back.wrapped_at == 1795000000,
+		  "format 2 records the fingerprint and the time of wrapping");
+
+	/* format 1: the same without bytes 48..63, version 1, its own CRC */
+	memcpy(v1, file, 48);
+	memcpy(v1 + 48, file + 64, len - 64 - 4);
+	v1[8] = 0; v1[9] = 0; v1[10] = 0; v1[11] = 1;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, v1, len - 16 - 4);
+	FIN_CRC32C(crc);
+	v1[len - 20] = crc >> 24;
+	v1[len - 19] = crc >> 16;
+	v1[len - 18] = crc >> 8;
+	v1[len - 17] = crc;
+	check(keyring_parse(v1, len - 16, kek, &back, &err) && back.version == 1 &&
+		  memcmp(back.keys, ring.keys, sizeof(ring.keys)) == 0 && back.wrapped_at == 0,
+		  "a format 1 key ring (332 bytes) still reads, with the same keys");
+}
+
 static void
 test_kek_from_output(void)
 {
@@ -585,6 +634,7 @@ main(int argc, char **argv)
 	test_xts16();
 	test_wal_pages();
 	test_keyring_format();
+	test_keyring_fingerprint_and_format_1();
 	test_kek_from_output();
 	test_key_command();
 	printf("1..%d\n", tests_run);
