@@ -34,7 +34,8 @@ my $node = PostgreSQL::Test::Cluster->new('rotate');
 $node->init(
 	allows_streaming => 1,
 	extra => [ '--data-checksums', '--encryption=aes-256',
-		'--encryption-key-command=' . cmd('k1') ]);
+		'--encryption-key-command=' . cmd('k1'), '--allow-group-access',
+		'--encryption-key-command-timeout=45' ]);
 $node->append_conf("postgresql.conf", "wal_log_hints = on\nwal_keep_size = 256MB\n");
 $node->start;
 $node->safe_psql('postgres',
@@ -74,9 +75,13 @@ is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k1'),
 like(slurp_file("$pgdata/postgresql.auto.conf"),
 	qr/encryption_key_command = '\Q@{[cmd('k2')]}\E'/,
 	'the new command is saved with ALTER SYSTEM');
+is(sprintf('%04o', (stat("$pgdata/pg_encryption/keyring"))[2] & 07777), '0640',
+	'the rotated key ring keeps the data directory\'s group access (initdb -g)');
 $node->restart;
 is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k2'),
 	'after a restart the new command is in effect');
+is($node->safe_psql('postgres', 'SHOW encryption_key_command_timeout'), '45s',
+	'initdb --encryption-key-command-timeout is in postgresql.conf');
 is($rows->($node), $expected_rows, 'data readable under the new KEK');
 
 # the old KEK opens nothing any more, and the error says which KEK it wants
