@@ -83,6 +83,7 @@ SELECT lo_from_bytea(424242, convert_to(repeat('$m{lobject} ', 500), 'UTF8'));
 CREATE UNLOGGED TABLE unlogged_t AS SELECT g AS id, '$m{unlogged} ' || g AS v FROM generate_series(1, 500) g;
 CREATE TABLE in_ts2 (id int, v text) $tablespace;
 INSERT INTO in_ts2 SELECT g, '$m{tablespace} ' || g FROM generate_series(1, 500) g;
+CREATE TABLE big_t AS SELECT g AS id, md5(g::text) || ' $m{heap}' AS v FROM generate_series(1, 100000) g;
 CREATE TABLE locked (id int PRIMARY KEY, v int);
 INSERT INTO locked SELECT g, g FROM generate_series(1, 10) g;
 CREATE DATABASE db2;));
@@ -107,6 +108,9 @@ sub answers
 	my $q = sub { $node->safe_psql($_[0], $_[1]) };
 	return join("\n",
 		$q->('postgres', "SELECT md5(string_agg(t::text, '|' ORDER BY id)) FROM heap_t t"),
+		# 8 MB: more than pg_upgrade's in-memory chunks, so it goes through the
+		# two-thread pipeline
+		$q->('postgres', "SELECT pg_relation_size('big_t') > 4 * 1024 * 1024, md5(string_agg(v, '|' ORDER BY id)) FROM big_t"),
 		$q->('postgres', "SET enable_seqscan = off; SELECT count(*), min(k), max(k) FROM keyed WHERE k > '$m{btree}_000100'"),
 		$q->('postgres', "SET enable_seqscan = off; SELECT count(*) FROM keyed WHERE to_tsvector('simple', doc) @@ to_tsquery('simple', '1999')"),
 		$q->('postgres', "SET enable_seqscan = off; SET enable_bitmapscan = on; SELECT count(*) FROM keyed WHERE h = 42"),
