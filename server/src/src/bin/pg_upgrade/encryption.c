@@ -54,12 +54,22 @@
  * the system time)
  */
 #define TRANSFORM_PAGES			32
-/* Chunks in flight between the I/O thread and the cipher thread */
-#define TRANSFORM_SLOTS			4
+/* Threads transforming one file, each its own chunks (main thread included) */
+#define TRANSFORM_THREADS		2
 
-/* What the transfer does to every block; set by check_data_encryption() */
-static XtsCipher *old_relation_cipher = NULL;	/* decrypt with, or NULL */
-static XtsCipher *new_relation_cipher = NULL;	/* encrypt with, or NULL */
+/*
+ * What the transfer does to every block, set by check_data_encryption():
+ * one per thread, since an OpenSSL cipher context serves one thread at a
+ * time
+ */
+typedef struct Transformer
+{
+	XtsCipher  *decrypt;		/* old cluster's relation key, or NULL */
+	XtsCipher  *encrypt;		/* new cluster's relation key, or NULL */
+	char	   *pages;			/* TRANSFORM_PAGES pages */
+} Transformer;
+
+static Transformer transformers[TRANSFORM_THREADS];
 static bool transform_blocks = false;
 
 /* "old" or "new", for messages */
@@ -209,6 +219,7 @@ check_data_encryption(void)
 	{
 		/* initdb --encryption-keys-from: files move as they are */
 		what = "both clusters have the same relation key: files are transferred as they are";
+		transform_blocks = false;
 	}
 	else if (old_cipher == DATA_ENCRYPTION_OFF)
 	{
@@ -216,8 +227,8 @@ check_data_encryption(void)
 			pg_fatal("The old cluster is not encrypted and the new one is, so every block must be encrypted as it is copied: %s cannot be used.\n"
 					 "Use --copy (the default) instead.",
 					 transfer_mode_option());
-		new_relation_cipher = relation_cipher(&new_ring, &new_cluster);
 		what = "copy mode encrypts every block of the old cluster";
+		transform_blocks = true;
 	}
 	else if (new_cipher == DATA_ENCRYPTION_OFF)
 	{
@@ -225,8 +236,8 @@ check_data_encryption(void)
 			pg_fatal("The old cluster is encrypted and the new one is not, so every block must be decrypted as it is copied: %s cannot be used.\n"
 					 "Use --copy (the default) instead.",
 					 transfer_mode_option());
-		old_relation_cipher = relation_cipher(&old_ring, &old_cluster);
 		what = "copy mode decrypts every block of the old cluster";
+		transform_blocks = true;
 	}
 	else
 	{
@@ -234,15 +245,21 @@ check_data_encryption(void)
 			pg_fatal("The old and new clusters are encrypted with different data keys, so every block must be re-encrypted as it is copied: %s cannot be used.\n"
 					 "Use --copy to re-encrypt every block under the new keys, or create the new cluster with initdb --encryption-keys-from=\"%s\" to keep the old relation key.",
 					 transfer_mode_option(), old_cluster.pgdata);
-		old_relation_cipher = relation_cipher(&old_ring, &old_cluster);
-		new_relation_cipher = relation_cipher(&new_ring, &new_cluster);
 		what = "copy mode re-encrypts every block under the new cluster's keys";
+		transform_blocks = true;
+	}
+	for (int i = 0; transform_blocks && i < TRANSFORM_THREADS; i++)
+	{
+		if (old_cipher != DATA_ENCRYPTION_OFF)
+			transformers[i].decrypt = relation_cipher(&old_ring, &old_cluster);
+		if (new_cipher != DATA_ENCRYPTION_OFF)
+			transformers[i].encrypt = relation_cipher(&new_ring, &new_cluster);
+		transformers[i].pages = pg_malloc(TRANSFORM_PAGES * BLCKSZ);
 	}
 	if (old_cipher != DATA_ENCRYPTION_OFF)
 		data_encryption_wipe(&old_ring, sizeof(old_ring));
 	if (new_cipher != DATA_ENCRYPTION_OFF)
 		data_encryption_wipe(&new_ring, sizeof(new_ring));
-	transform_blocks = (old_relation_cipher != NULL || new_relation_cipher != NULL);
 	check_ok();
 	pg_log(PG_REPORT, "Data encryption: %s to %s; %s.",
 		   data_encryption_cipher_name(old_cipher),
@@ -285,8 +302,8 @@ crypt_unit(XtsCipher *xts, bool encrypt, const unsigned char *tweak,
  * checksum field, as in the server (pagecrypt.c).
  */
 static void
-transform_page(char *page, RelFileNumber relnumber, int forknum,
-			   BlockNumber blocknum, const char *file)
+transform_page(const Transformer *t, char *page, RelFileNumber relnumber,
+			   int forknum, BlockNumber blocknum, const char *file)
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
 	char	   *body = page + PAGE_ENCRYPTION_OFFSET;
@@ -295,10 +312,10 @@ transform_page(char *page, RelFileNumber relnumber, int forknum,
 	if (is_all_zeros(page, BLCKSZ))
 		return;
 	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
-	if (old_relation_cipher)
-		crypt_unit(old_relation_cipher, false, tweak, body, bodylen, file);
-	if (new_relation_cipher)
-		crypt_unit(new_relation_cipher, true, tweak, body, bodylen, file);
+	if (t->decrypt)
+		crypt_unit(t->decrypt, false, tweak, body, bodylen, file);
+	if (t->encrypt)
+		crypt_unit(t->encrypt, true, tweak, body, bodylen, file);
 	if (new_cluster.controldata.data_checksum_version != 0 &&
 		!PageIsNew((Page) page))
 		((PageHeader) page)->pd_checksum = pg_checksum_page(page, blocknum);
@@ -324,102 +341,68 @@ fork_of_suffix(const char *type_suffix)
  *
  * pg_upgrade transfers one tablespace in one process (--jobs parallelises
  * across tablespaces only), so the cipher would add its whole CPU time to
- * the elapsed time.  A file of more than a few chunks is therefore piped
- * through two threads: this one reads and writes, a cipher thread
- * transforms, TRANSFORM_SLOTS chunks in flight, chunks written in order.
- * The cipher is used by one thread at a time.
+ * the elapsed time.  A file of more than one chunk is therefore shared by
+ * TRANSFORM_THREADS threads: each takes the next chunk, reads it with
+ * pread(), transforms it and writes it with pwrite() at its offset, so a
+ * chunk stays in one core's cache from read to write.
  */
-typedef struct TransformChunk
+typedef struct FileTransfer
 {
-	char	   *pages;
-	ssize_t		len;
-	BlockNumber first;			/* block number of its first page */
-	int			state;			/* CHUNK_FREE, CHUNK_READ, CHUNK_DONE */
-} TransformChunk;
-
-#define CHUNK_FREE	0
-#define CHUNK_READ	1
-#define CHUNK_DONE	2
-
-typedef struct TransformPipe
-{
-	pthread_mutex_t lock;
-	pthread_cond_t changed;
-	TransformChunk chunks[TRANSFORM_SLOTS];
-	int			nread;			/* chunks handed to the cipher thread */
-	bool		eof;			/* no more chunks will come */
+	int			src_fd;
+	int			dest_fd;
+	off_t		size;
+	BlockNumber first_block;	/* of the segment */
 	RelFileNumber relnumber;
 	int			forknum;
-	const char *file;
-} TransformPipe;
+	const char *src;
+	const char *dst;
+	const char *schemaName;
+	const char *relName;
+	pthread_mutex_t lock;
+	off_t		next;			/* offset of the next chunk to take */
+} FileTransfer;
 
 static void
-transform_chunk(TransformChunk *chunk, RelFileNumber relnumber, int forknum,
-				const char *file)
+transfer_chunks(FileTransfer *ft, const Transformer *t)
 {
-	for (ssize_t off = 0; off < chunk->len; off += BLCKSZ)
-		transform_page(chunk->pages + off, relnumber, forknum,
-					   chunk->first + (BlockNumber) (off / BLCKSZ), file);
+	for (;;)
+	{
+		off_t		off;
+		ssize_t		len;
+		ssize_t		nread;
+
+		pthread_mutex_lock(&ft->lock);
+		off = ft->next;
+		ft->next += TRANSFORM_PAGES * BLCKSZ;
+		pthread_mutex_unlock(&ft->lock);
+		if (off >= ft->size)
+			return;
+		len = Min((off_t) TRANSFORM_PAGES * BLCKSZ, ft->size - off);
+		nread = pg_pread(ft->src_fd, t->pages, len, off);
+		if (nread != len)
+			pg_fatal("error while copying relation \"%s.%s\": could not read file \"%s\": %s",
+					 ft->schemaName, ft->relName, ft->src,
+					 nread < 0 ? strerror(errno) : "file shortened while being copied");
+		for (ssize_t p = 0; p < len; p += BLCKSZ)
+			transform_page(t, t->pages + p, ft->relnumber, ft->forknum,
+						   ft->first_block + (BlockNumber) ((off + p) / BLCKSZ),
+						   ft->src);
+		errno = 0;
+		if (pg_pwrite(ft->dest_fd, t->pages, len, off) != len)
+		{
+			if (errno == 0)
+				errno = ENOSPC;
+			pg_fatal("error while copying relation \"%s.%s\": could not write file \"%s\": %m",
+					 ft->schemaName, ft->relName, ft->dst);
+		}
+	}
 }
 
 static void *
-cipher_thread(void *arg)
+transfer_thread(void *arg)
 {
-	TransformPipe *pipe = arg;
-
-	for (int next = 0;; next++)
-	{
-		TransformChunk *chunk = &pipe->chunks[next % TRANSFORM_SLOTS];
-
-		pthread_mutex_lock(&pipe->lock);
-		while (next >= pipe->nread && !pipe->eof)
-			pthread_cond_wait(&pipe->changed, &pipe->lock);
-		if (next >= pipe->nread)
-		{
-			pthread_mutex_unlock(&pipe->lock);
-			return NULL;
-		}
-		pthread_mutex_unlock(&pipe->lock);
-
-		transform_chunk(chunk, pipe->relnumber, pipe->forknum, pipe->file);
-
-		pthread_mutex_lock(&pipe->lock);
-		chunk->state = CHUNK_DONE;
-		pthread_cond_broadcast(&pipe->changed);
-		pthread_mutex_unlock(&pipe->lock);
-	}
-}
-
-static void
-write_chunk(int fd, const TransformChunk *chunk, const char *dst,
-			const char *schemaName, const char *relName)
-{
-	errno = 0;
-	if (write(fd, chunk->pages, chunk->len) != chunk->len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		pg_fatal("error while copying relation \"%s.%s\": could not write file \"%s\": %m",
-				 schemaName, relName, dst);
-	}
-}
-
-/* read() of one chunk; 0 at the end of the file */
-static ssize_t
-read_chunk(int fd, TransformChunk *chunk, BlockNumber first, const char *src,
-		   const char *schemaName, const char *relName)
-{
-	ssize_t		nread = read(fd, chunk->pages, TRANSFORM_PAGES * BLCKSZ);
-
-	if (nread < 0)
-		pg_fatal("error while copying relation \"%s.%s\": could not read file \"%s\": %m",
-				 schemaName, relName, src);
-	if (nread % BLCKSZ != 0)
-		pg_fatal("error while copying relation \"%s.%s\": file \"%s\" has a partial page at block %u",
-				 schemaName, relName, src, first + (BlockNumber) (nread / BLCKSZ));
-	chunk->len = nread;
-	chunk->first = first;
-	return nread;
+	transfer_chunks(arg, &transformers[1]);
+	return NULL;
 }
 
 void
@@ -427,104 +410,42 @@ transform_relation_file(const char *src, const char *dst,
 						RelFileNumber relfilenumber, const char *type_suffix,
 						int segno, const char *schemaName, const char *relName)
 {
-	static TransformPipe pipe;
-	static bool initialized = false;
-	int			forknum = fork_of_suffix(type_suffix);
-	BlockNumber blocknum = (BlockNumber) segno * RELSEG_SIZE;
-	int			src_fd;
-	int			dest_fd;
+	FileTransfer ft = {0};
 	struct stat st;
-	pthread_t	thread;
-	int			nwritten = 0;
+	pthread_t	threads[TRANSFORM_THREADS];
+	int			nthreads;
 
-	if (!initialized)
-	{
-		for (int i = 0; i < TRANSFORM_SLOTS; i++)
-			pipe.chunks[i].pages = pg_malloc(TRANSFORM_PAGES * BLCKSZ);
-		pthread_mutex_init(&pipe.lock, NULL);
-		pthread_cond_init(&pipe.changed, NULL);
-		initialized = true;
-	}
-	if ((src_fd = open(src, O_RDONLY | PG_BINARY, 0)) < 0)
+	ft.forknum = fork_of_suffix(type_suffix);
+	ft.first_block = (BlockNumber) segno * RELSEG_SIZE;
+	ft.relnumber = relfilenumber;
+	ft.src = src;
+	ft.dst = dst;
+	ft.schemaName = schemaName;
+	ft.relName = relName;
+	if ((ft.src_fd = open(src, O_RDONLY | PG_BINARY, 0)) < 0 || fstat(ft.src_fd, &st) != 0)
 		pg_fatal("error while copying relation \"%s.%s\": could not open file \"%s\": %m",
 				 schemaName, relName, src);
-	if ((dest_fd = open(dst, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
-						pg_file_create_mode)) < 0)
+	if (st.st_size % BLCKSZ != 0)
+		pg_fatal("error while copying relation \"%s.%s\": file \"%s\" has a partial page at block %u",
+				 schemaName, relName, src, ft.first_block + (BlockNumber) (st.st_size / BLCKSZ));
+	ft.size = st.st_size;
+	if ((ft.dest_fd = open(dst, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
+						   pg_file_create_mode)) < 0)
 		pg_fatal("error while copying relation \"%s.%s\": could not create file \"%s\": %m",
 				 schemaName, relName, dst);
+	pthread_mutex_init(&ft.lock, NULL);
 
-	/* a small file: one thread, no hand-over */
-	if (fstat(src_fd, &st) != 0 ||
-		st.st_size <= (off_t) TRANSFORM_SLOTS * TRANSFORM_PAGES * BLCKSZ)
-	{
-		TransformChunk *chunk = &pipe.chunks[0];
-
-		while (read_chunk(src_fd, chunk, blocknum, src, schemaName, relName) > 0)
-		{
-			transform_chunk(chunk, relfilenumber, forknum, src);
-			write_chunk(dest_fd, chunk, dst, schemaName, relName);
-			blocknum += chunk->len / BLCKSZ;
-		}
-		close(dest_fd);
-		close(src_fd);
-		return;
-	}
-
-	pipe.nread = 0;
-	pipe.eof = false;
-	pipe.relnumber = relfilenumber;
-	pipe.forknum = forknum;
-	pipe.file = src;
-	for (int i = 0; i < TRANSFORM_SLOTS; i++)
-		pipe.chunks[i].state = CHUNK_FREE;
-	if (pthread_create(&thread, NULL, cipher_thread, &pipe) != 0)
-		pg_fatal("could not create a thread to encrypt \"%s\": %m", src);
-
-	for (;;)
-	{
-		TransformChunk *next_read = &pipe.chunks[pipe.nread % TRANSFORM_SLOTS];
-		TransformChunk *next_write = &pipe.chunks[nwritten % TRANSFORM_SLOTS];
-		bool		can_read;
-
-		/* this thread alone changes nread, eof and the FREE and READ states */
-		pthread_mutex_lock(&pipe.lock);
-		can_read = !pipe.eof && next_read->state == CHUNK_FREE;
-		pthread_mutex_unlock(&pipe.lock);
-		if (can_read)
-		{
-			ssize_t		n = read_chunk(src_fd, next_read, blocknum, src,
-									   schemaName, relName);
-
-			pthread_mutex_lock(&pipe.lock);
-			if (n == 0)
-				pipe.eof = true;
-			else
-			{
-				next_read->state = CHUNK_READ;
-				pipe.nread++;
-				blocknum += n / BLCKSZ;
-			}
-			pthread_cond_broadcast(&pipe.changed);
-			pthread_mutex_unlock(&pipe.lock);
-			continue;
-		}
-		if (nwritten == pipe.nread)
-			break;				/* end of file, everything written */
-
-		/* every slot busy (or the end reached): write the oldest when done */
-		pthread_mutex_lock(&pipe.lock);
-		while (next_write->state != CHUNK_DONE)
-			pthread_cond_wait(&pipe.changed, &pipe.lock);
-		pthread_mutex_unlock(&pipe.lock);
-		write_chunk(dest_fd, next_write, dst, schemaName, relName);
-		pthread_mutex_lock(&pipe.lock);
-		next_write->state = CHUNK_FREE;
-		pthread_mutex_unlock(&pipe.lock);
-		nwritten++;
-	}
-	pthread_join(thread, NULL);
-	close(dest_fd);
-	close(src_fd);
+	/* a file of one chunk: no second thread */
+	nthreads = (ft.size > TRANSFORM_PAGES * BLCKSZ) ? TRANSFORM_THREADS : 1;
+	for (int i = 1; i < nthreads; i++)
+		if (pthread_create(&threads[i], NULL, transfer_thread, &ft) != 0)
+			pg_fatal("could not create a thread to copy \"%s\": %m", src);
+	transfer_chunks(&ft, &transformers[0]);
+	for (int i = 1; i < nthreads; i++)
+		pthread_join(threads[i], NULL);
+	pthread_mutex_destroy(&ft.lock);
+	close(ft.dest_fd);
+	close(ft.src_fd);
 }
 
 /*
@@ -568,10 +489,10 @@ transform_slru_files(const char *path, const char *subdir)
 			if (!is_all_zeros(page.data, BLCKSZ))
 			{
 				slru_encryption_tweak(tweak, subdir, pageno);
-				if (old_relation_cipher)
-					crypt_unit(old_relation_cipher, false, tweak, page.data, BLCKSZ, file);
-				if (new_relation_cipher)
-					crypt_unit(new_relation_cipher, true, tweak, page.data, BLCKSZ, file);
+				if (transformers[0].decrypt)
+					crypt_unit(transformers[0].decrypt, false, tweak, page.data, BLCKSZ, file);
+				if (transformers[0].encrypt)
+					crypt_unit(transformers[0].encrypt, true, tweak, page.data, BLCKSZ, file);
 				errno = 0;
 				if (pg_pwrite(fd, page.data, BLCKSZ, off) != BLCKSZ)
 				{
