@@ -223,11 +223,13 @@ run_key_command(const char *command, int timeout_s,
 			break;				/* EOF (or error): the command is done */
 		if (len + n > outsize)
 		{
+			data_encryption_wipe(chunk, n);
 			too_long = true;
 			break;
 		}
 		memcpy(out + len, chunk, n);
 		len += n;
+		data_encryption_wipe(chunk, n);
 	}
 	close(pipefd[0]);
 

@@ -160,16 +160,22 @@ load_cluster_keyring(ClusterInfo *cluster, Keyring *ring)
 	pg_free(timeout);
 }
 
-static XtsCipher *
-relation_cipher(const Keyring *ring, ClusterInfo *cluster)
+static const unsigned char *
+relation_key(const Keyring *ring, ClusterInfo *cluster)
 {
 	const KeyringKey *key = keyring_get_key(ring, KEY_RELATION);
-	XtsCipher  *xts;
 
 	if (key == NULL)
 		pg_fatal("the key ring of the %s cluster has no relation key",
 				 CLUSTER_NAME(cluster));
-	xts = xts_cipher_create(ring->cipher, key->key);
+	return key->key;
+}
+
+static XtsCipher *
+relation_cipher(const Keyring *ring, ClusterInfo *cluster)
+{
+	XtsCipher  *xts = xts_cipher_create(ring->cipher, relation_key(ring, cluster));
+
 	if (xts == NULL)
 		pg_fatal("could not set up the %s cluster's relation cipher: %s",
 				 CLUSTER_NAME(cluster), data_encryption_error_reason());
@@ -215,14 +221,22 @@ check_data_encryption(void)
 		return;
 	}
 
+	/*
+	 * Before 9.6 the visibility map is rewritten by rewriteVisibilityMap(),
+	 * not copied, and would reach the new cluster unencrypted
+	 */
+	if (GET_MAJOR_VERSION(old_cluster.major_version) < 906)
+		pg_fatal("pg_upgrade can encrypt or decrypt clusters of PostgreSQL 9.6 and later only, and the old cluster is version %s.\n"
+				 "Upgrade it to an unencrypted PostgreSQL 17 first, then into an encrypted one.",
+				 old_cluster.major_version_str);
 	if (old_cipher != DATA_ENCRYPTION_OFF)
 		load_cluster_keyring(&old_cluster, &old_ring);
 	if (new_cipher != DATA_ENCRYPTION_OFF)
 		load_cluster_keyring(&new_cluster, &new_ring);
 
 	if (old_cipher == new_cipher &&
-		memcmp(keyring_get_key(&old_ring, KEY_RELATION)->key,
-			   keyring_get_key(&new_ring, KEY_RELATION)->key,
+		memcmp(relation_key(&old_ring, &old_cluster),
+			   relation_key(&new_ring, &new_cluster),
 			   2 * data_encryption_key_length(old_cipher)) == 0)
 	{
 		/* initdb --encryption-keys-from: files move as they are */
@@ -319,6 +333,19 @@ transform_page(const Transformer *t, char *page, RelFileNumber relnumber,
 
 	if (is_all_zeros(page, BLCKSZ))
 		return;
+
+	/*
+	 * The checksum is recomputed below, which would hide a damaged page of
+	 * the old cluster that stock copy mode would carry over detectably: check
+	 * it first (over what the old cluster stores: its ciphertext, or its
+	 * plaintext)
+	 */
+	if (old_cluster.controldata.data_checksum_version != 0 &&
+		!PageIsNew((Page) page) &&
+		((PageHeader) page)->pd_checksum != pg_checksum_page(page, blocknum))
+		pg_fatal("block %u of file \"%s\" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it\n"
+				 "Check the old cluster with pg_checksums --check and restore the damaged relation before upgrading.",
+				 blocknum, file);
 	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
 	if (t->decrypt)
 		crypt_unit(t->decrypt, false, tweak, body, bodylen, file);

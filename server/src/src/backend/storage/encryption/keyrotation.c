@@ -162,6 +162,19 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("another rotation of the key-encryption key is in progress")));
 
+	/*
+	 * A key ring left by a rotation that stopped after it saved its command
+	 * (its last rename failed, or its backend was killed while the server
+	 * ran on) may be the only one the saved command opens: never overwrite
+	 * it.  Start-up completes or removes it.
+	 */
+	if (access(KEYRING_NEXT_FILE, F_OK) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("an earlier rotation of the key-encryption key did not complete"),
+				 errdetail("\"%s\" exists.", KEYRING_NEXT_FILE),
+				 errhint("Restart the server: start-up completes the earlier rotation or removes it, and says which.  Then rotate again.")));
+
 	ring = palloc(sizeof(Keyring));
 	*ring = *DataEncryptionKeyring();
 	ring->from_next = false;
@@ -183,7 +196,6 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 		if (!keyring_install_temporary(KEYRING_NEXT_FILE, &err))
 			report_keyring_error(ERROR, &err);
 		crash_point("next-installed");
-		save_key_command(command);
 	}
 	PG_CATCH();
 	{
@@ -192,6 +204,13 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+
+	/*
+	 * ALTER SYSTEM can fail after it renamed postgresql.auto.conf (its fsync):
+	 * keyring.next stays whatever happens, for start-up to decide by the
+	 * command it finds
+	 */
+	save_key_command(command);
 	crash_point("command-saved");
 
 	/* from here on only the new command opens the key ring */

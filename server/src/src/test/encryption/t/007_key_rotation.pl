@@ -59,6 +59,14 @@ $node->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
 	extra_params => [ '-U', 'alice' ]);
 like($err, qr/permission denied to rotate the key-encryption key/,
 	'only superusers rotate');
+# a keyring.next left by a rotation that did not complete is never overwritten
+PostgreSQL::Test::Utils::append_to_file("$pgdata/pg_encryption/keyring.next", 'pending');
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT pg_rotate_encryption_key('" . cmd('k2') . "')");
+like($err, qr/an earlier rotation of the key-encryption key did not complete/,
+	'a pending keyring.next is refused, not overwritten');
+is(slurp_file("$pgdata/pg_encryption/keyring.next"), 'pending', 'and left as it was');
+unlink "$pgdata/pg_encryption/keyring.next";
 ok(!-e "$pgdata/pg_encryption/keyring.next", 'refusals leave no keyring.next');
 is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k1'),
 	'refusals leave the key command alone');

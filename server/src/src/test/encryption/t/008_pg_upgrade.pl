@@ -382,4 +382,23 @@ $found = scan_for_markers(\@markers, $plain->data_dir);
 ok(scalar(grep { @{ $found->{$_->{name}} // [] } } @markers) >= 8,
 	'the decrypted cluster holds the plaintext again (markers found)');
 
+# ------------------------------ a damaged page is not hidden by the rewrite
+{
+	my $bad = PostgreSQL::Test::Cluster->new('damaged', install_path => ($stock_bindir =~ s{/bin/?$}{}r));
+	$bad->init(extra => ['--data-checksums']);
+	$bad->start;
+	$bad->safe_psql('postgres', "CREATE TABLE d AS SELECT g FROM generate_series(1, 1000) g; CHECKPOINT;");
+	my $file = $bad->data_dir . '/' . $bad->safe_psql('postgres', "SELECT pg_relation_filepath('d')");
+	$bad->stop;
+	open(my $fh, '+<:raw', $file) or die;
+	seek($fh, 4000, 0);
+	print $fh 'X';
+	close $fh;
+	my $target = new_cluster('from_damaged', encryption_options('aes-256'));
+	($ok, $out) = upgrade($bad, $target);
+	ok(!$ok, 'an old page failing its checksum stops the upgrade');
+	like($out, qr/block 0 of file ".*" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it/,
+		'and says which block, instead of re-checksumming the damage');
+}
+
 done_testing();
