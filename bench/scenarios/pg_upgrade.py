@@ -467,7 +467,9 @@ def report(rows, p, out_dir):
           "not wait for them), which restore the schema; the page copy itself runs in pg_upgrade.  "
           f"`--jobs {p['jobs']}`: pg_upgrade's `--jobs` parallelises the file transfer across tablespaces "
           "only (and the schema dump/restore across databases), so with one tablespace, as here, the block "
-          "transform — read, encrypt, write every 8 kB page — runs in one process, whatever `--jobs` says.  "
+          "transform — read, verify, encrypt, checksum, write every 8 kB page — runs in one process, "
+          "whatever `--jobs` says; pgcipher's pg_upgrade shares each file of more than 256 kB between two "
+          "threads of that process (design 9.2).  "
           "Before the rounds, each configuration upgraded the empty old cluster once (a build that cannot "
           "fails before the load) and the loaded one once (so that no timed round is the first to write "
           "that much), untimed.  Medians; encrypted / stock with 95% bootstrap CI.\n"]
