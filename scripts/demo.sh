@@ -109,7 +109,7 @@ proxy_port=$(pick_port)
 "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$proxy_port" --upstream "host=$demo/enc port=$enc_port" \
     --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn 2> "$demo/proxy.log" &
 proxy_pid=$!
-trap 'kill $proxy_pid 2>/dev/null; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
+trap 'kill $proxy_pid 2>/dev/null || true; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
 for _ in $(seq 50); do psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
 echo "pgcipher-proxy --listen 127.0.0.1:$proxy_port --upstream 'host=... port=$enc_port' --cmk-file cmk.hex"
 echo "psql -h 127.0.0.1 -p $proxy_port  (the application's view: plaintext in, plaintext out)"
