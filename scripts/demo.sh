@@ -192,7 +192,7 @@ echo "   the upgraded cluster: $(psql -X -At -h "$demo/up" -p "$up_port" -U post
     "SELECT current_setting('data_encryption') || ', ' || count(*) || ' rows, ' || max(v) FROM legacy")"
 pg_ctl -D "$demo/up/data" stop -m fast >/dev/null
 
-step "5. What it costs: the benchmark suite's quick profile (about 13 minutes)"
+step "5. What it costs: the benchmark suite's quick profile (about 17 minutes)"
 echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs:"
 echo "pgbench select-only and tpcb-like 30 s each, CYBERTEC's 1MB-shared_buffers test, a TPROC-C-like"
 echo "mix, WAL-heavy writes (tpcb, COPY, CREATE TABLE AS, VACUUM FULL), and the page cipher's ns"
