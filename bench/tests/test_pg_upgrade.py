@@ -17,6 +17,7 @@ from bench import cli
 from bench.report import write_report
 from bench.runner import save_results
 from bench.scenarios import SCENARIOS, pg_upgrade
+from bench.tests.test_smoke import _processes_mentioning
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DATA = os.path.join(os.path.dirname(__file__), "data", "tiny-results.json")
@@ -252,19 +253,6 @@ def test_full_report_includes_pg_upgrade(tmp_path):
     assert "## pg-upgrade:" in text and "shared/seeds/000_" in text
     assert "![pg-upgrade-overhead.png](pg-upgrade-overhead.png)" in text
     assert "pg_upgrade -b /usr/lib/postgresql/15/bin" in text
-
-
-def _processes_mentioning(text):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline and "pytest" not in cmdline:
-            found.append(cmdline)
-    return found
 
 
 @SMOKE

@@ -517,3 +517,17 @@ slru_encryption_tweak(unsigned char *tweak, const char *dir, int64 pageno)
 							hash_bytes((const unsigned char *) dir, strlen(dir)),
 							'S');
 }
+
+/*
+ * Whether a unit is all zeros: what mdzeroextend(), holes in files and the
+ * pg_resetwal recipes leave, which every module stores as zeros in clear.
+ * Shared by the SLRU code and pg_upgrade, which must agree.
+ */
+bool
+data_encryption_is_zero(const char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != 0)
+			return false;
+	return true;
+}

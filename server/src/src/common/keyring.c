@@ -798,9 +798,10 @@ keyring_wrap_under_command(Keyring *ring, const char *command, int timeout_s,
 		return 0;
 	ring->wrapped_at = (int64) time(NULL);
 	filelen = keyring_serialize(ring, kek, file, filesize, err);
-	if (filelen > 0)
-		ok = kek_fingerprint(kek, KEK_LEN, ring->kek_fingerprint);
 	data_encryption_wipe(kek, sizeof(kek));
+	/* the fingerprint serialize computed, for the caller's messages */
+	if (filelen > 0)
+		memcpy(ring->kek_fingerprint, file + 48, KEK_FINGERPRINT_LEN);
 	return filelen;
 }
 

@@ -294,15 +294,6 @@ transfer_transforms_blocks(void)
 	return transform_blocks;
 }
 
-static bool
-is_all_zeros(const char *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (buf[i] != 0)
-			return false;
-	return true;
-}
-
 static void
 crypt_unit(XtsCipher *xts, bool encrypt, const unsigned char *tweak,
 		   char *buf, int len, const char *file)
@@ -331,7 +322,7 @@ transform_page(const Transformer *t, char *page, RelFileNumber relnumber,
 	char	   *body = page + PAGE_ENCRYPTION_OFFSET;
 	int			bodylen = BLCKSZ - PAGE_ENCRYPTION_OFFSET;
 
-	if (is_all_zeros(page, BLCKSZ))
+	if (data_encryption_is_zero(page, BLCKSZ))
 		return;
 
 	/*
@@ -526,7 +517,7 @@ transform_slru_files(const char *path, const char *subdir)
 			if (nread != BLCKSZ)
 				pg_fatal("file \"%s\" has a partial page at offset %lld",
 						 file, (long long) off);
-			if (!is_all_zeros(page.data, BLCKSZ))
+			if (!data_encryption_is_zero(page.data, BLCKSZ))
 			{
 				slru_encryption_tweak(tweak, subdir, pageno);
 				if (transformers[0].decrypt)

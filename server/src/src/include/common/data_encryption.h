@@ -99,6 +99,9 @@ extern void domain_encryption_tweak(unsigned char *tweak, uint64 a, uint32 b,
 extern void slru_encryption_tweak(unsigned char *tweak, const char *dir,
 								  int64 pageno);
 
+/* A unit of all zeros stays zeros in clear (see design section 4) */
+extern bool data_encryption_is_zero(const char *buf, size_t len);
+
 /* Overwrite secret memory in a way the compiler cannot optimise away */
 extern void data_encryption_wipe(void *ptr, size_t len);
 

@@ -43,15 +43,6 @@ InitializeSlruEncryption(XtsCipher *cipher)
 	state_cipher = cipher;
 }
 
-static bool
-is_all_zeros(const char *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (buf[i] != 0)
-			return false;
-	return true;
-}
-
 /*
  * SLRU: returns the page to write (page itself when not encrypting); the
  * result is valid until the next call.
@@ -62,7 +53,7 @@ EncryptSlruPage(const char *dir, int64 pageno, const char *page)
 	static PGAlignedBlock out;
 	unsigned char tweak[XTS_TWEAK_LEN];
 
-	if (!DataEncryptionEnabled() || is_all_zeros(page, BLCKSZ))
+	if (!DataEncryptionEnabled() || data_encryption_is_zero(page, BLCKSZ))
 		return page;
 	slru_encryption_tweak(tweak, dir, pageno);
 	if (!xts_encrypt(state_cipher, tweak, (const unsigned char *) page,
@@ -80,7 +71,7 @@ DecryptSlruPage(const char *dir, int64 pageno, char *page)
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
 
-	if (!DataEncryptionEnabled() || is_all_zeros(page, BLCKSZ))
+	if (!DataEncryptionEnabled() || data_encryption_is_zero(page, BLCKSZ))
 		return;
 	slru_encryption_tweak(tweak, dir, pageno);
 	if (!xts_decrypt(state_cipher, tweak, (unsigned char *) page,
