@@ -1,6 +1,7 @@
 """Statistics for the report: medians, ratios and bootstrap confidence
-intervals.  Pure Python, seeded, so a report is reproducible from its
-results.json."""
+intervals, the verdict a ratio gets against the noise floor (a second,
+identical stock server), and the rule for extra rounds.  Pure Python,
+seeded, so a report is reproducible from its results.json."""
 import random
 import statistics
 
@@ -46,3 +47,55 @@ def summarize(treatment, baseline):
         "n": len(treatment),
         "n_baseline": len(baseline),
     }
+
+
+# The verdicts a ratio can get (verdict below).
+INSIDE_NOISE = "inside the noise"
+SLOWER = "slower"
+FASTER = "faster"
+TOO_FEW = "too few rounds"
+NO_DATA = "no data"
+
+
+def _valid(summary):
+    return bool(summary) and all(summary.get(k) == summary.get(k) and summary.get(k) is not None
+                                 for k in ("ratio", "ci_low", "ci_high"))
+
+
+def noise_band(noise_floor_summary=None):
+    """The ratios two identical servers can show on this machine: the
+    smallest interval holding 1.0 and the noise floor's CI (stock-2 / stock);
+    just 1.0 without a noise floor."""
+    if not _valid(noise_floor_summary):
+        return (1.0, 1.0)
+    return (min(1.0, noise_floor_summary["ci_low"]), max(1.0, noise_floor_summary["ci_high"]))
+
+
+def verdict(summary, noise_floor_summary=None, higher_is_better=True):
+    """What a ratio (a summarize() dict, treatment / baseline) says.
+
+    "inside the noise" when its 95% CI overlaps the noise band — it contains
+    1.0, or overlaps the CI of stock-2 / stock (two identical servers), or
+    lies between the two; "slower" or "faster" when the CI lies wholly
+    outside the band (below it is slower for a throughput, higher_is_better,
+    and faster for a time); "too few rounds" with fewer than two values on
+    either side, whose bootstrap CI collapses to the point estimate."""
+    if not _valid(summary):
+        return NO_DATA
+    if summary.get("n", 0) < 2 or summary.get("n_baseline", 0) < 2:
+        return TOO_FEW
+    lo, hi = noise_band(noise_floor_summary)
+    if summary["ci_low"] <= hi and summary["ci_high"] >= lo:
+        return INSIDE_NOISE
+    below = summary["ci_high"] < lo
+    return SLOWER if below == higher_is_better else FASTER
+
+
+def ci_wider_than_effect(summary):
+    """The rule for extra rounds: the 95% CI contains 1.0 and is wider than
+    the effect (ci_high - ci_low > |ratio - 1|), so these rounds cannot even
+    tell the direction of the difference."""
+    if not _valid(summary):
+        return False
+    return summary["ci_low"] <= 1.0 <= summary["ci_high"] and \
+        summary["ci_high"] - summary["ci_low"] > abs(summary["ratio"] - 1.0)
