@@ -9,6 +9,11 @@
 #      our files and running this again rebuilds incrementally;
 #   4. configure (OpenSSL, lz4, zstd, ICU, TAP tests) with ccache, make, make install.
 #
+# OpenSSL is the pinned one openssl.sh builds into BUILD_DIR/openssl/install
+# (Debian 12's has no VAES path for AES-XTS), linked with a run path so every
+# binary and library of the install loads it; the stock build links the same
+# one, so the benchmarks compare TDE and nothing else.
+#
 # With --stock, build the same source with the same compiler and flags but
 # without our patches and files, into BUILD_DIR/stock/install: the baseline
 # of the benchmarks.
@@ -31,6 +36,7 @@ prefix=$build/install
 jobs=${JOBS:-$(nproc)}
 
 "$here/fetch-source.sh" "$src_build"
+openssl=$("$here/openssl.sh" "$src_build")
 # the pinned tarball by name: build/source may hold other versions
 orig=$src_build/source/postgresql-17_$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$here/fetch-source.sh").orig.tar.bz2
 patches=$here/patches
@@ -69,11 +75,15 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASH
 cc="gcc"
 command -v ccache >/dev/null && cc="ccache gcc"
 config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
+        --with-includes="$openssl/include" --with-libraries="$openssl/lib"
         --enable-tap-tests --enable-depend --enable-debug ${PGCIPHER_CONFIGURE_EXTRA:-})
-config_stamp=$(echo "$cc ${config[*]} CFLAGS=${CFLAGS:-}" | sha256sum | cut -d' ' -f1)
+ldflags="-Wl,-rpath,$openssl/lib"
+config_stamp=$(echo "$cc ${config[*]} CFLAGS=${CFLAGS:-} LDFLAGS=$ldflags $(cat "$openssl/.pgcipher-openssl")" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$tree/.pgcipher-config" 2>/dev/null)" != "$config_stamp" ]; then
     echo "build: configure ${config[*]}"
-    (cd "$tree" && ./configure CC="$cc" "${config[@]}" > "$build/configure.log" 2>&1) \
+    # objects built under other options (another OpenSSL's headers) go
+    [ -f "$tree/GNUmakefile" ] && make -C "$tree" -s distclean > /dev/null 2>&1 || true
+    (cd "$tree" && ./configure CC="$cc" LDFLAGS="$ldflags" "${config[@]}" > "$build/configure.log" 2>&1) \
         || { tail -30 "$build/configure.log" >&2; echo "build: configure failed, see $build/configure.log" >&2; exit 1; }
     echo "$config_stamp" > "$tree/.pgcipher-config"
 fi

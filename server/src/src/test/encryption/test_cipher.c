@@ -13,9 +13,17 @@
  * for its rules: header in clear, zeros after the valid end, decryption of
  * any prefix, a new epoch giving new keystream.
  *
+ * Known outputs (vectors/outputs.txt): SHA-256 digests of what every
+ * cipher use produces on a fixed corpus — relation pages, odd XTS lengths
+ * (ciphertext stealing), WAL pages and CTR at unaligned offsets, temporary
+ * file blocks — recorded with the OpenSSL the server linked before (Debian
+ * 12's 3.0), so a change of library that changed one byte of any file
+ * format fails here.  `test_cipher --known-outputs` prints them.
+ *
  * Prints one TAP line per check; exits non-zero if any check failed.
  *
  * Usage: test_cipher VECTOR_DIR
+ *        test_cipher --known-outputs
  *
  * src/test/encryption/test_cipher.c
  *
@@ -31,6 +39,10 @@
 #include "common/keyring.h"
 #include "common/wal_encryption.h"
 #include "port/pg_crc32c.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+
+#include <openssl/crypto.h>
 
 static int	tests_run = 0;
 static int	tests_failed = 0;
@@ -619,20 +631,192 @@ test_key_command(void)
 		  "a command that prints and then hangs is killed too");
 }
 
+
+/*
+ * The known-output corpus.  The data is a fixed pseudo-random stream
+ * (xorshift64, test data only); keys are fixed patterns per cipher.
+ */
+static uint64 corpus_state;
+
+static void
+corpus_fill(unsigned char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+	{
+		corpus_state ^= corpus_state << 13;
+		corpus_state ^= corpus_state >> 7;
+		corpus_state ^= corpus_state << 17;
+		buf[i] = (unsigned char) (corpus_state >> 24);
+	}
+}
+
+#define KNOWN_OUTPUT_KINDS 5
+static const char *const known_output_kinds[KNOWN_OUTPUT_KINDS] = {
+	"xts-pages", "xts-lengths", "ctr-offsets", "wal-pages", "xts16-temp"
+};
+
+/* SHA-256 (hex) of what the cipher use `kind` produces on the corpus */
+static void
+known_output(int cipher, const char *kind, char *hex)
+{
+	static unsigned char buf[XLOG_BLCKSZ * 2],
+				out[XLOG_BLCKSZ * 2];
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN],
+				tweak[XTS_TWEAK_LEN],
+				digest[PG_SHA256_DIGEST_LENGTH];
+	pg_cryptohash_ctx *sha = pg_cryptohash_create(PG_SHA256);
+	XtsCipher  *xts;
+
+	corpus_state = UINT64CONST(0x9E3779B97F4A7C15) + cipher;
+	for (int i = 0; i < (int) sizeof(key); i++)
+		key[i] = (unsigned char) (i * 29 + cipher * 101 + 3);
+	xts = xts_cipher_create(cipher, key);
+	if (sha == NULL || pg_cryptohash_init(sha) < 0 || xts == NULL)
+	{
+		fprintf(stderr, "could not set up the known-output corpus\n");
+		exit(2);
+	}
+
+	if (strcmp(kind, "xts-pages") == 0)
+	{
+		/* relation pages as pagecrypt.c encrypts them, then decrypted back */
+		for (int i = 0; i < 64; i++)
+		{
+			int			len = 8192 - 16;
+
+			corpus_fill(buf, len);
+			page_encryption_tweak(tweak, 16384 + i * 7, i % 4, i * 1000 + i);
+			xts_encrypt(xts, tweak, buf, out, len);
+			pg_cryptohash_update(sha, out, len);
+			xts_decrypt(xts, tweak, buf, out, len);
+			pg_cryptohash_update(sha, out, len);
+		}
+	}
+	else if (strcmp(kind, "xts-lengths") == 0)
+	{
+		/* every length class, incl. ciphertext stealing (len % 16 != 0) */
+		for (int len = 16; len <= 1200; len += 7)
+		{
+			corpus_fill(buf, len);
+			domain_encryption_tweak(tweak, len, len * 3, 's');
+			xts_encrypt(xts, tweak, buf, out, len);
+			pg_cryptohash_update(sha, out, len);
+		}
+	}
+	else if (strcmp(kind, "ctr-offsets") == 0)
+	{
+		CtrCipher  *ctr = ctr_cipher_create(cipher, key);
+
+		for (int i = 0; i < 200; i++)
+		{
+			int			len = 1 + (i * 97) % 9000;
+			uint64		offset = (uint64) i * 12345 + i % 16;
+
+			corpus_fill(buf, len);
+			ctr_crypt_at(ctr, UINT64CONST(0xABCDEF) * i, offset, buf, out, len);
+			pg_cryptohash_update(sha, out, len);
+		}
+		ctr_cipher_free(ctr);
+	}
+	else if (strcmp(kind, "wal-pages") == 0)
+	{
+		XLogRecPtr	lsn = UINT64CONST(0x42000000);
+
+		wal_encryption_set_key(cipher, key);
+		for (int i = 0; i < 16; i++, lsn += XLOG_BLCKSZ)
+		{
+			corpus_fill(buf, XLOG_BLCKSZ);
+			make_wal_page((char *) buf, lsn);
+			wal_encrypt_page((char *) buf, (char *) out, lsn, 3 + i,
+							 SizeOfXLogLongPHD + (i * 613) % (XLOG_BLCKSZ - SizeOfXLogLongPHD));
+			pg_cryptohash_update(sha, out, XLOG_BLCKSZ);
+		}
+	}
+	else if (strcmp(kind, "xts16-temp") == 0)
+	{
+		Xts16Cipher *x16 = xts16_cipher_create(cipher, key);
+		int			nblocks = sizeof(buf) / 16;
+
+		for (int round = 0; round < 2; round++)
+		{
+			corpus_fill(buf, sizeof(buf));
+			for (int b = 0; b < nblocks; b++)
+				domain_encryption_tweak(out + b * 16, 77, b + round * nblocks, 't');
+			xts16_crypt(x16, round == 0, out, buf, nblocks);
+			pg_cryptohash_update(sha, buf, sizeof(buf));
+		}
+		xts16_cipher_free(x16);
+	}
+	pg_cryptohash_final(sha, digest, sizeof(digest));
+	pg_cryptohash_free(sha);
+	xts_cipher_free(xts);
+	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		sprintf(hex + 2 * i, "%02x", digest[i]);
+}
+
+static void
+print_known_outputs(void)
+{
+	char		hex[2 * PG_SHA256_DIGEST_LENGTH + 1];
+
+	printf("# SHA-256 of each cipher use on test_cipher's fixed corpus, written by\n"
+		   "# `test_cipher --known-outputs` linked with %s\n",
+		   OpenSSL_version(OPENSSL_VERSION));
+	for (int c = DATA_ENCRYPTION_AES128; c <= DATA_ENCRYPTION_AES256; c++)
+		for (int k = 0; k < KNOWN_OUTPUT_KINDS; k++)
+		{
+			known_output(c, known_output_kinds[k], hex);
+			printf("%s %s = %s\n", data_encryption_cipher_name(c), known_output_kinds[k], hex);
+		}
+}
+
+static void
+test_known_outputs(const char *dir)
+{
+	FILE	   *f = open_vectors(dir, "outputs.txt");
+	char		line[256],
+				name[32],
+				kind[32],
+				expected[80],
+				hex[2 * PG_SHA256_DIGEST_LENGTH + 1];
+	int			n = 0;
+
+	while (fgets(line, sizeof(line), f))
+	{
+		int			c;
+
+		if (line[0] == '#' || sscanf(line, "%31s %31s = %79s", name, kind, expected) != 3)
+			continue;
+		c = data_encryption_cipher_from_name(name);
+		known_output(c, kind, hex);
+		check(strcmp(hex, expected) == 0, "known output %s %s unchanged", name, kind);
+		n++;
+	}
+	fclose(f);
+	check(n == 2 * KNOWN_OUTPUT_KINDS, "%d known outputs checked", n);
+}
+
 int
 main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--known-outputs") == 0)
+	{
+		print_known_outputs();
+		return 0;
+	}
 	if (argc != 2)
 	{
-		fprintf(stderr, "usage: %s VECTOR_DIR\n", argv[0]);
+		fprintf(stderr, "usage: %s VECTOR_DIR | --known-outputs\n", argv[0]);
 		return 2;
 	}
+	printf("# linked with %s\n", OpenSSL_version(OPENSSL_VERSION));
 	test_xts_vectors(argv[1]);
 	test_kwp_vectors(argv[1]);
 	test_xts_properties();
 	test_ctr_vectors();
 	test_xts16();
 	test_wal_pages();
+	test_known_outputs(argv[1]);
 	test_keyring_format();
 	test_keyring_fingerprint_and_format_1();
 	test_kek_from_output();
