@@ -2,6 +2,7 @@
 import os
 import platform
 import subprocess
+import sys
 
 
 def _read(path):
@@ -17,6 +18,18 @@ def _cmd(args):
         return subprocess.run(args, capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def linked_openssl(prefix):
+    """(path, version) of the libcrypto an install's postgres loads."""
+    ldd = _cmd(["ldd", os.path.join(prefix, "bin", "postgres")])
+    path = next((l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libcrypto.so" in l and "=>" in l), "")
+    if not path:
+        return "", ""
+    # ask the library itself, in a child so this process keeps its own
+    version = _cmd([sys.executable, "-c", "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                    "lib.OpenSSL_version.restype = ctypes.c_char_p; print(lib.OpenSSL_version(0).decode())", path])
+    return path, version
 
 
 def collect(installs):
@@ -37,7 +50,10 @@ def collect(installs):
         "installs": {},
     }
     for name, inst in installs.items():
+        libcrypto, openssl = linked_openssl(inst.prefix)
         info["installs"][name] = {
+            "libcrypto": libcrypto,
+            "openssl": openssl,
             "prefix": inst.prefix,
             "version": inst.pg_config("--version"),
             "cc": inst.pg_config("--cc"),

@@ -313,6 +313,22 @@ xts16_cipher_free(Xts16Cipher *x)
 	free(x);
 }
 
+/* data ^= mask over len bytes (a multiple of 8), a word at a time */
+static inline void
+xor_words(unsigned char *data, const unsigned char *mask, int len)
+{
+	for (int i = 0; i < len; i += 8)
+	{
+		uint64		d,
+					m;
+
+		memcpy(&d, data + i, 8);
+		memcpy(&m, mask + i, 8);
+		d ^= m;
+		memcpy(data + i, &d, 8);
+	}
+}
+
 /* tweaks: nblocks x 16 bytes, overwritten with the masks; data in place */
 bool
 xts16_crypt(Xts16Cipher *x, bool encrypt, unsigned char *tweaks,
@@ -325,17 +341,37 @@ xts16_crypt(Xts16Cipher *x, bool encrypt, unsigned char *tweaks,
 		return true;
 	if (EVP_EncryptUpdate(x->tweak, tweaks, &outl, tweaks, len) != 1 || outl != len)
 		return false;
-	for (int i = 0; i < len; i++)
-		data[i] ^= tweaks[i];
+	xor_words(data, tweaks, len);
 	if (encrypt ?
 		EVP_EncryptUpdate(x->enc, data, &outl, data, len) != 1 :
 		EVP_DecryptUpdate(x->dec, data, &outl, data, len) != 1)
 		return false;
 	if (outl != len)
 		return false;
-	for (int i = 0; i < len; i++)
-		data[i] ^= tweaks[i];
+	xor_words(data, tweaks, len);
 	return true;
+}
+
+/*
+ * The tweaks of n consecutive one-block units of a file: unit first + i
+ * gets (nonce, first + i), both little-endian (temporary files).
+ */
+void
+xts16_sequential_tweaks(unsigned char *tweaks, uint64 nonce, uint64 first, int n)
+{
+#ifdef WORDS_BIGENDIAN
+	nonce = pg_bswap64(nonce);
+#endif
+	for (int i = 0; i < n; i++)
+	{
+		uint64		k = first + i;
+
+#ifdef WORDS_BIGENDIAN
+		k = pg_bswap64(k);
+#endif
+		memcpy(tweaks + 16 * i, &nonce, 8);
+		memcpy(tweaks + 16 * i + 8, &k, 8);
+	}
 }
 
 static const EVP_CIPHER *

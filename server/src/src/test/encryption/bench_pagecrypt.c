@@ -8,9 +8,12 @@
  *   xts-encrypt / xts-decrypt   the cipher alone
  *   write-path                  encrypt + checksum over the ciphertext
  *   read-path                   checksum check over the ciphertext + decrypt
+ *   ctr-wal                     AES-CTR over 8 kB at its WAL offset (walcrypt.c)
+ *   xts16-temp                  XTS with one-block data units over 8 kB,
+ *                               tweaks included (temporary files, tempcrypt.c)
  * (the server computes no plaintext checksum when encryption is on)
  * Compare the cipher alone with `openssl speed -evp aes-256-xts -bytes 8192`
- * on the same machine: that is the physical limit.
+ * (and aes-256-ctr) on the same machine: that is the physical limit.
  *
  * Usage: bench_pagecrypt [SECONDS_PER_CASE]
  * Prints a table and, last, one JSON line per case.
@@ -32,10 +35,19 @@
 
 typedef enum Case
 {
-	XTS_ENCRYPT, XTS_DECRYPT, WRITE_PATH, READ_PATH
+	XTS_ENCRYPT, XTS_DECRYPT, WRITE_PATH, READ_PATH, CTR_WAL, XTS16_TEMP
 } Case;
 
-static const char *case_names[] = {"xts-encrypt", "xts-decrypt", "write-path", "read-path"};
+static const char *case_names[] = {"xts-encrypt", "xts-decrypt", "write-path", "read-path",
+"ctr-wal", "xts16-temp"};
+
+/* One cipher's contexts, as the server sets them up once per process */
+typedef struct Ciphers
+{
+	XtsCipher  *xts;
+	CtrCipher  *ctr;
+	Xts16Cipher *xts16;
+} Ciphers;
 
 static double
 now_sec(void)
@@ -57,9 +69,11 @@ tweak_for(unsigned char *tweak, uint32 block)
 static long failures = 0;
 
 static double
-run_case(XtsCipher *xts, Case c, double seconds, char *pages, char *out, int npages)
+run_case(Ciphers *ciphers, Case c, double seconds, char *pages, char *out, int npages)
 {
+	XtsCipher  *xts = ciphers->xts;
 	unsigned char tweak[16];
+	static unsigned char tweaks[BLCKSZ];
 	long		done = 0;
 	double		start = now_sec(),
 				elapsed;
@@ -100,6 +114,15 @@ run_case(XtsCipher *xts, Case c, double seconds, char *pages, char *out, int npa
 									(unsigned char *) plain + OFFSET, BLCKSZ - OFFSET);
 					}
 					break;
+				case CTR_WAL:
+					ctr_crypt_at(ciphers->ctr, 1, (uint64) blk * BLCKSZ,
+								 (unsigned char *) in, (unsigned char *) dst, BLCKSZ);
+					break;
+				case XTS16_TEMP:
+					xts16_sequential_tweaks(tweaks, 7, (uint64) blk * (BLCKSZ / 16), BLCKSZ / 16);
+					memcpy(dst, in, BLCKSZ);
+					xts16_crypt(ciphers->xts16, true, tweaks, (unsigned char *) dst, BLCKSZ / 16);
+					break;
 			}
 		}
 		done += 1024;
@@ -126,22 +149,23 @@ main(int argc, char **argv)
 	printf("%-8s %-12s %10s %10s\n", "cipher", "case", "ns/page", "GB/s");
 	for (int cipher = DATA_ENCRYPTION_AES128; cipher <= DATA_ENCRYPTION_AES256; cipher++)
 	{
-		XtsCipher  *xts = xts_cipher_create(cipher, key);
+		Ciphers		ciphers = {xts_cipher_create(cipher, key), ctr_cipher_create(cipher, key),
+		xts16_cipher_create(cipher, key)};
 
-		if (xts == NULL)
+		if (ciphers.xts == NULL || ciphers.ctr == NULL || ciphers.xts16 == NULL)
 		{
-			fprintf(stderr, "could not create XTS cipher\n");
+			fprintf(stderr, "could not create the ciphers\n");
 			return 1;
 		}
-		for (Case c = XTS_ENCRYPT; c <= READ_PATH; c++)
+		for (Case c = XTS_ENCRYPT; c <= XTS16_TEMP; c++)
 		{
 			double		ns;
 
 			/* decrypt cases need ciphertext (with checksums) in out[] */
 			if (c == XTS_DECRYPT || c == READ_PATH)
-				run_case(xts, WRITE_PATH, 0.05, pages, out, npages);
+				run_case(&ciphers, WRITE_PATH, 0.05, pages, out, npages);
 			failures = 0;
-			ns = run_case(xts, c, seconds, pages, out, npages);
+			ns = run_case(&ciphers, c, seconds, pages, out, npages);
 			printf("%-8s %-12s %10.0f %10.2f\n", data_encryption_cipher_name(cipher),
 				   case_names[c], ns, BLCKSZ / ns);
 			if (c == READ_PATH && failures > 0)
@@ -150,7 +174,9 @@ main(int argc, char **argv)
 					 "{\"cipher\": \"%s\", \"case\": \"%s\", \"ns_per_page\": %.1f, \"gb_per_s\": %.3f}\n",
 					 data_encryption_cipher_name(cipher), case_names[c], ns, BLCKSZ / ns);
 		}
-		xts_cipher_free(xts);
+		xts_cipher_free(ciphers.xts);
+		ctr_cipher_free(ciphers.ctr);
+		xts16_cipher_free(ciphers.xts16);
 	}
 	printf("%s", json);
 	return 0;

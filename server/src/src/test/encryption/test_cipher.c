@@ -396,6 +396,26 @@ test_xts16(void)
 	}
 }
 
+/* the temporary files' tweak layout, byte by byte as it was first written */
+static void
+test_xts16_sequential_tweaks(void)
+{
+	unsigned char tweaks[16 * 37],
+				expected[16 * 37];
+	uint64		nonce = UINT64CONST(0x0123456789ABCDEF),
+				first = UINT64CONST(0xFEDCBA9876543210) - 5;
+
+	for (int i = 0; i < 37; i++)
+		for (int j = 0; j < 8; j++)
+		{
+			expected[16 * i + j] = (unsigned char) (nonce >> (8 * j));
+			expected[16 * i + 8 + j] = (unsigned char) ((first + i) >> (8 * j));
+		}
+	xts16_sequential_tweaks(tweaks, nonce, first, 37);
+	check(memcmp(tweaks, expected, sizeof(tweaks)) == 0,
+		  "XTS-16: sequential tweaks are (nonce, unit), both little-endian");
+}
+
 static void
 test_xts_properties(void)
 {
@@ -815,6 +835,7 @@ main(int argc, char **argv)
 	test_xts_properties();
 	test_ctr_vectors();
 	test_xts16();
+	test_xts16_sequential_tweaks();
 	test_wal_pages();
 	test_known_outputs(argv[1]);
 	test_keyring_format();

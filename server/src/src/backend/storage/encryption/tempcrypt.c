@@ -168,21 +168,6 @@ unit_region(off_t s, off_t *a, off_t *e)
 	}
 }
 
-static void
-block_tweaks(unsigned char *tweaks, uint64 nonce, uint64 first, int n)
-{
-	for (int i = 0; i < n; i++)
-	{
-		uint64		k = first + i;
-
-		for (int j = 0; j < 8; j++)
-		{
-			tweaks[16 * i + j] = (unsigned char) (nonce >> (8 * j));
-			tweaks[16 * i + 8 + j] = (unsigned char) (k >> (8 * j));
-		}
-	}
-}
-
 /*
  * Encrypt or decrypt in place buf = bytes [a, e) of a file of size s, a
  * region from unit_region(); for a file shorter than 16 bytes buf holds
@@ -198,7 +183,7 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 
 	if (s < 16)
 	{
-		block_tweaks(tweaks, nonce, TWEAK_TINY, 1);
+		xts16_sequential_tweaks(tweaks, nonce, TWEAK_TINY, 1);
 		ok = xts16_crypt(block_cipher, encrypt, tweaks, buf, 1);
 		blocks_end = a;
 	}
@@ -209,7 +194,7 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 	{
 		int			n = Min(CHUNK_BLOCKS, (blocks_end - off) / 16);
 
-		block_tweaks(tweaks, nonce, off / 16, n);
+		xts16_sequential_tweaks(tweaks, nonce, off / 16, n);
 		ok = xts16_crypt(block_cipher, encrypt, tweaks, buf + (off - a), n);
 	}
 	if (ok && s >= 16 && s % 16 != 0 && e == s)
@@ -217,7 +202,7 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 		/* the last 16 + r bytes: one XTS unit with ciphertext stealing */
 		unsigned char *unit = buf + (blocks_end - a);
 
-		block_tweaks(tweaks, nonce, TWEAK_FINAL | (uint64) (blocks_end / 16), 1);
+		xts16_sequential_tweaks(tweaks, nonce, TWEAK_FINAL | (uint64) (blocks_end / 16), 1);
 		ok = encrypt ?
 			xts_encrypt(unit_cipher, tweaks, unit, unit, s - blocks_end) :
 			xts_decrypt(unit_cipher, tweaks, unit, unit, s - blocks_end);
@@ -316,7 +301,7 @@ tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
 		memcpy(block, TINY_MAGIC, 8);
 		block[8] = (unsigned char) len;
 	}
-	block_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
+	xts16_sequential_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
 	if (!xts16_crypt(block_cipher, encrypt, tweaks, block, 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
