@@ -1,5 +1,6 @@
 """python -m bench run --profile quick|full [--scenario NAME ...]
-python -m bench report RESULTS_DIR"""
+python -m bench report RESULTS_DIR
+python -m bench headline RESULTS_DIR"""
 import argparse
 import os
 import secrets
@@ -7,7 +8,7 @@ import shutil
 import sys
 import traceback
 
-from bench import sysinfo
+from bench import headline, sysinfo
 from bench.cluster import Install
 from bench.report import write_report
 from bench.runner import Progress, Run, save_results, timestamp
@@ -19,9 +20,10 @@ BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
 # --tiny: the smoke test's overrides, to prove every output is produced
 TINY = {
     "cybertec-pgbench": dict(scales={"above": 1}, clients=[1], repetitions=2, seconds=1, shared_buffers_mb=16,
-                             configs=["stock", "aes-256"], workloads=["select-only", "tpcb-like"]),
+                             configs=["stock", "stock-2", "aes-256"], workloads=["select-only", "tpcb-like"],
+                             max_extra_rounds=2),
     "cybertec-1mb": dict(scale=1, repetitions=2, seconds=1, configs=[("off", False), ("aes-256", True)]),
-    "tproc-c": dict(warehouses=1, ramp=[1], ramp_seconds=2, steady_seconds=2, steady_vus=1, repetitions=1),
+    "tproc-c": dict(warehouses=1, ramp=[1], ramp_seconds=2, steady_seconds=2, steady_vus=1, repetitions=2),
     "wal-heavy": dict(size_mb=2, scale=1, clients=2, seconds=1, warmup_seconds=1, repetitions=2,
                       shared_buffers_mb=16, max_wal_size="1GB", configs=["stock", "aes-256"],
                       lock_clients=[8, 16], lock_seconds=1),
@@ -60,6 +62,8 @@ def main(argv=None):
     r.add_argument("--tiny", action="store_true", help="tiny sizes and durations (smoke test)")
     rp = sub.add_parser("report", help="write report.md and plots from a results directory")
     rp.add_argument("results_dir")
+    hl = sub.add_parser("headline", help="the demo's closing lines: aes-256 / stock ratios, CIs and verdicts")
+    hl.add_argument("results_dir", help="a results directory (or its results.json)")
     ns = sub.add_parser("needs-stock", help="exit 0 if the scenarios selected by the same arguments "
                                             "as run need the stock build, 1 otherwise (scripts/bench.sh)")
     ns.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
@@ -69,6 +73,9 @@ def main(argv=None):
 
     if args.cmd == "report":
         print(write_report(args.results_dir))
+        return 0
+    if args.cmd == "headline":
+        print("\n".join(headline.headline(headline.load(args.results_dir))))
         return 0
     if args.cmd == "needs-stock":
         return 0 if "stock" in needed_installs(args.scenario or list(SCENARIOS)) else 1
@@ -94,11 +101,15 @@ def main(argv=None):
 
     total = sum(p["steps"] for p in params.values())
     est = sum(p["est_seconds"] for p in params.values())
+    extra = sum(p.get("est_extra_seconds", 0) for p in params.values())
     progress = Progress(total, est)
+    # order: rounds alternate (bench/interleave.py); older results.json lack it
     meta = {"profile": args.profile + (" (tiny)" if args.tiny else ""), "started": timestamp(),
-            "system": sysinfo.collect(installs), "scenarios": params}
+            "system": sysinfo.collect(installs), "scenarios": params, "order": "ABBA"}
     progress.note(f"bench: {args.profile} profile, scenarios {', '.join(names)}, {total} measurements, "
-                  f"estimated {est / 60:.0f} min; results in {out}")
+                  f"estimated {est / 60:.0f} min"
+                  + (f" (up to {-(-extra // 60):.0f} more for extra rounds where a CI comes out too wide)" if extra else "")
+                  + f"; results in {out}")
     run = Run(out, installs, args.profile, key_file, args.workdir, progress)
     failed = []
     try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Config:
     """One benchmark configuration: which binaries, which encryption."""
-    name: str                 # "stock", "pgcipher-off", "aes-128", "aes-256", ...
+    name: str                 # "stock", "stock-2", "pgcipher-off", "aes-128", "aes-256", ...
     install: str              # "stock" or "pgcipher"
     encryption: str = None    # None, "aes-128" or "aes-256"
     checksums: bool = True
@@ -21,6 +21,9 @@ class Config:
 
 STANDARD_CONFIGS = {
     "stock": Config("stock", "stock"),
+    # a second, identical stock server: stock-2 / stock is the noise floor,
+    # what this machine alone does to a ratio
+    "stock-2": Config("stock-2", "stock"),
     "pgcipher-off": Config("pgcipher-off", "pgcipher"),
     "aes-128": Config("aes-128", "pgcipher", "aes-128"),
     "aes-256": Config("aes-256", "pgcipher", "aes-256"),

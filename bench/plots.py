@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from bench import stats  # noqa: E402
 
-COLORS = {"stock": "#444444", "pgcipher-off": "#1f77b4", "aes-128": "#2ca02c", "aes-256": "#d62728",
+COLORS = {"stock": "#444444", "stock-2": "#aaaaaa", "pgcipher-off": "#1f77b4", "aes-128": "#2ca02c", "aes-256": "#d62728",
           "proxy": "#9467bd", "pgbouncer": "#8c564b", "enc-proxy": "#d62728", "plain-proxy": "#9467bd",
           "enc-direct": "#ff7f0e"}
 

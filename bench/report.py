@@ -3,19 +3,27 @@ import os
 import re
 
 from bench.runner import load_results
-from bench.scenarios import SCENARIOS
+from bench.scenarios import SCENARIOS, common
+
+# results.json written before rounds alternated has no meta "order"
+OLD_ORDER = "A B A B"
 
 
 def write_report(out_dir):
     data = load_results(out_dir)
     meta, rows = data["meta"], data["results"]
     info = meta["system"]
+    order = meta.get("order", OLD_ORDER)
+    order_text = "ABBA: A B C in odd rounds, C B A in even ones" if order == "ABBA" else order + " …"
     md = [f"# pgcipher benchmark report ({meta['profile']} profile)", "",
           f"Run {meta['started']} – {meta.get('finished', '?')}.  Stock PostgreSQL and pgcipher built from the "
           "same source with the same compiler and flags; each comparison uses a fresh cluster per "
           "configuration with identical postgresql.conf (warm-up runs as each scenario states), and configurations interleaved "
-          "(A B A B …) over the rounds.  Numbers are medians of the rounds; ratios come with a 95% "
-          "percentile-bootstrap confidence interval (2000 resamples).  Raw repetitions: `results.csv`, "
+          f"({order_text}) over the rounds.  Numbers are medians of the rounds; ratios come with a 95% "
+          "percentile-bootstrap confidence interval (2000 resamples).  A verdict column says *inside the noise* "
+          "when a ratio's CI overlaps the band from 1.0 to the CI of stock-2 / stock at the same point (a second, "
+          "identical stock server; 1.0 alone where none ran), *slower* or *faster* when it lies wholly outside, "
+          "*too few rounds* with one value per side.  Raw repetitions: `results.csv`, "
           "`results.json`.", "",
           *[f"Amended: {a}" for a in meta.get("amendments", [])],
           *([""] if meta.get("amendments") else []),
@@ -40,8 +48,15 @@ def write_report(out_dir):
         if not srows:
             md += ["No results (scenario failed or was interrupted).", ""]
             continue
+        params = dict(params, order=params.get("order", order))
         text, pngs = mod.report(srows, params, out_dir)
         md += [text, ""]
+        # a second, identical stock server measured: say what noise alone does
+        if any(r["config"] == common.NOISE for r in srows):
+            metric = getattr(mod, "METRIC", None) or next(r["metric"] for r in srows if r["config"] == common.NOISE)
+            floor = common.noise_floor_paragraph(srows, metric)
+            if floor:
+                md += [floor, ""]
         for png in pngs:
             md += [f"![{png}]({png})", ""]
         settings = data["settings"].get(name)

@@ -37,6 +37,12 @@ class Progress:
         print(f"[{self.done:4d}/{self.total} {pct:3.0f}% {fmt(elapsed)} elapsed, ~{fmt(left)} left] {message}",
               file=self.stream, flush=True)
 
+    def extend(self, steps, expected_seconds):
+        """Steps the plan did not count (extra rounds where a CI came out
+        too wide): the total and the estimate grow by them."""
+        self.total += steps
+        self.estimate += expected_seconds
+
     def note(self, message):
         print(f"[{fmt(time.time() - self.start)}] {message}", file=self.stream, flush=True)
 
