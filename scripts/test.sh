@@ -17,7 +17,10 @@
 #                      archives, backups, PITR, pg_rewind and logical
 #                      replication (005), two-phase, NOTIFY and spill files (006),
 #                      key-encryption key rotation with kill -9 at every step,
-#                      standbys, backups and pg_rewind across it (007)
+#                      standbys, backups and pg_rewind across it (007),
+#                      known outputs of every cipher use under the linked
+#                      OpenSSL 3.5 and the machine's 3.0 (001), one libcrypto
+#                      per process with TLS and pgcrypto (009)
 #   pg_upgrade         our TAP test 008: pg_upgrade from Debian's PostgreSQL 15
 #                      and stock 17 into aes-256 (copy encrypts), --link with
 #                      the old relation key, the re-key (copy), aes-256 to
@@ -43,6 +46,9 @@
 #   tap-subscription
 #   pg_stat_statements its regression and TAP tests on an encrypted cluster
 #   tap-pg_verifybackup, tap-pg_resetwal, tap-pg_archivecleanup
+#   tap-ssl            PostgreSQL's TLS suite (server and libpq over TLS 1.2/1.3,
+#                      client certificates, SCRAM channel binding) with the
+#                      OpenSSL 3.5 the server links, on an aes-256 cluster
 #   columns-go         proxy/: Go unit tests of the column crypto library and
 #                      ORE, incl. the shared test vectors
 #   proxy              proxy/: the wire proxy against a real (aes-256) server —
@@ -231,6 +237,10 @@ sel tap-pg_verifybackup && suite tap-pg_verifybackup tap src/bin/pg_verifybackup
 sel tap-pg_resetwal    && suite tap-pg_resetwal    tap src/bin/pg_resetwal "$(enc_opts aes-128)"
 sel tap-pg_upgrade     && suite tap-pg_upgrade     tap src/bin/pg_upgrade "$(enc_opts aes-256)"
 sel tap-pg_archivecleanup && suite tap-pg_archivecleanup tap src/bin/pg_archivecleanup "$(enc_opts aes-256)"
+# PostgreSQL's TLS suite (needs PG_TEST_EXTRA=ssl: it opens TCP ports) on
+# the OpenSSL the server links (design section 4, "Which OpenSSL")
+tap_ssl() { PG_TEST_EXTRA=ssl tap src/test/ssl "$(enc_opts aes-256)"; }
+sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
 

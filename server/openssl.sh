@@ -3,7 +3,8 @@
 # BUILD_DIR/openssl/install (lib/, include/, bin/openssl).
 #
 # Why not Debian 12's OpenSSL 3.0: its AES-XTS has no VAES/AVX-512 path, and
-# the page cipher runs at half of what this class of CPU can do (design 4.4).
+# the page cipher runs at half of what this class of CPU can do (design
+# section 4, "Which OpenSSL").
 # OpenSSL 3.5 (Debian trixie's source, pinned and sha256-checked like
 # PostgreSQL's) has one.
 #
