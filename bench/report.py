@@ -33,9 +33,10 @@ def write_report(out_dir):
           f"{', VAES' if info.get('vaes') else ''} |",
           f"| memory | {info['memory_gib']} GiB |",
           f"| OS, kernel | {info['os']}, {info['kernel']} |",
-          f"| OpenSSL | {info['openssl']} |"]
+          f"| OpenSSL (the machine's) | {info['openssl']} |"]
     for name, inst in info["installs"].items():
-        md.append(f"| {name} | {inst['version']}, {inst['compiler_version']}, CFLAGS `{inst['cflags']}` |")
+        md.append(f"| {name} | {inst['version']}, {inst['compiler_version']}, CFLAGS `{inst['cflags']}`"
+                  + (f", linked with {inst['openssl']} (`{inst['libcrypto']}`)" if inst.get("openssl") else "") + " |")
     for name, inst in info["installs"].items():
         md.append(f"| {name} configure | `{inst['configure']}` |")
     md.append("")
