@@ -11,7 +11,7 @@ import traceback
 from bench import headline, sysinfo
 from bench.cluster import Install
 from bench.report import write_report
-from bench.runner import Progress, Run, save_results, timestamp
+from bench.runner import Progress, Run, fmt, save_results, timestamp
 from bench.scenarios import SCENARIOS
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,7 +108,7 @@ def main(argv=None):
             "system": sysinfo.collect(installs), "scenarios": params, "order": "ABBA"}
     progress.note(f"bench: {args.profile} profile, scenarios {', '.join(names)}, {total} measurements, "
                   f"estimated {est / 60:.0f} min"
-                  + (f" (up to {-(-extra // 60):.0f} more for extra rounds where a CI comes out too wide)" if extra else "")
+                  + (f" (up to {fmt(extra)} more for extra rounds where a CI comes out too wide)" if extra else "")
                   + f"; results in {out}")
     run = Run(out, installs, args.profile, key_file, args.workdir, progress)
     failed = []
