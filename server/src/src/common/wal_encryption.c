@@ -134,14 +134,41 @@ void
 wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
 				 uint32 epoch, int valid)
 {
+	wal_encrypt_page_cached(NULL, src, dst, pageptr, epoch, valid);
+}
+
+/*
+ * wal_encrypt_page(), remembering in *last (if not NULL) the page's
+ * plaintext and ciphertext when it is valid only in part.  XLogWrite()
+ * writes such a page again, whole, at the next flush, usually a few
+ * records longer; then only the new bytes are encrypted.  The bytes already
+ * encrypted are reused only when the page, its epoch and their plaintext
+ * are the same, so the result is exactly what wal_encrypt_page() gives
+ * (CTR: one keystream byte per epoch and position).
+ */
+void
+wal_encrypt_page_cached(WALPartialPage *last, const char *src, char *dst,
+						XLogRecPtr pageptr, uint32 epoch, int valid)
+{
 	int			hdr = XLogPageHeaderSize((const XLogPageHeaderData *) src);
+	int			from = hdr;
 
 	Assert(wal_cipher != NULL && epoch != 0 && pageptr % XLOG_BLCKSZ == 0);
 	valid = Max(Min(valid, XLOG_BLCKSZ), hdr);
-	memcpy(dst, src, hdr);
-	((XLogPageHeaderData *) dst)->xlp_info |= XLP_ENCRYPTED;
-	wal_page_set_epoch(dst, epoch);
-	if (!wal_crypt_range(src, dst, pageptr, epoch, hdr, valid))
+	if (last != NULL && last->pageptr == pageptr && last->epoch == epoch &&
+		last->valid > hdr && last->valid <= valid &&
+		memcmp(src, last->plain, last->valid) == 0)
+	{
+		memcpy(dst, last->cipher, last->valid);
+		from = last->valid;
+	}
+	else
+	{
+		memcpy(dst, src, hdr);
+		((XLogPageHeaderData *) dst)->xlp_info |= XLP_ENCRYPTED;
+		wal_page_set_epoch(dst, epoch);
+	}
+	if (!wal_crypt_range(src, dst, pageptr, epoch, from, valid))
 	{
 		/* cannot happen with a valid context; never write plaintext */
 #ifndef FRONTEND
@@ -153,6 +180,19 @@ wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
 #endif
 	}
 	memset(dst + valid, 0, XLOG_BLCKSZ - valid);
+	if (last != NULL)
+	{
+		if (valid < XLOG_BLCKSZ)
+		{
+			last->pageptr = pageptr;
+			last->epoch = epoch;
+			last->valid = valid;
+			memcpy(last->plain, src, valid);
+			memcpy(last->cipher, dst, valid);
+		}
+		else if (last->pageptr == pageptr)
+			last->valid = 0;	/* full now: never written again */
+	}
 }
 
 /*

@@ -40,6 +40,20 @@ extern uint32 wal_page_epoch(const char *page);
 extern void wal_page_set_epoch(char *page, uint32 epoch);
 extern void wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
 							 uint32 epoch, int valid);
+
+/* The last page a process wrote in part (wal_encrypt_page_cached()) */
+typedef struct WALPartialPage
+{
+	XLogRecPtr	pageptr;
+	uint32		epoch;
+	int			valid;			/* bytes of plain and cipher; 0: none */
+	char		plain[XLOG_BLCKSZ];
+	char		cipher[XLOG_BLCKSZ];
+} WALPartialPage;
+
+extern void wal_encrypt_page_cached(WALPartialPage *last, const char *src,
+									char *dst, XLogRecPtr pageptr,
+									uint32 epoch, int valid);
 extern bool wal_decrypt_page(char *page, XLogRecPtr pageptr, int len);
 
 #ifdef FRONTEND

@@ -396,6 +396,50 @@ test_xts16(void)
 	}
 }
 
+/*
+ * A page written again and again as it fills (XLogWrite's partial page):
+ * with the partial-page cache, every write is byte for byte what
+ * wal_encrypt_page() gives, also when the cache must not apply.
+ */
+static void
+test_wal_partial_page_cache(void)
+{
+	static WALPartialPage last;
+	unsigned char key[64];
+	char		page[XLOG_BLCKSZ],
+				cached[XLOG_BLCKSZ],
+				plain[XLOG_BLCKSZ];
+	XLogRecPtr	lsn = UINT64CONST(0x5000000);
+	bool		same = true;
+	int			steps = 0;
+
+	memset(key, 0x3c, sizeof(key));
+	wal_encryption_set_key(DATA_ENCRYPTION_AES256, key);
+	make_wal_page(page, lsn);
+	for (int valid = SizeOfXLogLongPHD + 1; valid <= XLOG_BLCKSZ; valid += 37 + valid % 101)
+	{
+		wal_encrypt_page_cached(&last, page, cached, lsn, 9, valid);
+		wal_encrypt_page(page, plain, lsn, 9, valid);
+		same &= memcmp(cached, plain, XLOG_BLCKSZ) == 0;
+		steps++;
+	}
+	check(same && steps > 50, "WAL cache: %d growing writes of one page equal uncached encryption", steps);
+
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 9, 3000);
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, 4000);
+	wal_encrypt_page(page, plain, lsn + XLOG_BLCKSZ, 10, 4000);
+	check(memcmp(cached, plain, XLOG_BLCKSZ) == 0, "WAL cache: another epoch re-encrypts the page");
+
+	page[100] ^= 1;				/* the prefix differs from what was cached */
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, 5000);
+	wal_encrypt_page(page, plain, lsn + XLOG_BLCKSZ, 10, 5000);
+	check(memcmp(cached, plain, XLOG_BLCKSZ) == 0, "WAL cache: another plaintext re-encrypts the page");
+
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, 2000);
+	wal_encrypt_page(page, plain, lsn + XLOG_BLCKSZ, 10, 2000);
+	check(memcmp(cached, plain, XLOG_BLCKSZ) == 0, "WAL cache: a shorter write than cached is encrypted afresh");
+}
+
 /* the temporary files' tweak layout, byte by byte as it was first written */
 static void
 test_xts16_sequential_tweaks(void)
@@ -837,6 +881,7 @@ main(int argc, char **argv)
 	test_xts16();
 	test_xts16_sequential_tweaks();
 	test_wal_pages();
+	test_wal_partial_page_cache();
 	test_known_outputs(argv[1]);
 	test_keyring_format();
 	test_keyring_fingerprint_and_format_1();

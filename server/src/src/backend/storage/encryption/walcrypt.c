@@ -10,7 +10,9 @@
  * after the end of the write request go out as zeros.  The cipher work is
  * done under WALWriteLock, like the write itself; at about 1 us per 8 kB
  * page it is small next to the write and fsync (see the wal-heavy
- * benchmark).
+ * benchmark).  The page a flush leaves valid only in part is written again
+ * at the next flush; its ciphertext so far is kept (last_partial_page), so
+ * each flush encrypts only the bytes it adds, not the page from its start.
  *
  * Epochs.  Each page is encrypted under the epoch recorded in its header
  * padding; a page that has none (a fresh page) takes the epoch of this
@@ -47,6 +49,9 @@
 #define WAL_SCRATCH_PAGES	64
 
 static char *wal_scratch = NULL;
+
+/* the last page this process wrote in part, for the next flush */
+static WALPartialPage *last_partial_page = NULL;
 
 /* epoch for pages first written by this server incarnation; never 0 */
 static uint32 wal_write_epoch = 0;
@@ -85,7 +90,8 @@ InitializeWALEncryption(const unsigned char *key)
 	{
 		wal_scratch = aligned_alloc(PG_IO_ALIGN_SIZE,
 									WAL_SCRATCH_PAGES * XLOG_BLCKSZ);
-		if (wal_scratch == NULL)
+		last_partial_page = calloc(1, sizeof(WALPartialPage));
+		if (wal_scratch == NULL || last_partial_page == NULL)
 			ereport(FATAL,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory")));
@@ -112,7 +118,7 @@ encrypt_wal_buffer_page(char *page, char *out, XLogRecPtr pageptr,
 		valid = valid_end - pageptr;
 	else
 		valid = 0;
-	wal_encrypt_page(page, out, pageptr, epoch, valid);
+	wal_encrypt_page_cached(last_partial_page, page, out, pageptr, epoch, valid);
 }
 
 /*
