@@ -33,6 +33,8 @@ TINY = {
                   idle_connections=5, probe_transactions=[10, 30], shared_buffers_mb=32),
     "alibaba-sysbench": dict(rows=300, threads=[2], seconds=1, repetitions=1, warmup_seconds=0, shared_buffers_mb=32),
     "pg-upgrade": dict(scale=2, repetitions=2),
+    "instructions": dict(scale=1, seq_scans=1, select_queries=200, tpcb_transactions=50, copy_mb=1, insert_rows=5000,
+                         sort_rows=20000, shared_buffers_mb=32, repetitions=1),
 }
 
 

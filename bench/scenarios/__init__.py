@@ -10,7 +10,7 @@ A module may also set INSTALLS, the builds it needs (default both
 
 Adding a scenario is adding a module and listing it here."""
 from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro, proxy, alibaba_sysbench, \
-    pg_upgrade
+    pg_upgrade, instructions
 
 SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, pg_upgrade, micro,
-                                  columns_micro, proxy, alibaba_sysbench)}
+                                  columns_micro, proxy, alibaba_sysbench, instructions)}

@@ -39,7 +39,8 @@ def test_quick_profile_smoke(tmp_path):
     assert "elapsed" in r.stdout and "left]" in r.stdout          # progress lines
     data = json.loads((out / "results.json").read_text())
     scenarios = set(data["meta"]["scenarios"])
-    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "micro", "columns-micro"}
+    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "micro", "columns-micro",
+                         "instructions"}
     assert {row["scenario"] for row in data["results"]} == scenarios
     assert all(isinstance(row["value"], (int, float)) for row in data["results"])
     with open(out / "results.csv") as f:
@@ -64,6 +65,13 @@ def test_quick_profile_smoke(tmp_path):
         assert (kind, "ns_per_comparison") in cols and (kind, "index_build_s") in cols
     assert ("MATCH", "candidates") in cols and ("text", "matches") in cols
     assert ("ORD", "client_us_per_value") in cols and ("RND", "datum_bytes") in cols
+    ins = [row for row in data["results"] if row["scenario"] == "instructions"]
+    counted = {(row["config"], row["workload"]) for row in ins if row["metric"] == "instructions" and row["value"] > 0}
+    assert counted == {(c, w) for c in ("stock", "aes-256") for w in SCENARIOS["instructions"].WORKLOADS}
+    assert all(row["value"] == 1 for row in ins if row["metric"] == "same_answers")
+    spilled = [row["value"] for row in ins if row["metric"] == "temp_file_mb"]
+    assert spilled and all(v > 0 for v in spilled)                  # the sort wrote temporary files
+    assert not os.path.exists(os.path.join(work, "instructions")), "clusters left behind"
 
 
 @SMOKE
