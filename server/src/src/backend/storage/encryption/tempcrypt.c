@@ -453,9 +453,13 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	common_region(old, new, &a, &e);
 
 	buf = scratch(e - a + 32);
-	memset(buf, 0, e - a + 32);
-	load_region(file, a, Min(e, old), buf, wait_event_info);
 	pos = offset - a;
+	/* zeros wherever neither the file's contents nor the new data go */
+	memset(buf, 0, pos);
+	memset(buf + pos + len, 0, e - a + 32 - (pos + len));
+	/* units the new data covers whole need not be read (a BufFile block) */
+	if (a != offset || e != offset + (off_t) len)
+		load_region(file, a, Min(e, old), buf, wait_event_info);
 	for (int i = 0; i < iovcnt; i++)
 	{
 		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
