@@ -13,9 +13,8 @@ import os
 from bench import stats
 from bench.scenarios.common import BASELINE, NOISE, TREATMENT
 
-# instructions aes-256 / stock per workload: targets from the issue (None: none)
-INSTRUCTION_TARGETS = {"seq-scan-os-cache": 1.15, "select-only": 1.03, "tpcb-like": 1.03, "copy": 1.05,
-                       "sort-spill": 1.10, "wal-heavy-insert": None}
+# instructions aes-256 / stock per workload: the scenario's targets (None: none)
+from bench.scenarios.instructions import TARGETS as INSTRUCTION_TARGETS  # noqa: E402
 
 
 def load(path):
@@ -104,18 +103,24 @@ def micro_lines(rows):
 
 
 def instruction_lines(rows):
-    ins = [r for r in rows if r["scenario"] == "instructions" and r["metric"] == "instructions"]
+    ins = [r for r in rows if r["scenario"] == "instructions"
+           and r["metric"] in ("instructions", "instructions_native_cipher")]
     workloads = [w for w in INSTRUCTION_TARGETS if any(r.get("workload") == w for r in ins)]
     workloads += [w for w in dict.fromkeys(r.get("workload") for r in ins) if w not in workloads]
     lines = []
     for w in workloads:
-        base, treat = values(ins, config=BASELINE, workload=w), values(ins, config=TREATMENT, workload=w)
+        base = values(ins, config=BASELINE, workload=w, metric="instructions")
+        treat = values(ins, config=TREATMENT, workload=w, metric="instructions")
+        native = values(ins, config=TREATMENT, workload=w, metric="instructions_native_cipher")
         if not base or not treat:
             continue
-        r = stats.ratio_of_medians(treat, base)
+        raw = stats.ratio_of_medians(treat, base)
+        # judged as the CPU runs the cipher (VAES), where the run calibrated it
+        r = stats.ratio_of_medians(native, base) if native else raw
         t = INSTRUCTION_TARGETS.get(w)
         target = f"target ≤ {t:.2f}, {'met' if r <= t else 'NOT met'}" if t else "no target"
-        lines.append(f"instructions aes-256/stock {w:18s} {r:.3f} ({target})")
+        how = f"as the CPU runs the cipher; callgrind {raw:.3f}" if native else "callgrind"
+        lines.append(f"instructions aes-256/stock {w:18s} {r:.3f} ({how}; {target})")
     return lines
 
 
