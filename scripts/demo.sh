@@ -194,7 +194,7 @@ echo "   the upgraded cluster: $(psql -X -At -h "$demo/up" -p "$up_port" -U post
     "SELECT current_setting('data_encryption') || ', ' || count(*) || ' rows, ' || max(v) FROM legacy")"
 pg_ctl -D "$demo/up/data" stop -m fast >/dev/null
 
-step "5. What it costs: the benchmark suite's quick profile (about 17 minutes, up to 3 more where CIs come out wide)"
+step "5. What it costs: the benchmark suite's quick profile (about 20 minutes, up to 3 more where CIs come out wide)"
 echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs in ABBA"
 echo "order beside a second, identical stock server (stock-2 / stock is the noise floor):"
 echo "pgbench select-only and tpcb-like 15 s each (up to 2 more rounds where a CI holds 1.0), CYBERTEC's"
