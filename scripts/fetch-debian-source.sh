@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# fetch-debian-source.sh — fetch one pinned Debian trixie source package's
-# orig tarball into BUILD_DIR/source and verify its sha256.
+# fetch-debian-source.sh — fetch one file of a pinned Debian trixie source
+# package (its orig tarball, or its debian.tar.xz) into BUILD_DIR/source and
+# verify its sha256.
 #
 # Uses a private apt configuration inside the build directory (its own
 # sources.list, lists and cache: BUILD_DIR/apt), so the machine's apt setup
 # is never edited.  The mirror is the one this machine's apt already uses for
 # Debian; only the suite (trixie) and the type (deb-src) differ.
 # When a newer upload replaces the pinned version in trixie's index while
-# the mirror's pool still serves the pinned files, the orig tarball is
+# the mirror's pool still serves the pinned files, the file is
 # fetched from the pool by name; the pinned sha256 stands in for the .dsc's
 # signature.  Nothing is downloaded when the tarball is already there and
 # verifies.
@@ -15,11 +16,11 @@
 # Used by server/fetch-source.sh (PostgreSQL) and test/extensions/build.sh
 # (pgvector, TimescaleDB), which hold the pins.
 #
-# Usage: scripts/fetch-debian-source.sh BUILD_DIR PACKAGE VERSION ORIG_FILE SHA256
+# Usage: scripts/fetch-debian-source.sh BUILD_DIR PACKAGE VERSION FILE SHA256
 #   e.g. ... build postgresql-17 17.11-0+deb13u1 postgresql-17_17.11.orig.tar.bz2 dd27f2b3...
 set -euo pipefail
 
-usage="usage: fetch-debian-source.sh BUILD_DIR PACKAGE VERSION ORIG_FILE SHA256"
+usage="usage: fetch-debian-source.sh BUILD_DIR PACKAGE VERSION FILE SHA256"
 build=${1:?$usage}
 package=${2:?$usage}
 version=${3:?$usage}
@@ -62,7 +63,7 @@ if [ ! -f "$orig" ] || ! verify "$orig"; then
     if ! (cd "$src_dir" && apt-get "${apt_opts[@]}" -qq --download-only source "$package=$version"); then
         # A newer upload (a point release) replaces the version in trixie's
         # index while the mirror's pool still serves the pinned files for a
-        # while: fetch the orig tarball from the pool by name; the pinned
+        # while: fetch the file from the pool by name; the pinned
         # sha256 stands in for the .dsc's signature.
         case $package in
             lib?*) pool_prefix=${package:0:4} ;;

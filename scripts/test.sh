@@ -148,7 +148,7 @@ install_modes() {
     # zic and mkdir follow the umask: build again under a private one
     (umask 077 && "$top/scripts/build.sh") > /dev/null || return 1
     local bad
-    bad=$(find "$build/install" "$build"/stock/install \( -type d ! -perm -o+rx \) -o \
+    bad=$(find "$build/install" "$build"/stock/install "$build/openssl/install" \( -type d ! -perm -o+rx \) -o \
                \( -type f ! -perm -o+r \) 2>/dev/null | head -20)
     [ -z "$bad" ] || { echo "not readable by other users:"; echo "$bad"; return 1; }
     echo "install trees readable by every user after a build under umask 077"
@@ -239,7 +239,7 @@ sel tap-pg_upgrade     && suite tap-pg_upgrade     tap src/bin/pg_upgrade "$(enc
 sel tap-pg_archivecleanup && suite tap-pg_archivecleanup tap src/bin/pg_archivecleanup "$(enc_opts aes-256)"
 # PostgreSQL's TLS suite (needs PG_TEST_EXTRA=ssl: it opens TCP ports) on
 # the OpenSSL the server links (design section 4, "Which OpenSSL")
-tap_ssl() { PG_TEST_EXTRA=ssl tap src/test/ssl "$(enc_opts aes-256)"; }
+tap_ssl() { PG_TEST_EXTRA="${PG_TEST_EXTRA:+$PG_TEST_EXTRA }ssl" tap src/test/ssl "$(enc_opts aes-256)"; }
 sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb

@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: build.sh BUILD_DIR [--stock]}
 stock=${2:-}
 mkdir -p "$build"
-build=$(cd "$build" && pwd)
+build=$(cd "$build" && pwd -P)	# physical: run paths and /proc/PID/maps agree
 src_build=$build
 if [ "$stock" = --stock ]; then
     build=$build/stock
@@ -36,7 +36,7 @@ prefix=$build/install
 jobs=${JOBS:-$(nproc)}
 
 "$here/fetch-source.sh" "$src_build"
-openssl=$("$here/openssl.sh" "$src_build")
+openssl=$("$here/openssl.sh" "$src_build" | tail -n 1)	# its last line: where it installed
 # the pinned tarball by name: build/source may hold other versions
 orig=$src_build/source/postgresql-17_$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$here/fetch-source.sh").orig.tar.bz2
 patches=$here/patches
