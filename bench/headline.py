@@ -94,12 +94,15 @@ def tprocc_lines(rows):
 
 def micro_lines(rows):
     mic = [r for r in rows if r["scenario"] == "micro" and r["config"] == "aes-256" and r["metric"] == "ns_per_page"]
-    x, o = values(mic, case="xts-encrypt"), values(mic, case="openssl-speed")
-    if not x or not o:
+    x = values(mic, case="xts-encrypt")
+    # the limit as the micro report takes it: the faster of the linked and the machine's OpenSSL
+    limits = [v for v in (values(mic, case=c) for c in ("openssl-speed", "openssl-speed-system")) if v]
+    if not x or not limits:
         return []
+    o = min(limits, key=stats.median)
     s = stats.summarize(x, o)
-    return [f"AES-256-XTS per 8 kB page: {s['median']:,.0f} ns (openssl speed: {s['baseline_median']:,.0f} ns, "
-            f"{s['ratio']:.2f}x, CI {s['ci_low']:.2f}–{s['ci_high']:.2f})"]
+    return [f"AES-256-XTS per 8 kB page: {s['median']:,.0f} ns (limit, openssl speed: "
+            f"{s['baseline_median']:,.0f} ns, {s['ratio']:.2f}x, CI {s['ci_low']:.2f}–{s['ci_high']:.2f})"]
 
 
 def instruction_lines(rows):

@@ -63,8 +63,10 @@ def run(run, p):
                     run.record(NAME, d["cipher"], rep, metric, d[metric], case=d["case"])
         run.progress.step(f"{NAME} page cipher round {rep}", 8 * p["seconds"])
         # the limits: the linked OpenSSL's speed and the machine's
-        tools = {"openssl-speed": linked_openssl_tool(run.installs["pgcipher"]) or SYSTEM_OPENSSL,
-                 "openssl-speed-system": SYSTEM_OPENSSL}
+        linked = linked_openssl_tool(run.installs["pgcipher"])
+        tools = {"openssl-speed": linked or SYSTEM_OPENSSL}
+        if linked and os.path.realpath(linked) != os.path.realpath(SYSTEM_OPENSSL):
+            tools["openssl-speed-system"] = SYSTEM_OPENSSL
         for case, speed_tool in tools.items():
             for cipher in ("aes-128-xts", "aes-256-xts", "aes-128-ctr", "aes-256-ctr"):
                 d = openssl_speed(cipher, p["seconds"], speed_tool)

@@ -318,7 +318,7 @@ xts16_cipher_free(Xts16Cipher *x)
  * compilers turn into one 16-byte vector operation
  */
 static inline void
-xor_blocks(unsigned char *restrict data, const unsigned char *restrict mask,
+xor_blocks(unsigned char *pg_restrict data, const unsigned char *pg_restrict mask,
 		   int nblocks)
 {
 	for (int i = 0; i < nblocks * 16; i += 16)

@@ -184,11 +184,14 @@ wal_encrypt_page_cached(WALPartialPage *last, const char *src, char *dst,
 	{
 		if (valid < XLOG_BLCKSZ)
 		{
+			/* on a hit, the cache already holds everything before from */
+			int			keep = (from > hdr) ? from : 0;
+
 			last->pageptr = pageptr;
 			last->epoch = epoch;
 			last->valid = valid;
-			memcpy(last->plain, src, valid);
-			memcpy(last->cipher, dst, valid);
+			memcpy(last->plain + keep, src + keep, valid - keep);
+			memcpy(last->cipher + keep, dst + keep, valid - keep);
 		}
 		else if (last->pageptr == pageptr)
 			last->valid = 0;	/* full now: never written again */

@@ -38,8 +38,10 @@
 
 #include <signal.h>
 #include <time.h>
+#ifdef __linux__
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#endif
 
 #include "common/data_encryption.h"
 #include "storage/bufpage.h"
@@ -83,6 +85,23 @@ tweak_for(unsigned char *tweak, uint32 block)
 
 static long failures = 0;
 
+/* One call of an xts case on page blk (run_case(), the counting modes) */
+static void
+one_xts_call(Ciphers *ciphers, Case c, char *pages, char *out, uint32 blk)
+{
+	unsigned char tweak[16];
+	char	   *in = pages + (size_t) blk * BLCKSZ;
+	char	   *dst = out + (size_t) blk * BLCKSZ;
+
+	tweak_for(tweak, blk);
+	if (c == XTS_ENCRYPT)
+		xts_encrypt(ciphers->xts, tweak, (unsigned char *) in + OFFSET,
+					(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
+	else
+		xts_decrypt(ciphers->xts, tweak, (unsigned char *) dst + OFFSET,
+					(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
+}
+
 static double
 run_case(Ciphers *ciphers, Case c, double seconds, char *pages, char *out, int npages)
 {
@@ -101,16 +120,13 @@ run_case(Ciphers *ciphers, Case c, double seconds, char *pages, char *out, int n
 			char	   *in = pages + (size_t) blk * BLCKSZ;
 			char	   *dst = out + (size_t) blk * BLCKSZ;
 
-			tweak_for(tweak, blk);
+			if (c != XTS_ENCRYPT && c != XTS_DECRYPT)
+				tweak_for(tweak, blk);
 			switch (c)
 			{
 				case XTS_ENCRYPT:
-					xts_encrypt(xts, tweak, (unsigned char *) in + OFFSET,
-								(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
-					break;
 				case XTS_DECRYPT:
-					xts_decrypt(xts, tweak, (unsigned char *) dst + OFFSET,
-								(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
+					one_xts_call(ciphers, c, pages, out, blk);
 					break;
 				case WRITE_PATH:
 					memcpy(dst, in, OFFSET);
@@ -146,23 +162,7 @@ run_case(Ciphers *ciphers, Case c, double seconds, char *pages, char *out, int n
 	return elapsed * 1e9 / done;	/* ns per page */
 }
 
-/* One call of an xts case on page blk, as run_case() makes it */
-static void
-one_xts_call(Ciphers *ciphers, Case c, char *pages, char *out, uint32 blk)
-{
-	unsigned char tweak[16];
-	char	   *in = pages + (size_t) blk * BLCKSZ;
-	char	   *dst = out + (size_t) blk * BLCKSZ;
-
-	tweak_for(tweak, blk);
-	if (c == XTS_ENCRYPT)
-		xts_encrypt(ciphers->xts, tweak, (unsigned char *) in + OFFSET,
-					(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
-	else
-		xts_decrypt(ciphers->xts, tweak, (unsigned char *) dst + OFFSET,
-					(unsigned char *) dst + OFFSET, BLCKSZ - OFFSET);
-}
-
+#ifdef __linux__
 /*
  * Instructions a child executes between two SIGSTOPs around ncalls calls,
  * single-stepped with ptrace.  A REP-prefixed instruction would count once
@@ -195,6 +195,9 @@ single_step_calls(Ciphers *ciphers, Case c, int ncalls, char *pages, char *out)
 		   waitpid(pid, &status, 0) == pid &&
 		   WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP)
 		steps++;
+	/* only the second SIGSTOP ends a complete count */
+	if (!WIFSTOPPED(status) || WSTOPSIG(status) != SIGSTOP)
+		steps = -1;
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	return steps;
@@ -207,6 +210,11 @@ native_instructions(char *pages, char *out, const unsigned char *key)
 	{
 		Ciphers		ciphers = {xts_cipher_create(cipher, key), NULL, NULL};
 
+		if (ciphers.xts == NULL)
+		{
+			fprintf(stderr, "could not create the XTS cipher\n");
+			return 1;
+		}
 		for (Case c = XTS_ENCRYPT; c <= XTS_DECRYPT; c++)
 		{
 			long		none,
@@ -230,6 +238,15 @@ native_instructions(char *pages, char *out, const unsigned char *key)
 	return 0;
 }
 
+#else
+static int
+native_instructions(char *pages, char *out, const unsigned char *key)
+{
+	fprintf(stderr, "--native-instructions needs Linux's ptrace\n");
+	return 1;
+}
+#endif							/* __linux__ */
+
 int
 main(int argc, char **argv)
 {
@@ -252,14 +269,20 @@ main(int argc, char **argv)
 		int			cipher = data_encryption_cipher_from_name(argv[2]);
 		Ciphers		ciphers = {xts_cipher_create(cipher, key), NULL, NULL};
 		Case		c = strcmp(argv[3], "xts-decrypt") == 0 ? XTS_DECRYPT : XTS_ENCRYPT;
+		int			ncalls = atoi(argv[4]);
 
 		if (ciphers.xts == NULL)
 		{
 			fprintf(stderr, "unknown cipher %s\n", argv[2]);
 			return 1;
 		}
+		if (strcmp(argv[3], "xts-decrypt") != 0 && strcmp(argv[3], "xts-encrypt") != 0)
+		{
+			fprintf(stderr, "unknown case %s (xts-encrypt or xts-decrypt)\n", argv[3]);
+			return 1;
+		}
 		one_xts_call(&ciphers, c, pages, out, 0);
-		for (int i = 0; i < atoi(argv[4]); i++)
+		for (int i = 0; i < ncalls; i++)
 			one_xts_call(&ciphers, c, pages, out, i % npages);
 		return 0;
 	}

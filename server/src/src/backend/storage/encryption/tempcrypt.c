@@ -457,7 +457,7 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	/* zeros wherever neither the file's contents nor the new data go */
 	memset(buf, 0, pos);
 	memset(buf + pos + len, 0, e - a + 32 - (pos + len));
-	/* units the new data covers whole need not be read (a BufFile block) */
+	/* a write that covers its whole region need not read it (a BufFile block) */
 	if (a != offset || e != offset + (off_t) len)
 		load_region(file, a, Min(e, old), buf, wait_event_info);
 	for (int i = 0; i < iovcnt; i++)

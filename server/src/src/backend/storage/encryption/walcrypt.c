@@ -96,6 +96,7 @@ InitializeWALEncryption(const unsigned char *key)
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory")));
 	}
+	last_partial_page->valid = 0;	/* encrypted under the previous key */
 }
 
 /* Encrypt a page of the WAL buffers into out, giving it an epoch if new */

@@ -6,8 +6,9 @@
 # AES-XTS); the machine has Debian's OpenSSL 3.0 under the same soname.  An
 # encrypted server runs with TLS on; a backend that has served a TLS
 # connection and loaded pgcrypto (which links libcrypto itself) must map
-# exactly one libcrypto and one libssl, both the build's, as must the
-# postmaster; psql's libpq resolves to the same library.
+# exactly one libcrypto and one libssl, both the build's, as must an
+# auxiliary process (the checkpointer); psql's libpq and the postgres
+# binary resolve to the same library.
 use strict;
 use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
@@ -66,9 +67,9 @@ unlike($crypto[0] // '', qr{^/usr/lib/}, 'the libcrypto is the build\'s, not the
 my ($dir) = ($crypto[0] // '') =~ m{^(.*)/[^/]+$};
 like($ssl[0] // '', qr{^\Q$dir\E/}, 'libssl comes from the same directory');
 
-my $postmaster_maps = slurp_file('/proc/' . $node->safe_psql('postgres',
+my $checkpointer_maps = slurp_file('/proc/' . $node->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'}) . '/maps');
-is_deeply([ mapped($postmaster_maps, 'libcrypto') ], \@crypto,
+is_deeply([ mapped($checkpointer_maps, 'libcrypto') ], \@crypto,
 	'an auxiliary process maps the same single libcrypto');
 
 # psql's libpq and the server binary resolve to the same library
