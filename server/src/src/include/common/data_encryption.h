@@ -61,15 +61,9 @@ extern bool ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
 extern bool ctr_crypt_at(CtrCipher *ctr, uint64 nonce, uint64 offset,
 						 const unsigned char *in, unsigned char *out, int len);
 
-/* AES-XTS with one-block data units, in bulk (temporary files) */
-typedef struct Xts16Cipher Xts16Cipher;
-
-extern Xts16Cipher *xts16_cipher_create(int cipher, const unsigned char *key);
-extern void xts16_cipher_free(Xts16Cipher *x);
-extern bool xts16_crypt(Xts16Cipher *x, bool encrypt, unsigned char *tweaks,
-						unsigned char *data, int nblocks);
-extern void xts16_sequential_tweaks(unsigned char *tweaks, uint64 nonce,
-									uint64 first, int n);
+/* The XTS tweaks of consecutive data units of a file (temporary files) */
+extern void xts_sequential_tweaks(unsigned char *tweaks, uint64 nonce,
+								  uint64 first, int n);
 
 /* AES key wrap with padding (RFC 5649); keklen is 16, 24 or 32 */
 extern bool aes_key_wrap_pad(const unsigned char *kek, int keklen,

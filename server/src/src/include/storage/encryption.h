@@ -56,7 +56,7 @@ extern void CompleteKeyRotation(bool loaded_from_next);
 extern void InitializePageEncryption(XtsCipher *cipher);
 extern void InitializeSlruEncryption(XtsCipher *cipher);
 extern void InitializeWALEncryption(const unsigned char *key);
-extern void InitializeTempFileEncryption(Xts16Cipher *blocks, XtsCipher *units);
+extern void InitializeTempFileEncryption(XtsCipher *units);
 extern void InitializeSpillFileEncryption(CtrCipher *cipher);
 extern void InitializeStatementTextEncryption(CtrCipher *cipher);
 

@@ -155,13 +155,12 @@ start_modules(void)
 	int			cipher = data_encryption_cipher;
 	XtsCipher  *relation = set_up(xts_cipher_create(cipher, ring_key(KEY_RELATION)));
 	XtsCipher  *temp_units = set_up(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
-	Xts16Cipher *temp_blocks = set_up(xts16_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 	CtrCipher  *temp_stream = set_up(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 
 	InitializePageEncryption(relation);
 	InitializeSlruEncryption(relation);
 	InitializeWALEncryption(ring_key(KEY_WAL));
-	InitializeTempFileEncryption(temp_blocks, temp_units);
+	InitializeTempFileEncryption(temp_units);
 	InitializeSpillFileEncryption(temp_stream);
 	InitializeStatementTextEncryption(temp_stream);
 }

@@ -11,23 +11,26 @@
  * read files other processes wrote, so the encryption must be
  * length-preserving, have no keystream to reuse, and depend on nothing but
  * the file's name and the position.  It is AES-XTS under the temporary-file
- * key with data units of one AES block (16 bytes), tweak = (hash of the
- * file's path, block number), computed in bulk (xts16_crypt()).  A
- * rewrite reveals at most which 16-byte blocks of the file did not change.
+ * key with data units of one BufFile block (BLCKSZ bytes at multiples of
+ * BLCKSZ), tweak = (hash of the file's path, unit number): the shape
+ * OpenSSL's VAES path runs fastest.  A rewrite reveals at most which
+ * 16-byte blocks of the file did not change (XTS encrypts each block of a
+ * unit on its own).
  *
- * A length that is not a multiple of 16: the last 16 + r bytes form one
- * XTS data unit with ciphertext stealing (tweak marked "final"), so the
- * file keeps its length.  A file shorter than 16 bytes cannot be one AES
- * block: it is stored as 32 bytes, the data padded with zeros and a
- * second block holding a magic string and the length, each under its own
- * tweak.  A reader that finds a 32-byte file decrypts the second block:
- * the magic identifies the short form (a real 32-byte file decrypts to
- * random bytes there, matching with probability 2^-64).
+ * The last unit is shorter when the length is not a multiple of BLCKSZ:
+ * XTS with ciphertext stealing keeps the length, and a remainder shorter
+ * than one AES block joins the unit before it (BLCKSZ + r bytes).  A file
+ * shorter than 16 bytes cannot be one AES block: it is stored as 32 bytes,
+ * the data padded with zeros and a second block holding a magic string and
+ * the length, each under its own tweak.  A reader that finds a 32-byte file
+ * decrypts the second block: the magic identifies the short form (a real
+ * 32-byte file decrypts to random bytes there, matching with probability
+ * 2^-64).
  *
- * Writes re-encrypt the units they touch: a partial unit is read,
+ * Writes re-encrypt the units they touch: a unit covered in part is read,
  * decrypted, merged and encrypted again, and so is the last unit when the
- * file grows.  BufFile writes and reads whole 8 kB buffers, mostly aligned,
- * so this is rare.
+ * file grows.  BufFile writes and reads whole blocks, mostly at multiples of
+ * BLCKSZ (logical tapes always), so most writes read nothing back.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -46,8 +49,7 @@
 #define TWEAK_TINY_LEN	UINT64CONST(0xFFFFFFFFFFFFFFFE)
 #define TINY_MAGIC		"PGCTINY1"
 #define TINY_PHYSICAL	32
-#define TWEAK_FINAL		(UINT64CONST(1) << 63)
-#define CHUNK_BLOCKS	512
+#define UNIT			((off_t) BLCKSZ)	/* the XTS data unit */
 
 typedef struct EncryptedTempFile
 {
@@ -60,7 +62,6 @@ typedef struct EncryptedTempFile
 static EncryptedTempFile *files = NULL;
 static int	nfiles = 0;
 static bool raw_io = false;		/* our own I/O on the file: no hooks (raw_call) */
-static Xts16Cipher *block_cipher = NULL;
 static XtsCipher *unit_cipher = NULL;
 
 static off_t logical_size_on_disk(File file);
@@ -77,9 +78,8 @@ scratch(size_t len)
 }
 
 void
-InitializeTempFileEncryption(Xts16Cipher *blocks, XtsCipher *units)
+InitializeTempFileEncryption(XtsCipher *units)
 {
-	block_cipher = blocks;
 	unit_cipher = units;
 }
 
@@ -143,11 +143,31 @@ EncryptedTempFileSize(File file)
 	return current_size(file);
 }
 
+/* Where the last unit of a file of size s >= 16 starts */
+static off_t
+last_unit_start(off_t s)
+{
+	off_t		whole = s - s % UNIT;
+
+	if (whole == s)
+		return s - UNIT;
+	if (s - whole < 16 && whole > 0)
+		return whole - UNIT;	/* a remainder under 16 bytes joins it */
+	return whole;
+}
+
+/* The length of the unit at u (a unit start) of a file of size s >= 16 */
+static off_t
+unit_length(off_t s, off_t u)
+{
+	return (s - u < UNIT + 16) ? s - u : UNIT;
+}
+
 /* [a, e) grown to whole units of a file of size s (e <= s) */
 static void
 unit_region(off_t s, off_t *a, off_t *e)
 {
-	off_t		final_start;
+	off_t		last;
 
 	if (s < 16)
 	{
@@ -155,16 +175,13 @@ unit_region(off_t s, off_t *a, off_t *e)
 		*e = s;
 		return;
 	}
-	*a = *a & ~(off_t) 15;
-	*e = Min((*e + 15) & ~(off_t) 15, s);
-	if (s % 16 != 0)
+	*a -= *a % UNIT;
+	*e = Min(*e + (UNIT - 1) - (*e + (UNIT - 1)) % UNIT, s);
+	last = last_unit_start(s);
+	if (*e > last)
 	{
-		final_start = (s & ~(off_t) 15) - 16;
-		if (*e > final_start)
-		{
-			*a = Min(*a, final_start);
-			*e = s;
-		}
+		*a = Min(*a, last);
+		*e = s;
 	}
 }
 
@@ -177,35 +194,29 @@ static void
 crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 			 unsigned char *buf)
 {
-	static unsigned char tweaks[CHUNK_BLOCKS * 16];
-	off_t		blocks_end = e;
+	unsigned char tweak[16];
 	bool		ok = true;
 
 	if (s < 16)
 	{
-		xts16_sequential_tweaks(tweaks, nonce, TWEAK_TINY, 1);
-		ok = xts16_crypt(block_cipher, encrypt, tweaks, buf, 1);
-		blocks_end = a;
-	}
-	else if (s % 16 != 0 && e == s)
-		blocks_end = (s & ~(off_t) 15) - 16;
-
-	for (off_t off = a; ok && off < blocks_end; off += CHUNK_BLOCKS * 16)
-	{
-		int			n = Min(CHUNK_BLOCKS, (blocks_end - off) / 16);
-
-		xts16_sequential_tweaks(tweaks, nonce, off / 16, n);
-		ok = xts16_crypt(block_cipher, encrypt, tweaks, buf + (off - a), n);
-	}
-	if (ok && s >= 16 && s % 16 != 0 && e == s)
-	{
-		/* the last 16 + r bytes: one XTS unit with ciphertext stealing */
-		unsigned char *unit = buf + (blocks_end - a);
-
-		xts16_sequential_tweaks(tweaks, nonce, TWEAK_FINAL | (uint64) (blocks_end / 16), 1);
+		xts_sequential_tweaks(tweak, nonce, TWEAK_TINY, 1);
 		ok = encrypt ?
-			xts_encrypt(unit_cipher, tweaks, unit, unit, s - blocks_end) :
-			xts_decrypt(unit_cipher, tweaks, unit, unit, s - blocks_end);
+			xts_encrypt(unit_cipher, tweak, buf, buf, 16) :
+			xts_decrypt(unit_cipher, tweak, buf, buf, 16);
+	}
+	else
+	{
+		for (off_t u = a, len; ok && u < e; u += len)
+		{
+			unsigned char *unit = buf + (u - a);
+
+			len = unit_length(s, u);
+			Assert(u % UNIT == 0 && u + len <= e);
+			xts_sequential_tweaks(tweak, nonce, (uint64) (u / UNIT), 1);
+			ok = encrypt ?
+				xts_encrypt(unit_cipher, tweak, unit, unit, len) :
+				xts_decrypt(unit_cipher, tweak, unit, unit, len);
+		}
 	}
 	if (!ok)
 		ereport(ERROR,
@@ -301,8 +312,10 @@ tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
 		memcpy(block, TINY_MAGIC, 8);
 		block[8] = (unsigned char) len;
 	}
-	xts16_sequential_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
-	if (!xts16_crypt(block_cipher, encrypt, tweaks, block, 1))
+	xts_sequential_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
+	if (!(encrypt ?
+		  xts_encrypt(unit_cipher, tweaks, block, block, 16) :
+		  xts_decrypt(unit_cipher, tweaks, block, block, 16)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 encrypt ? errmsg("could not encrypt a temporary file") :
@@ -444,12 +457,12 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	new = Max(old, offset + (off_t) len);
 	a = offset;
 	e = offset + len;
-	/* the old last unit changes when the file grows: redo it */
-	if (new > old && old % 16 != 0)
-		a = Min(a, old < 16 ? 0 : (old & ~(off_t) 15) - 16);
+	/* the old last unit, if short, changes when the file grows: redo it */
+	if (new > old && old % UNIT != 0)
+		a = Min(a, old < 16 ? 0 : last_unit_start(old));
 	/* a hole after the old end must read as zeros: encrypt them too */
 	if (offset > old)
-		a = Min(a, old & ~(off_t) 15);
+		a = Min(a, old - old % UNIT);
 	common_region(old, new, &a, &e);
 
 	buf = scratch(e - a + 32);
@@ -497,7 +510,8 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 
 	if (offset >= old)
 		return 0;				/* BufFile only shrinks files */
-	a = Max(0, (offset & ~(off_t) 15) - 16);
+	/* the unit before may become the last, with the remainder joined */
+	a = Max(0, offset - offset % UNIT - UNIT);
 	e = offset;
 	common_region(old, offset, &a, &e);
 	buf = scratch(e - a + 32);

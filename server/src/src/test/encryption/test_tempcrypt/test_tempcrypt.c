@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_tempcrypt.c
+ *	  pgcipher: check encrypted temporary files against a model.
+ *
+ * tempcrypt.c keeps a temporary file's logical length while encrypting it
+ * in units of one BufFile block, with a shorter last unit, a remainder of
+ * under 16 bytes joined to the unit before it and a 32-byte form for files
+ * shorter than 16 bytes; writes that cover units in part read them back.
+ * Every one of those edges is reached here by random writes (at block
+ * boundaries, near the end, past it leaving a hole, of 1 to 3 blocks),
+ * reads, truncations and, for a file in a file set (whose length is read
+ * from disk), closes and re-opens, each checked against a copy kept in
+ * memory.  Run with and without encryption by TAP test 010; the summary
+ * says whether the bytes on disk equal the model, so the test can tell
+ * that the file really went through the cipher.
+ *
+ * src/test/encryption/test_tempcrypt/test_tempcrypt.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/pg_prng.h"
+#include "fmgr.h"
+#include "storage/fd.h"
+#include "storage/fileset.h"
+#include "utils/builtins.h"
+
+PG_MODULE_MAGIC;
+
+PG_FUNCTION_INFO_V1(test_tempcrypt_random);
+
+/* A length that reaches the edges of tempcrypt's units */
+static size_t
+random_length(pg_prng_state *rng)
+{
+	switch (pg_prng_uint64_range(rng, 0, 5))
+	{
+		case 0:
+			return pg_prng_uint64_range(rng, 1, 15);
+		case 1:
+			return pg_prng_uint64_range(rng, 16, 64);
+		case 2:
+			return BLCKSZ;
+		case 3:
+			return BLCKSZ + pg_prng_uint64_range(rng, 0, 32) - 16;
+		default:
+			return pg_prng_uint64_range(rng, 1, 3 * BLCKSZ);
+	}
+}
+
+/* An offset at a block boundary, near the end, or anywhere up to past it */
+static off_t
+random_offset(pg_prng_state *rng, off_t size)
+{
+	switch (pg_prng_uint64_range(rng, 0, 3))
+	{
+		case 0:
+			return BLCKSZ * (off_t) pg_prng_uint64_range(rng, 0, size / BLCKSZ + 1);
+		case 1:
+			return size;
+		case 2:
+			{
+				/* not inside Max(): it evaluates its arguments twice */
+				off_t		back = (off_t) pg_prng_uint64_range(rng, 0, 40);
+
+				return Max(0, size - back);
+			}
+		default:
+			return (off_t) pg_prng_uint64_range(rng, 0, size + 2 * BLCKSZ);
+	}
+}
+
+static void
+check_read(File file, const char *model, off_t size, off_t offset, size_t len,
+		   char *buf, int op)
+{
+	int			expected = offset >= size ? 0 : (int) Min((off_t) len, size - offset);
+	int			got = FileRead(file, buf, len, offset, 0);
+
+	if (got != expected)
+		elog(ERROR, "op %d: read of %zu bytes at %lld returned %d, expected %d (size %lld)",
+			 op, len, (long long) offset, got, expected, (long long) size);
+	if (expected > 0 && memcmp(buf, model + offset, expected) != 0)
+		elog(ERROR, "op %d: read of %d bytes at %lld differs from what was written (size %lld)",
+			 op, expected, (long long) offset, (long long) size);
+}
+
+/* Whether the file's bytes on disk are the model's, byte for byte */
+static bool
+disk_equals_model(const char *path, const char *model, off_t size)
+{
+	int			fd = open(path, O_RDONLY | PG_BINARY, 0);
+	char	   *raw = palloc(size + 64);
+	ssize_t		n;
+	bool		same;
+
+	if (fd < 0)
+		elog(ERROR, "could not open \"%s\": %m", path);
+	n = read(fd, raw, size + 64);
+	close(fd);
+	same = n == size && memcmp(raw, model, size) == 0;
+	pfree(raw);
+	return same;
+}
+
+Datum
+test_tempcrypt_random(PG_FUNCTION_ARGS)
+{
+	int64		seed = PG_GETARG_INT64(0);
+	int			nops = PG_GETARG_INT32(1);
+	off_t		max_size = PG_GETARG_INT32(2);
+	bool		shared = PG_GETARG_BOOL(3);
+	pg_prng_state rng;
+	FileSet		fileset;
+	File		file;
+	char	   *model = palloc0(max_size + 4 * BLCKSZ);
+	char	   *buf = palloc(4 * BLCKSZ);
+	off_t		size = 0;
+	int			counts[5] = {0};
+	int			short_form = 0,
+				joined = 0;
+	bool		disk_same = false;
+
+	pg_prng_seed(&rng, (uint64) seed);
+	if (shared)
+	{
+		FileSetInit(&fileset);
+		file = FileSetCreate(&fileset, "model");
+	}
+	else
+		file = OpenTemporaryFile(false);
+
+	for (int op = 0; op < nops; op++)
+	{
+		int			what = (int) pg_prng_uint64_range(&rng, 0, 99);
+		off_t		offset;
+		size_t		len;
+
+		if (what < 45)
+		{
+			/* write */
+			offset = random_offset(&rng, size);
+			len = random_length(&rng);
+			if (offset + (off_t) len > max_size)
+				offset = Max(0, max_size - (off_t) len);
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (char) pg_prng_uint64_range(&rng, 0, 255);
+			if (FileWrite(file, buf, len, offset, 0) != (int) len)
+				elog(ERROR, "op %d: write of %zu bytes at %lld failed: %m",
+					 op, len, (long long) offset);
+			memcpy(model + offset, buf, len);	/* a hole stays zeros */
+			size = Max(size, offset + (off_t) len);
+			counts[0]++;
+		}
+		else if (what < 80)
+		{
+			/* read */
+			offset = random_offset(&rng, size);
+			len = random_length(&rng);
+			check_read(file, model, size, offset, len, buf, op);
+			counts[1]++;
+		}
+		else if (what < 88 && size > 0)
+		{
+			/* truncate, to a size near a unit's edge or anywhere */
+			off_t		near = (off_t) pg_prng_uint64_range(&rng, 0, 40) - 20;
+			off_t		to = pg_prng_bool(&rng) ?
+				BLCKSZ * (size / BLCKSZ) + near :
+				(off_t) pg_prng_uint64_range(&rng, 0, size);
+
+			to = Max(0, Min(to, size));
+			if (FileTruncate(file, to, 0) != 0)
+				elog(ERROR, "op %d: truncate to %lld failed: %m", op, (long long) to);
+			memset(model + to, 0, size - to);
+			size = to;
+			counts[2]++;
+		}
+		else if (what < 94)
+		{
+			if (FileSize(file) != size)
+				elog(ERROR, "op %d: size %lld, expected %lld",
+					 op, (long long) FileSize(file), (long long) size);
+			counts[3]++;
+		}
+		else if (shared)
+		{
+			/* re-open: the length and the short form come from disk */
+			FileClose(file);
+			file = FileSetOpen(&fileset, "model", O_RDWR);
+			counts[4]++;
+		}
+		/* the edges this run reached */
+		short_form += size > 0 && size < 16;
+		joined += size > BLCKSZ && size % BLCKSZ > 0 && size % BLCKSZ < 16;
+	}
+
+	/* everything, then the bytes on disk */
+	if (FileSize(file) != size)
+		elog(ERROR, "final size %lld, expected %lld",
+			 (long long) FileSize(file), (long long) size);
+	for (off_t off = 0; off < size; off += 3 * BLCKSZ)
+		check_read(file, model, size, off, 3 * BLCKSZ, buf, nops);
+	disk_same = disk_equals_model(FilePathName(file), model, size);
+	FileClose(file);
+	if (shared)
+		FileSetDeleteAll(&fileset);
+
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%d writes, %d reads, %d truncations, %d size checks, %d re-opens; %d times under 16 bytes, %d with a remainder under 16 bytes; final size %lld; disk %s",
+											  counts[0], counts[1], counts[2], counts[3], counts[4],
+											  short_form, joined, (long long) size,
+											  disk_same ? "equals the data" : "differs from the data")));
+}
