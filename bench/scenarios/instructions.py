@@ -39,7 +39,7 @@ with ptrace) and under callgrind (`bench_pagecrypt --calls`, two call
 counts subtracted), and reports beside each measured count the count "as
 the CPU runs the cipher": the self instructions of OpenSSL's XTS core
 (aesni_xts_*) scaled by native / callgrind per call; everything else —
-CTR, ECB, EVP, tweaks, checksums, copies — stays as callgrind counted it
+CTR, EVP, tweaks, checksums, copies — stays as callgrind counted it
 (those run the same code natively).  The targets are judged on that
 figure; the raw callgrind ratio stays in the tables.
 Targets (encrypted / stock instructions) from the issue, in the report
@@ -748,9 +748,9 @@ def report(rows, p, out_dir):
               "them at all.  Counts repeat to within the spread shown (backend start-up, hash seeds).")
     md.append("\nThe libcrypto instructions of stock (and some of the encrypted configurations') are OpenSSL's "
               "clean-up at process exit, inside the measured part.  libcrypto's share is not the whole cost of "
-              "encryption: pgcipher's own code around the cipher (tweaks, buffers, the temporary files' XTS with "
-              "16-byte data units, which calls libcrypto for bulk AES-ECB passes) counts under \"other\"; the "
-              "largest increases by function above show where it goes.")
+              "encryption: pgcipher's own code around the cipher (tweaks, buffers, the temporary files' "
+              "read-back of units a write covers in part) counts under \"other\"; the largest increases by "
+              "function above show where it goes.")
     enc = {}
     for r in rows:
         if r.get("workload") == "setup" and r.get("detail"):
