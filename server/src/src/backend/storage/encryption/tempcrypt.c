@@ -30,7 +30,9 @@
  * Writes re-encrypt the units they touch: a unit covered in part is read,
  * decrypted, merged and encrypted again, and so is the last unit when the
  * file grows.  BufFile writes and reads whole blocks, mostly at multiples of
- * BLCKSZ (logical tapes always), so most writes read nothing back.
+ * BLCKSZ (logical tapes always), so most writes read nothing back; such a
+ * write is encrypted straight from the caller's buffer into the scratch
+ * buffer, and such a read decrypted in the caller's buffer, with no copy.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -186,13 +188,13 @@ unit_region(off_t s, off_t *a, off_t *e)
 }
 
 /*
- * Encrypt or decrypt in place buf = bytes [a, e) of a file of size s, a
- * region from unit_region(); for a file shorter than 16 bytes buf holds
- * 16 bytes (padding).
+ * Encrypt or decrypt bytes [a, e) of a file of size s, a region from
+ * unit_region(), from in to out (the same buffer or two that do not
+ * overlap); for a file shorter than 16 bytes they hold 16 bytes (padding).
  */
 static void
 crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
-			 unsigned char *buf)
+			 const unsigned char *in, unsigned char *out)
 {
 	unsigned char tweak[16];
 	bool		ok = true;
@@ -201,21 +203,19 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 	{
 		xts_sequential_tweaks(tweak, nonce, TWEAK_TINY, 1);
 		ok = encrypt ?
-			xts_encrypt(unit_cipher, tweak, buf, buf, 16) :
-			xts_decrypt(unit_cipher, tweak, buf, buf, 16);
+			xts_encrypt(unit_cipher, tweak, in, out, 16) :
+			xts_decrypt(unit_cipher, tweak, in, out, 16);
 	}
 	else
 	{
 		for (off_t u = a, len; ok && u < e; u += len)
 		{
-			unsigned char *unit = buf + (u - a);
-
 			len = unit_length(s, u);
 			Assert(u % UNIT == 0 && u + len <= e);
 			xts_sequential_tweaks(tweak, nonce, (uint64) (u / UNIT), 1);
 			ok = encrypt ?
-				xts_encrypt(unit_cipher, tweak, unit, unit, len) :
-				xts_decrypt(unit_cipher, tweak, unit, unit, len);
+				xts_encrypt(unit_cipher, tweak, in + (u - a), out + (u - a), len) :
+				xts_decrypt(unit_cipher, tweak, in + (u - a), out + (u - a), len);
 		}
 	}
 	if (!ok)
@@ -355,7 +355,7 @@ load_region(File file, off_t a, off_t e, unsigned char *buf,
 	if (e <= a)
 		return;
 	raw_read(file, buf, f->size < 16 ? 16 : e - a, a, wait_event_info);
-	crypt_region(false, f->nonce, f->size, a, e, buf);
+	crypt_region(false, f->nonce, f->size, a, e, buf, buf);
 }
 
 ssize_t
@@ -378,6 +378,12 @@ ReadEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	a = offset;
 	e = offset + n;
 	unit_region(f->size, &a, &e);
+	/* whole units into one buffer (a BufFile block): decrypt them there */
+	if (iovcnt == 1 && a == offset && e == offset + (off_t) n && f->size >= 16)
+	{
+		load_region(file, a, e, iov[0].iov_base, wait_event_info);
+		return n;
+	}
 	buf = scratch(e - a + 16);
 	load_region(file, a, e, buf, wait_event_info);
 	for (int i = 0; i < iovcnt && copied < n; i++)
@@ -418,21 +424,26 @@ common_region(off_t old, off_t new, off_t *a, off_t *e)
 	}
 }
 
-/* Write plaintext [a, e) of a file of size new; buf is changed */
+/*
+ * Write plaintext [a, e) of a file of size new, from plain, encrypted
+ * through buf (which may be plain itself: it is changed).  A file shorter
+ * than 16 bytes is padded in buf, so plain must be buf then.
+ */
 static ssize_t
-store_region(File file, off_t new, off_t a, off_t e, unsigned char *buf,
-			 uint32 wait_event_info)
+store_region(File file, off_t new, off_t a, off_t e, const unsigned char *plain,
+			 unsigned char *buf, uint32 wait_event_info)
 {
 	EncryptedTempFile *f = &files[file];
 	size_t		len = e - a;
 
 	if (new < 16)
 	{
+		Assert(plain == buf);
 		memset(buf + new, 0, 16 - new);	/* padding */
 		tiny_length_block(buf + 16, f->nonce, (int) new, true);
 		len = TINY_PHYSICAL;
 	}
-	crypt_region(true, f->nonce, new, a, e, buf);
+	crypt_region(true, f->nonce, new, a, e, plain, buf);
 	return raw_write(file, buf, len, a, wait_event_info);
 }
 
@@ -466,19 +477,30 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	common_region(old, new, &a, &e);
 
 	buf = scratch(e - a + 32);
-	pos = offset - a;
-	/* zeros wherever neither the file's contents nor the new data go */
-	memset(buf, 0, pos);
-	memset(buf + pos + len, 0, e - a + 32 - (pos + len));
-	/* a write that covers its whole region need not read it (a BufFile block) */
-	if (a != offset || e != offset + (off_t) len)
-		load_region(file, a, Min(e, old), buf, wait_event_info);
-	for (int i = 0; i < iovcnt; i++)
+	if (iovcnt == 1 && a == offset && e == offset + (off_t) len && new >= 16)
 	{
-		memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
-		pos += iov[i].iov_len;
+		/*
+		 * Whole units from one buffer (a BufFile block): nothing to read
+		 * back or copy, encrypted straight from the caller's buffer.
+		 */
+		r = store_region(file, new, a, e, iov[0].iov_base, buf, wait_event_info);
 	}
-	r = store_region(file, new, a, e, buf, wait_event_info);
+	else
+	{
+		pos = offset - a;
+		/* zeros wherever neither the file's contents nor the new data go */
+		memset(buf, 0, pos);
+		memset(buf + pos + len, 0, e - a + 32 - (pos + len));
+		/* a write that covers its whole region need not read it */
+		if (a != offset || e != offset + (off_t) len)
+			load_region(file, a, Min(e, old), buf, wait_event_info);
+		for (int i = 0; i < iovcnt; i++)
+		{
+			memcpy(buf + pos, iov[i].iov_base, iov[i].iov_len);
+			pos += iov[i].iov_len;
+		}
+		r = store_region(file, new, a, e, buf, buf, wait_event_info);
+	}
 	if (r < 0)
 		return r;
 	if (r < (new < 16 ? TINY_PHYSICAL : e - a))
@@ -521,7 +543,7 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 	/* [a, offset) is whole units of the shorter file: write it back */
 	if (rc == 0 && offset > a)
 	{
-		if (store_region(file, offset, a, offset, buf, wait_event_info) < 0)
+		if (store_region(file, offset, a, offset, buf, buf, wait_event_info) < 0)
 			rc = -1;
 	}
 	if (rc == 0)
