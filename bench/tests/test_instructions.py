@@ -22,15 +22,24 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # --- parsing ---
 
-def test_xts_core_and_as_the_cpu_runs_it():
+def test_cipher_core_and_as_the_cpu_runs_it():
     by_function = {("libcrypto.so.3", "aesni_xts_decrypt"): 1600, ("libcrypto.so.3", "aesni_xts_256_encrypt_avx512"): 40,
-                   ("libcrypto.so.3", "aesni_ctr32_encrypt_blocks"): 500, ("postgres", "xts_decrypt"): 7}
-    core = ins.xts_core(by_function)
-    assert core == {"xts-encrypt": 40, "xts-decrypt": 1600}
-    calib = {("aes-256", "xts-decrypt"): {"native": 4200, "callgrind": 16800, "callgrind_core": 16000}}
-    # 1600 core instructions = 0.1 call: 1260 fewer on the CPU; encrypt is not calibrated: as counted
-    assert ins.as_the_cpu_runs_it(10000, core, calib, "aes-256") == 10000 - 1600 * 12600 / 16000
-    assert ins.as_the_cpu_runs_it(10000, core, calib, None) == 10000
+                   ("libcrypto.so.3", "aesni_ctr32_encrypt_blocks"): 500, ("postgres", "xts_decrypt"): 7,
+                   ("postgres", "aesni_ctr32_encrypt_blocks"): 9, ("libcrypto.so.3", "CRYPTO_ctr128_encrypt_ctr32"): 3}
+    core = ins.cipher_core(by_function)
+    assert core == {"xts-encrypt": 40, "xts-decrypt": 1600, "ctr-wal": 500}
+    cases = [
+        # (calibration, expected count): decrypt's 1600 core instructions = 0.1 call, 1260 fewer on the CPU
+        ({("aes-256", "xts-decrypt"): {"native": 4200, "callgrind": 16800, "callgrind_core": 16000}},
+         10000 - 1600 * 12600 / 16000),
+        # CTR: 500 core instructions = 0.05 call of 10000, 20 fewer per call on the CPU
+        ({("aes-256", "ctr-wal"): {"native": 10100, "callgrind": 10120, "callgrind_core": 10000}},
+         10000 - 500 * 20 / 10000),
+        ({}, 10000),            # nothing calibrated: as counted
+    ]
+    for calib, expected in cases:
+        assert ins.as_the_cpu_runs_it(10000, core, calib, "aes-256") == pytest.approx(expected)
+        assert ins.as_the_cpu_runs_it(10000, core, calib, None) == 10000
 
 
 def test_parse_sample_self_costs():
@@ -294,7 +303,7 @@ def test_report_on_synthetic_rows(tmp_path):
     assert _line(md, "| `wal-heavy-insert` |").endswith("| none (reported) | – |")
     assert _line(md, "| `sort-spill` |").endswith(f"| 1.120 | {native_ratio('sort-spill'):.3f} | ≤ 1.10 | met |")
     assert native_ratio("tpcb-like") > 1.03 - 0.02      # the synthetic numbers test something
-    assert "aes-256 xts-decrypt: 4,206 on the CPU, 16,816 under callgrind (of which 16,000 in the XTS core)" in md
+    assert "aes-256 xts-decrypt: 4,206 on the CPU, 16,816 under callgrind (of which 16,000 in the AES core)" in md
     # breakdown per configuration: shares, spread of the rounds, answers
     row = _line(md, "| aes-256 | 2,600.0 |")
     cells = [c.strip() for c in row.strip("|").split("|")]
