@@ -432,3 +432,26 @@ def test_run_compares_with_the_baseline_in_any_order(tmp_path, monkeypatch):
     setup = [r for r in run.rows if r["workload"] == "setup" and r["metric"] == "copy_input_mib"]
     assert len(setup) == 3 and setup[1]["detail"] == "data_encryption=aes-256"
     assert not os.path.exists(os.path.join(str(tmp_path), "instructions", "input"))     # removed
+
+
+@pytest.mark.parametrize("enc, expected", [
+    # 1,000 stock (10 of them libcrypto's exit clean-up); 1,100 encrypted of
+    # which 70 libcrypto, 40 fewer as the CPU runs the cipher: the cipher
+    # alone is (70 - 40 - 10) / 1000 more
+    ({"instructions": 1100, "instructions_native_cipher": 1060, "instructions_libcrypto": 70}, 1.02),
+    # nothing but the cipher: the whole ratio
+    ({"instructions": 1050, "instructions_native_cipher": 1050, "instructions_libcrypto": 60}, 1.05),
+    # no native count recorded (a run without calibration): not known
+    ({"instructions": 1050, "instructions_libcrypto": 60}, None),
+])
+def test_cipher_alone(enc, expected):
+    rows = [{"config": "stock", "workload": "tpcb-like", "metric": m, "value": v}
+            for m, v in (("instructions", 1000), ("instructions_libcrypto", 10))]
+    rows += [{"config": "aes-256", "workload": "tpcb-like", "metric": m, "value": v} for m, v in enc.items()]
+    got = ins.cipher_alone(rows, "aes-256", "tpcb-like")
+    if expected is None:
+        assert got != got
+    else:
+        assert got == pytest.approx(expected)
+    md = "\n".join(ins._split_lines(rows, ["tpcb-like"], "stock", ["aes-256"]))
+    assert ("(below the cipher alone)" in md) == (expected is not None and expected > ins.TARGETS["tpcb-like"])
