@@ -540,7 +540,7 @@ def run(run, p):
             for k, v in d.items():
                 run.record(NAME, cipher, 0, f"calibration_{k}", v, workload="calibration", case=case)
         if calib:
-            run.progress.note(f"{NAME}: XTS per 8 kB page call, real CPU vs callgrind: " + ", ".join(
+            run.progress.note(f"{NAME}: instructions per 8 kB cipher call, real CPU vs callgrind: " + ", ".join(
                 f"{ci} {ca} {d.get('native', 0):,.0f} vs {d.get('callgrind', 0):,.0f}"
                 for (ci, ca), d in sorted(calib.items()) if ci in ciphers))
         # submitted in the interleaved order and recorded in it; answers and
