@@ -103,7 +103,7 @@ def micro_lines(rows):
         return []
     o = min(limits, key=stats.median)
     s = stats.summarize(x, o)
-    return [f"AES-256-XTS per 8 kB page: {s['median']:,.0f} ns (limit, openssl speed: "
+    return [f"AES-256-XTS per 8 kB page: {s['median']:,.0f} ns (limit, the fastest OpenSSL: "
             f"{s['baseline_median']:,.0f} ns, {s['ratio']:.2f}x, CI {s['ci_low']:.2f}–{s['ci_high']:.2f})"]
 
 
