@@ -11,6 +11,7 @@ import tempfile
 
 import pytest
 
+from bench import headline
 from bench.scenarios import SCENARIOS
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,6 +73,13 @@ def test_quick_profile_smoke(tmp_path):
     spilled = [row["value"] for row in ins if row["metric"] == "temp_file_mb"]
     assert spilled and all(v > 0 for v in spilled)                  # the sort wrote temporary files
     assert not os.path.exists(os.path.join(work, "instructions")), "clusters left behind"
+    # the cipher calibrated on both CPUs for XTS and the WAL's CTR; three limits in micro
+    calibrated = {row["case"] for row in ins if row["workload"] == "calibration" and row["config"] == "aes-256"}
+    assert calibrated == set(SCENARIOS["instructions"].CASES)
+    limits = {row["case"] for row in data["results"] if row["scenario"] == "micro"}
+    assert {"openssl-speed", "openssl-wheel", "openssl-speed-ctr", "openssl-wheel-ctr"} <= limits
+    lines = headline.headline(headline.load(str(out)))
+    assert any("the cipher alone" in ln for ln in lines if ln.startswith("instructions "))
 
 
 @SMOKE
