@@ -11,11 +11,12 @@ import json
 import os
 
 from bench import stats
+from bench.scenarios import instructions
 from bench.scenarios.common import BASELINE, NOISE, TREATMENT
+from bench.scenarios.micro import LIMIT_CASES
 
 # instructions aes-256 / stock per workload: the scenario's targets (None: none)
-from bench.scenarios import instructions  # noqa: E402
-from bench.scenarios.instructions import TARGETS as INSTRUCTION_TARGETS  # noqa: E402
+INSTRUCTION_TARGETS = instructions.TARGETS
 
 
 def load(path):
@@ -97,7 +98,6 @@ def micro_lines(rows):
     mic = [r for r in rows if r["scenario"] == "micro" and r["config"] == "aes-256" and r["metric"] == "ns_per_page"]
     x = values(mic, case="xts-encrypt")
     # the limit as the micro report takes it: the fastest OpenSSL measured
-    from bench.scenarios.micro import LIMIT_CASES
     limits = [v for v in (values(mic, case=c) for c in LIMIT_CASES) if v]
     if not x or not limits:
         return []

@@ -418,8 +418,8 @@ def cipher_core(by_function):
 
 
 def calibrate(run, tool, ciphers, workdir, calls=8):
-    """Per cipher and XTS direction: instructions of one 8 kB page call on
-    the real CPU and under callgrind (all of it, and its XTS core's self
+    """Per cipher and case (CASES): instructions of one 8 kB call on the
+    real CPU and under callgrind (all of it, and its AES core's self
     instructions).  Returns {(cipher, case): {"native": n, "callgrind": c,
     "callgrind_core": k}}."""
     out = {}
@@ -691,9 +691,9 @@ def report(rows, p, out_dir):
           f"{p['sort_rows']:,} rows (md5 text keys) with work_mem = {p['work_mem']}, the table read into "
           "shared_buffers before the marker: the sort's temporary files, which pgcipher encrypts.\n",
           "Two ratios per encrypted configuration: *callgrind* is the count on callgrind's CPU, where OpenSSL "
-          "runs AES-XTS without VAES; *as the CPU runs it* replaces the self instructions of OpenSSL's XTS core "
-          "(aesni_xts_*) by what this machine's CPU executes for the same page calls (calibrated below); the "
-          "targets are judged on it.\n",
+          "runs AES-XTS without VAES; *as the CPU runs it* replaces the self instructions of OpenSSL's AES cores "
+          "(aesni_xts_* for pages and temporary files, aesni_ctr32_encrypt_blocks for the WAL) by what this "
+          "machine's CPU executes for the same calls (calibrated below); the targets are judged on it.\n",
           "| workload | " + " | ".join(f"{c} (M instr.)" for c in cfgs) + " | "
           + " | ".join(f"{c} / {base}, callgrind | {c} / {base}, as the CPU runs it" for c in encs) + " | target | "
           + " | ".join(f"{c} vs target" for c in encs) + " |",
