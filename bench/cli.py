@@ -50,7 +50,9 @@ def main(argv=None):
     r = sub.add_parser("run", help="run the benchmarks and write results and report")
     r.add_argument("--profile", choices=["quick", "full"], default="quick")
     r.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default: all")
-    r.add_argument("--out", help="results directory (default bench/results/<timestamp>)")
+    r.add_argument("--out", help="results directory (default $PGCIPHER_BUILD/bench-results/<timestamp>: "
+                                 "./pgcipher run as root benchmarks as the user pgcipher, who owns the build "
+                                 "directory but not the checkout)")
     r.add_argument("--pgcipher", default=os.path.join(BUILD, "install"), help="pgcipher install prefix")
     r.add_argument("--stock", default=os.path.join(BUILD, "stock", "install"), help="stock install prefix")
     r.add_argument("--micro-bench", default=os.path.join(BUILD, "postgresql", "src", "test", "encryption", "bench_pagecrypt"))
@@ -93,7 +95,7 @@ def main(argv=None):
     params = {}
     for n in names:
         params[n] = SCENARIOS[n].plan(args.profile, TINY.get(n) if args.tiny else None)
-    out = args.out or os.path.join(TOP, "bench", "results", timestamp().replace(":", ""))
+    out = args.out or os.path.join(BUILD, "bench-results", timestamp().replace(":", ""))
     os.makedirs(out, exist_ok=True)
     os.makedirs(args.workdir, exist_ok=True)
     key_file = os.path.join(args.workdir, "kek")
