@@ -632,9 +632,10 @@ def cipher_alone(rows, c, w, base="stock"):
     return 1 + (lib - (tot - native) - base_lib) / b
 
 
-def _split_lines(rows, ws, base, encs):
-    """The table that splits each ratio (as the CPU runs it) into the cipher
-    alone and pgcipher's own code around it."""
+def _split_lines(rows, ws, base, encs, native_ratios):
+    """The table that splits each ratio as the CPU runs it (native_ratios,
+    {(workload, config): ratio}) into the cipher alone and pgcipher's own
+    code around it; no lines when no ratio has both."""
     md = ["\nEach ratio as the CPU runs it, split: *the cipher alone* is 1 + libcrypto's extra instructions "
           "(stock's subtracted, the cores as the CPU runs them) / stock's count, the ratio pgcipher would have "
           "if it added nothing but OpenSSL's cipher calls; *pgcipher's own code* is the rest of the increase "
@@ -642,19 +643,18 @@ def _split_lines(rows, ws, base, encs):
           "fewer bytes through it.  A target below the cipher alone cannot be met by removing pgcipher's code.\n",
           "| workload | config | as the CPU runs it | the cipher alone | pgcipher's own code | target |",
           "|---|---|---|---|---|---|"]
-    rows_out = 0
+    table = []
     for w in ws:
-        b = _med(rows, base, w, "instructions")
         for c in encs:
-            n = _med(rows, c, w, "instructions_native_cipher") / b if b == b and b else float("nan")
+            n = native_ratios.get((w, c), float("nan"))
             alone = cipher_alone(rows, c, w, base)
             if n != n or alone != alone:
                 continue
             t = TARGETS.get(w)
-            md.append(f"| `{w}` | {c} | {n:.3f} | {alone:.3f} | {n - alone:+.3f} | "
-                      + (f"≤ {t:.2f}" + (" (below the cipher alone)" if alone > t else "") if t else "–") + " |")
-            rows_out += 1
-    return md if rows_out else []
+            table.append(f"| `{w}` | {c} | {n:.3f} | {alone:.3f} | {n - alone:+.3f} | "
+                         + (f"≤ {t:.2f}" + (" (below the cipher alone)" if alone > t else "") if t else "–")
+                         + " |")
+    return md + table if table else []
 
 
 def report(rows, p, out_dir):
@@ -717,7 +717,7 @@ def report(rows, p, out_dir):
         cells += [verdict(native_ratios[(w, c)] if native_ratios[(w, c)] == native_ratios[(w, c)]
                           else ratios[(w, c)], t) for c in encs]
         md.append("| " + " | ".join(cells) + " |")
-    md += _split_lines(rows, ws, base, encs)
+    md += _split_lines(rows, ws, base, encs, native_ratios)
     calib = [r for r in rows if r.get("workload") == "calibration"]
     if calib:
         def cal(cipher, case, k):

@@ -459,6 +459,7 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 				a,
 				e;
 	unsigned char *buf;
+	bool		whole;
 	ssize_t		r;
 
 	for (int i = 0; i < iovcnt; i++)
@@ -476,14 +477,17 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 		a = Min(a, old - old % UNIT);
 	common_region(old, new, &a, &e);
 
+	/* a write that covers its whole region need not read it (a BufFile block) */
+	whole = (a == offset && e == offset + (off_t) len);
 	buf = scratch(e - a + 32);
-	if (iovcnt == 1 && a == offset && e == offset + (off_t) len && new >= 16)
+	if (whole && iovcnt == 1 && new >= 16)
 	{
 		/*
 		 * Whole units from one buffer (a BufFile block): nothing to read
 		 * back or copy, encrypted straight from the caller's buffer.
 		 */
-		r = store_region(file, new, a, e, iov[0].iov_base, buf, wait_event_info);
+		r = store_region(file, new, a, e, iov[0].iov_base, buf,
+						 wait_event_info);
 	}
 	else
 	{
@@ -491,8 +495,7 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 		/* zeros wherever neither the file's contents nor the new data go */
 		memset(buf, 0, pos);
 		memset(buf + pos + len, 0, e - a + 32 - (pos + len));
-		/* a write that covers its whole region need not read it */
-		if (a != offset || e != offset + (off_t) len)
+		if (!whole)
 			load_region(file, a, Min(e, old), buf, wait_event_info);
 		for (int i = 0; i < iovcnt; i++)
 		{
