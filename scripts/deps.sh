@@ -11,15 +11,32 @@ packages=(build-essential ccache bison flex pkg-config perl
           sysbench default-jdk-headless maven
           # third-party extensions built from source (test/extensions)
           cmake xz-utils
+          # pgBackRest built from ../shared/vendor (test/tools)
+          meson ninja-build libbz2-dev libxml2-dev libyaml-dev libpq-dev
           # pg_upgrade from Debian's stock PostgreSQL 15 (TAP 008, bench pg-upgrade)
           postgresql-15)
+
+# Debian's PostgreSQL 15 is what users upgrade from: the tests run with the
+# one apt installs today (security updates included), not an older one a
+# machine image happens to carry
+upgradable=()
+if [ "$(id -u)" = 0 ] && [ "${1:-}" != --check ]; then
+    for p in postgresql-15 postgresql-client-15 libpq5; do
+        installed=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null) || continue
+        candidate=$(apt-cache policy "$p" 2>/dev/null | sed -n 's/^  Candidate: //p')
+        if [ -n "$candidate" ] && [ "$candidate" != "(none)" ] &&
+            dpkg --compare-versions "$installed" lt "$candidate"; then
+            upgradable+=("$p")
+        fi
+    done
+fi
 
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 here=$(cd "$(dirname "$0")" && pwd)
-if [ ${#missing[@]} = 0 ]; then
+if [ ${#missing[@]} = 0 ] && [ ${#upgradable[@]} = 0 ]; then
     # proxy/ needs Go >= 1.25 (Debian 12 has 1.19): see go.sh
     if [ "${1:-}" = --check ]; then exec "$here/go.sh" path >/dev/null; fi
     exec "$here/go.sh" install
@@ -31,7 +48,7 @@ if [ "${1:-}" = --check ]; then
     exit 1
 fi
 [ "$(id -u)" = 0 ] || { echo "pgcipher: installing packages needs root: sudo $0" >&2; exit 1; }
-echo "deps: installing ${missing[*]}"
+echo "deps: installing ${missing[*]} ${upgradable[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # postgresql-15 is only a source of old clusters for pg_upgrade: no
@@ -42,5 +59,5 @@ if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
 fi
 apt-get install -y -qq --no-install-recommends \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-    "${missing[@]}" > /dev/null
+    "${missing[@]}" "${upgradable[@]}" > /dev/null
 "$here/go.sh" install

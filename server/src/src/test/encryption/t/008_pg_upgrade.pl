@@ -207,6 +207,24 @@ $old15->append_conf('postgresql.conf', "autovacuum = off\n");
 $old15->start;
 load_dataset($old15, 1);
 
+# Debian's 15.20 (bookworm-security) writes "pg_attver=N" into every
+# column's options, which no PostgreSQL 17 accepts: our pg_dump leaves it
+# out as 15.20's own does (patch 0022), and a column option a user set
+# survives the upgrade
+$old15->safe_psql('postgres', q{
+CREATE TABLE attopts (a int, b text);
+INSERT INTO attopts SELECT g, 'v' || g FROM generate_series(1, 100) g;
+ALTER TABLE attopts ALTER COLUMN a SET (n_distinct = 5);});
+my $pg15_version = $old15->safe_psql('postgres', 'SHOW server_version_num');
+my $attver_columns = $old15->safe_psql('postgres',
+	q{SELECT count(*) FROM pg_attribute WHERE array_to_string(attoptions, ',') ~ 'pg_attver='});
+SKIP:
+{
+	skip "Debian's PostgreSQL 15 here is $pg15_version, older than 15.20: no pg_attver to upgrade", 1
+	  if $pg15_version < 150020;
+	ok($attver_columns > 0, "the old cluster ($pg15_version) has pg_attver in $attver_columns columns' options");
+}
+
 my $enc_a = new_cluster('enc_from15', encryption_options('aes-256'));
 $newbin = $enc_a->config_data('--bindir');
 my $expected = answers($old15);
@@ -275,6 +293,15 @@ like($out, qr/Data encryption: off to aes-256; copy mode encrypts every block of
 ($ok, $out) = upgrade($old15, $enc_a);
 ok($ok, '15 → aes-256 in copy mode') or diag($out);
 check_upgraded('15 → aes-256', $enc_a, $expected, $expected_dump, 1);
+$enc_a->start;
+is($enc_a->safe_psql('postgres', q{
+	SELECT string_agg(attname || ' ' || coalesce(array_to_string(attoptions, ','), '-'), '; ' ORDER BY attnum)
+	FROM pg_attribute WHERE attrelid = 'attopts'::regclass AND attnum > 0}),
+	'a n_distinct=5; b -', '15 → aes-256: the user\'s column option kept, pg_attver left out');
+is($enc_a->safe_psql('postgres',
+	q{SELECT count(*) FROM pg_attribute WHERE array_to_string(attoptions, ',') ~ 'pg_attver='}),
+	'0', '15 → aes-256: no pg_attver in the new cluster');
+$enc_a->stop;
 
 # pg_xact and pg_multixact were encrypted: none of their pages is left as it was
 sub slru_pages_changed
