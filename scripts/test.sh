@@ -5,6 +5,15 @@
 #   design-refs        every reference to a section of docs/design.md (design
 #                      13.5a, design.md §9, section N inside it) names an
 #                      existing heading: scripts/check-design-refs.py
+#   doc-facts          every number the docs state about the proxy's corpus,
+#                      the patch series and pgvector's tests matches the code
+#                      (scripts/check-doc-facts.py)
+#   lint               scripts/lint.sh: gofmt, go mod tidy, go vet and
+#                      staticcheck (proxy/), pgindent (our C), shellcheck,
+#                      ruff check and format (bench/, scripts/), perltidy
+#                      (our TAP files); ./pgcipher fmt fixes what it can
+#   minor-release      the build warns when Debian trixie's index names a newer
+#                      release than a pin (server/fetch-source.sh)
 #   patches            server/patches.sh check: the patches come back
 #                      byte-identical from their git form, and every hook in an
 #                      upstream C file carries a "pgcipher" marker
@@ -21,6 +30,10 @@
 #                      known outputs of every cipher use under the linked
 #                      OpenSSL 3.5 and the machine's 3.0 (001), one libcrypto
 #                      per process with TLS and pgcrypto (009)
+#   stock-pg_control   our TAP test 011: pg_control of encrypted clusters as
+#                      stock 17 writes it (layout, CRC, stock pg_controldata),
+#                      the cipher's record (damaged, dropped by a stock tool,
+#                      rebuilt), a stock server refused before it writes
 #   pg_upgrade         our TAP test 008: pg_upgrade from Debian's PostgreSQL 15
 #                      and stock 17 into aes-256 (copy encrypts), --link with
 #                      the old relation key, the re-key (copy), aes-256 to
@@ -55,7 +68,7 @@
 #                      the fail-closed corpus (every statement answered as on
 #                      plaintext or refused, simple and extended protocol) with
 #                      a recorder proving no marker reached the server, and
-#                      its unit tests; go vet and staticcheck
+#                      its unit tests (go vet and staticcheck: lint)
 #   columns            columns/: pg_regress (types, every vector pair compared
 #                      on the server, index plans, constraints, malformed
 #                      input, privileges) and the TAP leak test, unencrypted
@@ -72,6 +85,11 @@
 #   timescaledb        Debian trixie's TimescaleDB (Apache edition): hypertable,
 #                      chunks, drop_chunks, crash and recovery on aes-256, and a
 #                      marker scan with an unencrypted control
+#
+#   pgbackrest         test/tools: pgBackRest 2.59.1 (../shared/vendor; skipped
+#                      where absent) stanza-create, check, backup, archive and
+#                      restore of an aes-256 cluster; repository scanned for
+#                      markers, with an unencrypted control
 #
 # Usage: test.sh [SUITE...]   (default: all)
 set -uo pipefail
@@ -118,11 +136,12 @@ regress() {
 }
 
 tap() {
-    # $1: directory under the tree; $2: initdb options; $3: tests that
-    # cannot apply to encrypted clusters (a regex of file names), if any
-    local prove_tests=()
-    if [ -n "${3:-}" ]; then
-        prove_tests=(PROVE_TESTS="$(cd "$tree/$1" && ls t/*.pl | grep -Ev "$3" | tr '\n' ' ')")
+    # $1: directory under the tree; $2: initdb options; $3: tests left out
+    # (a regex of file names), if any, or with a leading "+" the only ones run
+    local prove_tests=() grep_opt=-Ev pattern=${3:-}
+    if [ -n "$pattern" ]; then
+        [ "${pattern:0:1}" = + ] && { grep_opt=-E; pattern=${pattern:1}; }
+        prove_tests=(PROVE_TESTS="$(cd "$tree/$1" && ls t/*.pl | grep $grep_opt "$pattern" | tr '\n' ' ')")
     fi
     PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check NO_TEMP_INSTALL=${have_tmp_install:-} "${prove_tests[@]}"
     local rc=$?
@@ -143,26 +162,61 @@ design_refs() {
         python3 "$top/scripts/check-design-refs.py" "$top"
 }
 sel design-refs        && suite design-refs        design_refs
+sel doc-facts          && suite doc-facts          python3 "$top/scripts/check-doc-facts.py" "$top"
+sel lint               && suite lint               "$top/scripts/lint.sh"
 sel patches            && suite patches           "$top/server/patches.sh" check
+minor_release() {
+    # the build says when Debian names a newer release than a pin: the
+    # pinned tarball checked against an older and a newer pin of its name
+    local src=$top/server/fetch-source.sh file sha out
+    file=postgresql-17_$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$src").orig.tar.bz2
+    sha=$(sed -n 's/^PG_ORIG_SHA256=//p' "$src")
+    out=$("$top/scripts/fetch-debian-source.sh" "$build" postgresql-17 17.0-1 "$file" "$sha" 2>&1) || return 1
+    echo "$out"
+    grep -q "WARNING: Debian trixie's index names postgresql-17 .*, newer than the pinned 17.0-1" <<<"$out" ||
+        { echo "no warning for a pin older than trixie's index"; return 1; }
+    out=$("$top/scripts/fetch-debian-source.sh" "$build" postgresql-17 99.0-1 "$file" "$sha" 2>&1) || return 1
+    ! grep -q WARNING <<<"$out" || { echo "a warning for a pin newer than trixie's index"; return 1; }
+}
+sel minor-release      && suite minor-release      minor_release
 install_modes() {
-    # zic and mkdir follow the umask: build again under a private one
-    (umask 077 && "$top/scripts/build.sh") > /dev/null || return 1
-    local bad
-    bad=$(find "$build/install" "$build"/stock/install "$build/openssl/install" \( -type d ! -perm -o+rx \) -o \
-               \( -type f ! -perm -o+r \) 2>/dev/null | head -20)
-    [ -z "$bad" ] || { echo "not readable by other users:"; echo "$bad"; return 1; }
-    echo "install trees readable by every user after a build under umask 077"
+    # zic and mkdir follow the umask: build both trees again under a
+    # private one, the directories above them made private first (as a
+    # first build under umask 077 would have made them)
+    local trees=("$build/install" "$build/stock/install" "$build/openssl/install") t d bad
+    chmod 700 "$build" "$build/stock" "$build/openssl" 2>/dev/null
+    (umask 077 && "$top/scripts/build.sh" && "$top/server/build.sh" "$build" --stock) > /dev/null || return 1
+    for t in "${trees[@]}"; do
+        [ -d "$t" ] || { echo "missing install tree $t"; return 1; }
+        d=$t
+        while [ "$d" != "$build" ] && [ "$d" != / ]; do
+            d=$(dirname "$d")
+            [ -n "$(find "$d" -maxdepth 0 -perm -o+rx)" ] || bad+="$d, above $t"$'\n'
+        done
+    done
+    bad+=$(find "${trees[@]}" \( -type d ! -perm -o+rx \) -o \( -type f ! -perm -o+r \) | head -20)
+    [ -z "$bad" ] || { echo "not usable by other users:"; echo "$bad"; return 1; }
+    echo "every install tree and the directories above it usable by every user after a build under umask 077"
 }
 sel install-modes      && suite install-modes     install_modes
-sel encryption-tap     && suite encryption-tap     tap src/test/encryption "" '/008_'
-pg_upgrade_check() {
-    # 008 needs stock 17 (built here, as for bench) and Debian's PostgreSQL 15
+sel encryption-tap     && suite encryption-tap     tap src/test/encryption "" '/0(08|11)_'
+build_stock() {
+    # stock 17, the same source without our patches (as for bench)
     "$top/server/build.sh" "$build" --stock > "$logs/stock-build.log" 2>&1 ||
         { tail -20 "$logs/stock-build.log"; return 1; }
+}
+pg_upgrade_check() {
+    # 008 needs stock 17 and Debian's PostgreSQL 15
+    build_stock &&
     PGCIPHER_STOCK_BINDIR=$build/stock/install/bin PGCIPHER_PG15_BINDIR=/usr/lib/postgresql/15/bin \
-        tap src/test/encryption "" '/00[1-7]_'
+        tap src/test/encryption "" '+/008_'
 }
 sel pg_upgrade         && suite pg_upgrade         pg_upgrade_check
+stock_pg_control() {
+    # 011: pg_control as stock reads it; a stock server refused before it writes
+    build_stock && PGCIPHER_STOCK_BINDIR=$build/stock/install/bin tap src/test/encryption "" '+/011_'
+}
+sel stock-pg_control   && suite stock-pg_control   stock_pg_control
 
 columns_go() {
     local go
@@ -201,10 +255,7 @@ proxy_check() {
         "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog ./compute 2>&1 | grep -v '^=== RUN')
     rc=${PIPESTATUS[0]}
     "$build/install/bin/pg_ctl" -D "$dir/data" -m fast stop > /dev/null
-    [ "$rc" = 0 ] || return "$rc"
-    # staticcheck, pinned, from the Go module proxy
-    (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... &&
-        echo "staticcheck: clean")
+    return "$rc"
 }
 sel proxy              && suite proxy              proxy_check
 sel columns            && suite columns            columns_check ""
@@ -243,6 +294,7 @@ tap_ssl() { PG_TEST_EXTRA="${PG_TEST_EXTRA:+$PG_TEST_EXTRA }ssl" tap src/test/ss
 sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
+sel pgbackrest         && suite pgbackrest         "$top/test/tools/run.sh" pgbackrest
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"

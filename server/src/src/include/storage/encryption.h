@@ -41,7 +41,7 @@ extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
 
 /* encryption.c: start-up, the one place that loads keys */
 extern void InitializeDataEncryption(bool bootstrap);
-extern void CheckDataEncryptionMatchesControlFile(uint32 control_cipher);
+extern void CheckDataEncryptionMatchesControlFile(void);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
 extern int	KeyringErrorCode(int kind);	/* KeyringErrorKind -> SQLSTATE */
 extern const struct Keyring *DataEncryptionKeyring(void);

@@ -34,7 +34,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/xlog_internal.h"
 #include "catalog/pg_control.h"
+#include "common/control_cipher.h"
 #include "common/controldata_utils.h"
 #include "common/keyring.h"
 #include "storage/encryption.h"
@@ -48,6 +50,8 @@ int			data_encryption_cipher = DATA_ENCRYPTION_OFF;
 
 /* The unwrapped key ring, in memory kept out of core dumps */
 static Keyring *keyring = NULL;
+
+static int	control_cipher_of_datadir(void);
 
 static Keyring *
 allocate_keyring_memory(void)
@@ -190,14 +194,11 @@ InitializeDataEncryption(bool bootstrap)
 		bool		crc_ok;
 
 		control = get_controlfile(".", &crc_ok);
-		if (!crc_ok)
-		{
-			/* ReadControlFile() will report this, before anything is written */
-			pfree(control);
-			return;
-		}
-		cipher = control->data_encryption_cipher;
 		pfree(control);
+		if (!crc_ok)
+			return;				/* ReadControlFile() will report this, before
+								 * anything is written */
+		cipher = control_cipher_of_datadir();
 
 		if (cipher == DATA_ENCRYPTION_OFF)
 		{
@@ -206,7 +207,7 @@ InitializeDataEncryption(bool bootstrap)
 						(errcode(ERRCODE_DATA_CORRUPTED),
 						 errmsg("cluster is not encrypted, but it contains an encryption key file \"%s\"",
 								KEYRING_FILE),
-						 errhint("Remove the directory \"%s\" if it does not belong to this cluster.",
+						 errhint("If a program without pgcipher rewrote pg_control, pgcipher's pg_resetwal restores its record of the cipher from the key file; otherwise remove the directory \"%s\" if it does not belong to this cluster.",
 								 KEYRING_DIR)));
 			return;
 		}
@@ -233,13 +234,36 @@ InitializeDataEncryption(bool bootstrap)
 }
 
 /*
+ * The cipher that pg_control records after its struct (common/
+ * control_cipher.c); a damaged record stops the server.
+ */
+static int
+control_cipher_of_datadir(void)
+{
+	int			cipher;
+
+	if (control_cipher_read(".", &cipher) == CONTROL_CIPHER_DAMAGED)
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pg_control's record of the encryption cipher is damaged"),
+				 errdetail("The %d bytes at offset %d of \"%s\" are neither zeros nor a valid record.",
+						   CONTROL_CIPHER_RECORD_SIZE, CONTROL_CIPHER_RECORD_OFFSET,
+						   XLOG_CONTROL_FILE),
+				 errhint("Restore \"%s\" from a backup, or rebuild it with pg_resetwal, which takes the cipher from the key file.",
+						 XLOG_CONTROL_FILE)));
+	return cipher;
+}
+
+/*
  * ReadControlFile() calls this: a cluster whose pg_control says "encrypted"
  * must never be opened without its keys, whatever path led here.
  */
 void
-CheckDataEncryptionMatchesControlFile(uint32 control_cipher)
+CheckDataEncryptionMatchesControlFile(void)
 {
-	if (control_cipher != (uint32) data_encryption_cipher)
+	int			control_cipher = control_cipher_of_datadir();
+
+	if (control_cipher != data_encryption_cipher)
 		ereport(FATAL,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("database files are encrypted with %s, but the server has loaded keys for %s",

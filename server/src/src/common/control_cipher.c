@@ -1,0 +1,185 @@
+/*-------------------------------------------------------------------------
+ *
+ * control_cipher.c
+ *	  pgcipher: the record of a cluster's cipher in pg_control.
+ *
+ * pg_control stays byte for byte what stock PostgreSQL 17 writes:
+ * PG_CONTROL_VERSION 1700, the same ControlFileData, its CRC in place, so
+ * that pg_controldata, pgBackRest and every other tool that reads it (and
+ * checks its CRC at the stock layout) accept an encrypted cluster.  The
+ * cipher is recorded in the zero padding after the struct, inside the
+ * first 512 bytes that PostgreSQL writes in one go:
+ *
+ *	 0	magic "PGCIPHER"	8 bytes
+ *	 8	record version		2	big-endian, 1
+ *	10	cipher				2	big-endian, DATA_ENCRYPTION_AES128/256
+ *	12	CRC-32C of 0..11	4	big-endian
+ *
+ * All zeros means an unencrypted cluster, so a stock pg_control reads as
+ * one.  The record is written once, at bootstrap (xlog.c's
+ * WriteControlFile()), and every later rewrite of pg_control carries it
+ * over (update_controlfile()).  A server checks at start-up that the record
+ * and the key ring agree (storage/encryption/encryption.c).  What keeps a stock server off an
+ * encrypted cluster is not this record, which it never reads, but the
+ * configuration file and the WAL: see design section 10.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/common/control_cipher.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FRONTEND
+#include "postgres.h"
+#else
+#include "postgres_fe.h"
+#endif
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "access/xlog_internal.h"
+#include "catalog/pg_control.h"
+#include "common/control_cipher.h"
+#include "common/data_encryption.h"
+#include "common/keyring.h"
+#include "port/pg_bswap.h"
+#include "port/pg_crc32c.h"
+#ifndef FRONTEND
+#include "storage/encryption.h"
+#endif
+
+#define CONTROL_CIPHER_MAGIC	"PGCIPHER"
+#define CONTROL_CIPHER_VERSION	1
+
+StaticAssertDecl(sizeof(ControlFileData) <= CONTROL_CIPHER_RECORD_OFFSET,
+				 "pgcipher's record must follow ControlFileData");
+StaticAssertDecl(CONTROL_CIPHER_RECORD_OFFSET + CONTROL_CIPHER_RECORD_SIZE <= PG_CONTROL_MAX_SAFE_SIZE,
+				 "pgcipher's record must be written with ControlFileData");
+
+static pg_crc32c
+record_crc(const unsigned char *rec)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, rec, 12);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/* Write the record for cipher into a pg_control image (zeros for "off") */
+void
+control_cipher_stamp(char *image, int cipher)
+{
+	unsigned char *rec = (unsigned char *) image + CONTROL_CIPHER_RECORD_OFFSET;
+	uint16		v;
+	uint32		crc;
+
+	memset(rec, 0, CONTROL_CIPHER_RECORD_SIZE);
+	if (cipher == DATA_ENCRYPTION_OFF)
+		return;
+	memcpy(rec, CONTROL_CIPHER_MAGIC, 8);
+	v = pg_hton16(CONTROL_CIPHER_VERSION);
+	memcpy(rec + 8, &v, 2);
+	v = pg_hton16((uint16) cipher);
+	memcpy(rec + 10, &v, 2);
+	crc = pg_hton32(record_crc(rec));
+	memcpy(rec + 12, &crc, 4);
+}
+
+/* Read the record of a pg_control image (at least 512 bytes) */
+ControlCipherRecord
+control_cipher_parse(const char *image, int *cipher)
+{
+	const unsigned char *rec = (const unsigned char *) image + CONTROL_CIPHER_RECORD_OFFSET;
+	uint16		v;
+	uint32		crc;
+
+	*cipher = DATA_ENCRYPTION_OFF;
+	if (data_encryption_is_zero((const char *) rec, CONTROL_CIPHER_RECORD_SIZE))
+		return CONTROL_CIPHER_NONE;
+	memcpy(&crc, rec + 12, 4);
+	if (memcmp(rec, CONTROL_CIPHER_MAGIC, 8) != 0 || pg_ntoh32(crc) != record_crc(rec))
+		return CONTROL_CIPHER_DAMAGED;
+	memcpy(&v, rec + 8, 2);
+	if (pg_ntoh16(v) != CONTROL_CIPHER_VERSION)
+		return CONTROL_CIPHER_DAMAGED;
+	memcpy(&v, rec + 10, 2);
+	*cipher = pg_ntoh16(v);		/* unknown to this version: the caller says */
+	return CONTROL_CIPHER_VALID;
+}
+
+/*
+ * The record of datadir's pg_control.  A file shorter than 512 bytes (or
+ * unreadable) is "damaged": PostgreSQL always writes 8 kB.
+ */
+ControlCipherRecord
+control_cipher_read(const char *datadir, int *cipher)
+{
+	char		path[MAXPGPATH];
+	char		image[PG_CONTROL_MAX_SAFE_SIZE];
+	int			fd;
+	ssize_t		r;
+
+	*cipher = DATA_ENCRYPTION_OFF;
+	snprintf(path, sizeof(path), "%s/%s", datadir, XLOG_CONTROL_FILE);
+	if ((fd = open(path, O_RDONLY | PG_BINARY, 0)) < 0)
+		return CONTROL_CIPHER_DAMAGED;
+	r = pg_pread(fd, image, sizeof(image), 0);
+	close(fd);
+	if (r != sizeof(image))
+		return CONTROL_CIPHER_DAMAGED;
+	return control_cipher_parse(image, cipher);
+}
+
+#ifdef FRONTEND
+/*
+ * The cipher that datadir's pg_control records or, where it has no valid
+ * record (pg_resetwal rebuilding a lost pg_control), the one the key ring's
+ * header names: readable without the key, it keeps an encrypted cluster
+ * recorded as encrypted.
+ */
+int
+control_cipher_of_cluster(const char *datadir)
+{
+	int			cipher;
+
+	if (control_cipher_read(datadir, &cipher) == CONTROL_CIPHER_VALID)
+		return cipher;
+	return keyring_file_cipher(datadir);
+}
+#endif
+
+/*
+ * update_controlfile() calls this on the image it is about to write.  A
+ * server stamps the cipher it has loaded (it checked at start-up that
+ * pg_control records the same); a frontend program (pg_resetwal,
+ * pg_rewind, pg_checksums, pg_createsubscriber) carries the record over.
+ */
+void
+control_cipher_carry(const char *datadir, char *image)
+{
+#ifdef FRONTEND
+	control_cipher_stamp(image, control_cipher_of_cluster(datadir));
+#else
+	control_cipher_stamp(image, data_encryption_cipher);
+#endif
+}
+
+/* "off", "aes-128", "aes-256", or why not (pg_controldata) */
+const char *
+control_cipher_describe(const char *datadir)
+{
+	int			cipher;
+
+	switch (control_cipher_read(datadir, &cipher))
+	{
+		case CONTROL_CIPHER_NONE:
+		case CONTROL_CIPHER_VALID:
+			return data_encryption_cipher_name(cipher);
+		case CONTROL_CIPHER_DAMAGED:
+			break;
+	}
+	return "damaged record";
+}
