@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# run.sh — backup tools that no one here wrote, on encrypted clusters.
+#
+#   run.sh pgbackrest   build pgBackRest 2.59.1 and run t/pgbackrest.pl:
+#                       stanza-create, check, a full backup, WAL archived
+#                       after it, a restore with recovery from the archive,
+#                       on an aes-256 cluster with data checksums, and a scan
+#                       of the repository for markers (absent; found with an
+#                       unencrypted control)
+#
+# pgBackRest is in no registry this machine reaches in a version that knows
+# PostgreSQL 17 (Debian bookworm's 2.45 predates it), so its source comes
+# from ../shared/vendor beside the checkout, pinned by the sha256 below.  A
+# clone without ../shared says so and skips; the same file is upstream's
+# tag: https://github.com/pgbackrest/pgbackrest/archive/refs/tags/release/2.59.1.tar.gz
+# (put it at ../shared/vendor/pgbackrest-2.59.1.tar.gz, or point
+# PGCIPHER_VENDOR at its directory).  It is built with meson into
+# $PGCIPHER_BUILD/tools; nothing is written into the checkout.
+#
+# Usage: test/tools/run.sh pgbackrest   (PGCIPHER_TOP, PGCIPHER_BUILD as for
+#                                        scripts/test.sh)
+set -euo pipefail
+umask 022
+
+PGBACKREST_VERSION=2.59.1
+PGBACKREST_TARBALL=pgbackrest-$PGBACKREST_VERSION.tar.gz
+PGBACKREST_SHA256=469bdef59b06d5c6bf9ac004e0330f0499169f8f0d9c914311f71668d848d31f
+
+top=${PGCIPHER_TOP:?}
+build=${PGCIPHER_BUILD:?}
+here=$top/test/tools
+prefix=$build/install
+tools=$build/tools
+vendor=${PGCIPHER_VENDOR:-$top/../shared/vendor}
+[ -x "$prefix/bin/pg_config" ] || { echo "tools: $prefix missing: run scripts/build.sh first" >&2; exit 1; }
+export PATH=$prefix/bin:$PATH
+
+build_pgbackrest() {
+    local tarball=$vendor/$PGBACKREST_TARBALL src=$tools/pgbackrest-$PGBACKREST_VERSION
+    if [ ! -f "$tarball" ]; then
+        echo "tools: SKIPPED: $tarball is not here (a clone has no ../shared);"
+        echo "tools: get pgBackRest $PGBACKREST_VERSION from its release tag (see test/tools/run.sh)"
+        return 2
+    fi
+    echo "$PGBACKREST_SHA256  $tarball" | sha256sum --quiet -c - \
+        || { echo "tools: sha256 mismatch for $tarball" >&2; return 1; }
+    if [ ! -x "$src/build/src/pgbackrest" ]; then
+        echo "tools: building pgBackRest $PGBACKREST_VERSION (meson, about half a minute)"
+        rm -rf "$src"; mkdir -p "$tools"
+        tar -xzf "$tarball" -C "$tools" --no-same-owner
+        (cd "$src" && meson setup build --buildtype=release -Dlibssh2=disabled -Dlibsystemd=disabled \
+            > "$tools/pgbackrest-meson.log" 2>&1 && ninja -C build > "$tools/pgbackrest-ninja.log" 2>&1) \
+            || { tail -30 "$tools"/pgbackrest-*.log >&2; return 1; }
+    fi
+    PGBACKREST=$src/build/src/pgbackrest
+    "$PGBACKREST" version
+}
+
+# prove_tap NAME: t/NAME.pl with the installation's TAP framework
+prove_tap() {
+    local dir=$tools/tap/$1
+    rm -rf "$dir"; mkdir -p "$dir/tmp_check/log"
+    (cd "$dir" && TESTLOGDIR="$dir/tmp_check/log" TESTDATADIR="$dir/tmp_check" \
+        PG_REGRESS="$prefix/lib/postgresql/pgxs/src/test/regress/pg_regress" \
+        prove -I "$prefix/lib/postgresql/pgxs/src/test/perl" "$here/t/$1.pl")
+}
+
+case ${1:-} in
+    pgbackrest)
+        rc=0; build_pgbackrest || rc=$?
+        [ $rc = 2 ] && exit 0
+        [ $rc = 0 ] || exit $rc
+        PGCIPHER_PGBACKREST=$PGBACKREST prove_tap pgbackrest ;;
+    *) echo "usage: run.sh pgbackrest" >&2; exit 1 ;;
+esac
