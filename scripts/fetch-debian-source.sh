@@ -34,23 +34,19 @@ orig=$src_dir/$orig_file
 
 die() { echo "fetch-source: $*" >&2; exit 1; }
 
-verify() {
-    echo "$sha256  $1" | sha256sum --quiet -c - 2>/dev/null
+# The mirror this machine's apt already uses for Debian (deb822 or one-line)
+find_mirror() {
+    { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}';
+      grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}'; } \
+        | grep -E '/debian/?$' | head -n 1
 }
 
-if [ ! -f "$orig" ] || ! verify "$orig"; then
-    # Find the Debian mirror this machine already uses (deb822 or one-line format).
-    mirror=$( { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}';
-                grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}'; } \
-              | grep -E '/debian/?$' | head -n 1) || true
-    [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt configuration"
-    keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+# The private apt configuration: trixie's deb-src index only
+set_up_private_apt() {
+    local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
     [ -f "$keyring" ] || die "$keyring is missing (apt-get install debian-archive-keyring)"
-
-    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$src_dir"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/sources.list.d"
     echo "deb-src [signed-by=$keyring] $mirror trixie main" > "$apt_dir/sources.list"
-    : > "$apt_dir/empty.d.placeholder"
-    mkdir -p "$apt_dir/sources.list.d"
     apt_opts=(-o Dir::Etc::SourceList="$apt_dir/sources.list"
               -o Dir::Etc::SourceParts="$apt_dir/sources.list.d"
               -o Dir::State::Lists="$apt_dir/lists"
@@ -58,6 +54,29 @@ if [ ! -f "$orig" ] || ! verify "$orig"; then
               -o Dir::Cache::Archives="$apt_dir/cache/archives"
               -o Acquire::Languages=none
               -o APT::Sandbox::User=root)
+}
+
+# The version trixie's index names for the package now (the index is
+# refreshed when older than a day; empty when it cannot be read)
+indexed_version() {
+    if [ -z "$(find "$apt_dir/lists" -maxdepth 1 -name '*_Sources*' -mmin -1440 2>/dev/null)" ]; then
+        apt-get "${apt_opts[@]}" -qq update 2>/dev/null || true
+    fi
+    apt-cache "${apt_opts[@]}" showsrc "$package" 2>/dev/null \
+        | awk -v p="$package" '$1 == "Package:" { hit = ($2 == p) } hit && $1 == "Version:" { print $2 }' \
+        | sort -V | tail -n 1
+}
+
+verify() {
+    echo "$sha256  $1" | sha256sum --quiet -c - 2>/dev/null
+}
+
+mirror=$(find_mirror) || true
+[ -n "$mirror" ] || die "no Debian mirror found in this machine's apt configuration"
+set_up_private_apt
+
+if [ ! -f "$orig" ] || ! verify "$orig"; then
+    mkdir -p "$src_dir"
     echo "fetch-source: fetching $package=$version (trixie) with a private apt configuration"
     apt-get "${apt_opts[@]}" -qq update || die "apt-get update of the private trixie deb-src list failed"
     if ! (cd "$src_dir" && apt-get "${apt_opts[@]}" -qq --download-only source "$package=$version"); then
@@ -79,3 +98,19 @@ if [ ! -f "$orig" ] || ! verify "$orig"; then
 fi
 
 echo "fetch-source: $orig verified (sha256 $sha256)"
+
+# A newer upload in trixie is a point release (for PostgreSQL, a minor
+# release with security fixes): say so plainly, and whether its files can
+# be had yet (README.md, "Security releases")
+newest=$(indexed_version)
+if [ -n "$newest" ] && dpkg --compare-versions "$newest" gt "$version"; then
+    case $package in lib?*) pool_prefix=${package:0:4} ;; *) pool_prefix=${package:0:1} ;; esac
+    newest_dsc=${mirror%/}/pool/main/$pool_prefix/$package/${package}_${newest#*:}.dsc
+    if curl -fsI --retry 2 -o /dev/null "$newest_dsc" 2>/dev/null; then
+        served="this machine's mirror serves its files: rebase now (server/README.md)"
+    else
+        served="this machine's mirror does not serve its files yet ($newest_dsc)"
+    fi
+    echo "fetch-source: WARNING: Debian trixie's index names $package $newest, newer than the pinned $version:" >&2
+    echo "fetch-source: WARNING: this build lacks the fixes of that release; $served" >&2
+fi

@@ -20,16 +20,22 @@
 #
 # Usage: server/build.sh BUILD_DIR [--stock]
 set -euo pipefail
+# Install trees (and the directories above them) usable by every OS user,
+# whatever the caller's umask: a server may run as another user than the
+# one who built it
+umask 022
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: build.sh BUILD_DIR [--stock]}
 stock=${2:-}
 mkdir -p "$build"
 build=$(cd "$build" && pwd -P)	# physical: run paths and /proc/PID/maps agree
+chmod go+rx "$build"	# made earlier under another umask, perhaps
 src_build=$build
 if [ "$stock" = --stock ]; then
     build=$build/stock
     mkdir -p "$build"
+    chmod go+rx "$build"
 fi
 tree=$build/postgresql
 prefix=$build/install

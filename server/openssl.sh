@@ -43,6 +43,8 @@ debian_file=openssl_$OPENSSL_SRC_VERSION.debian.tar.xz
 "$here/../scripts/fetch-debian-source.sh" "$build" openssl "$OPENSSL_SRC_VERSION" "$debian_file" "$OPENSSL_DEBIAN_SHA256" >/dev/null
 
 dir=$build/openssl
+mkdir -p "$dir"
+chmod go+rx "$build" "$dir"	# made earlier under another umask, perhaps
 tree=$dir/src
 prefix=$dir/install
 jobs=${JOBS:-$(nproc)}
