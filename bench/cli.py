@@ -1,6 +1,7 @@
 """python -m bench run --profile quick|full [--scenario NAME ...]
 python -m bench report RESULTS_DIR
 python -m bench headline RESULTS_DIR"""
+
 import argparse
 import os
 import secrets
@@ -19,22 +20,59 @@ BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
 
 # --tiny: the smoke test's overrides, to prove every output is produced
 TINY = {
-    "cybertec-pgbench": dict(scales={"above": 1}, clients=[1], repetitions=2, seconds=1, shared_buffers_mb=16,
-                             configs=["stock", "stock-2", "aes-256"], workloads=["select-only", "tpcb-like"],
-                             max_extra_rounds=2),
+    "cybertec-pgbench": dict(
+        scales={"above": 1},
+        clients=[1],
+        repetitions=2,
+        seconds=1,
+        shared_buffers_mb=16,
+        configs=["stock", "stock-2", "aes-256"],
+        workloads=["select-only", "tpcb-like"],
+        max_extra_rounds=2,
+    ),
     "cybertec-1mb": dict(scale=1, repetitions=2, seconds=1, configs=[("off", False), ("aes-256", True)]),
     "tproc-c": dict(warehouses=1, ramp=[1], ramp_seconds=2, steady_seconds=2, steady_vus=1, repetitions=2),
-    "wal-heavy": dict(size_mb=2, scale=1, clients=2, seconds=1, warmup_seconds=1, repetitions=2,
-                      shared_buffers_mb=16, max_wal_size="1GB", configs=["stock", "aes-256"],
-                      lock_clients=[8, 16], lock_seconds=1),
+    "wal-heavy": dict(
+        size_mb=2,
+        scale=1,
+        clients=2,
+        seconds=1,
+        warmup_seconds=1,
+        repetitions=2,
+        shared_buffers_mb=16,
+        max_wal_size="1GB",
+        configs=["stock", "aes-256"],
+        lock_clients=[8, 16],
+        lock_seconds=1,
+    ),
     "micro": dict(seconds=0.05, repetitions=2),
     "columns-micro": dict(rows=2000, repetitions=1),
-    "proxy": dict(scale=1, seconds=1, repetitions=2, rows=500, clients=2, warmup_seconds=1,
-                  idle_connections=5, probe_transactions=[10, 30], shared_buffers_mb=32),
-    "alibaba-sysbench": dict(rows=300, threads=[2], seconds=1, repetitions=1, warmup_seconds=0, shared_buffers_mb=32),
+    "proxy": dict(
+        scale=1,
+        seconds=1,
+        repetitions=2,
+        rows=500,
+        clients=2,
+        warmup_seconds=1,
+        idle_connections=5,
+        probe_transactions=[10, 30],
+        shared_buffers_mb=32,
+    ),
+    "alibaba-sysbench": dict(
+        rows=300, threads=[2], seconds=1, repetitions=1, warmup_seconds=0, shared_buffers_mb=32
+    ),
     "pg-upgrade": dict(scale=2, repetitions=2),
-    "instructions": dict(scale=1, seq_scans=1, select_queries=200, tpcb_transactions=50, copy_mb=1, insert_rows=5000,
-                         sort_rows=20000, shared_buffers_mb=32, repetitions=1),
+    "instructions": dict(
+        scale=1,
+        seq_scans=1,
+        select_queries=200,
+        tpcb_transactions=50,
+        copy_mb=1,
+        insert_rows=5000,
+        sort_rows=20000,
+        shared_buffers_mb=32,
+        repetitions=1,
+    ),
 }
 
 
@@ -44,32 +82,49 @@ def needed_installs(names):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the benchmarks and write results and report")
     r.add_argument("--profile", choices=["quick", "full"], default="quick")
     r.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default: all")
-    r.add_argument("--out", help="results directory (default $PGCIPHER_BUILD/bench-results/<timestamp>: "
-                                 "./pgcipher run as root benchmarks as the user pgcipher, who owns the build "
-                                 "directory but not the checkout)")
+    r.add_argument(
+        "--out",
+        help="results directory (default $PGCIPHER_BUILD/bench-results/<timestamp>: "
+        "./pgcipher run as root benchmarks as the user pgcipher, who owns the build "
+        "directory but not the checkout)",
+    )
     r.add_argument("--pgcipher", default=os.path.join(BUILD, "install"), help="pgcipher install prefix")
     r.add_argument("--stock", default=os.path.join(BUILD, "stock", "install"), help="stock install prefix")
-    r.add_argument("--micro-bench", default=os.path.join(BUILD, "postgresql", "src", "test", "encryption", "bench_pagecrypt"))
-    r.add_argument("--keys-tool", default=os.path.join(BUILD, "bin", "pgcipher-keys"),
-                   help="the client-side key tool (columns-micro)")
-    r.add_argument("--proxy", default=os.path.join(BUILD, "bin", "pgcipher-proxy"),
-                   help="the wire proxy (proxy)")
-    r.add_argument("--pgbouncer", default=shutil.which("pgbouncer") or "/usr/sbin/pgbouncer",
-                   help="PgBouncer, the reference hop (proxy)")
+    r.add_argument(
+        "--micro-bench",
+        default=os.path.join(BUILD, "postgresql", "src", "test", "encryption", "bench_pagecrypt"),
+    )
+    r.add_argument(
+        "--keys-tool",
+        default=os.path.join(BUILD, "bin", "pgcipher-keys"),
+        help="the client-side key tool (columns-micro)",
+    )
+    r.add_argument(
+        "--proxy", default=os.path.join(BUILD, "bin", "pgcipher-proxy"), help="the wire proxy (proxy)"
+    )
+    r.add_argument(
+        "--pgbouncer",
+        default=shutil.which("pgbouncer") or "/usr/sbin/pgbouncer",
+        help="PgBouncer, the reference hop (proxy)",
+    )
     r.add_argument("--workdir", default=os.path.join(BUILD, "bench-work"), help="where clusters are created")
     r.add_argument("--tiny", action="store_true", help="tiny sizes and durations (smoke test)")
     rp = sub.add_parser("report", help="write report.md and plots from a results directory")
     rp.add_argument("results_dir")
     hl = sub.add_parser("headline", help="the demo's closing lines: aes-256 / stock ratios, CIs and verdicts")
     hl.add_argument("results_dir", help="a results directory (or its results.json)")
-    ns = sub.add_parser("needs-stock", help="exit 0 if the scenarios selected by the same arguments "
-                                            "as run need the stock build, 1 otherwise (scripts/bench.sh)")
+    ns = sub.add_parser(
+        "needs-stock",
+        help="exit 0 if the scenarios selected by the same arguments "
+        "as run need the stock build, 1 otherwise (scripts/bench.sh)",
+    )
     ns.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     args, extra = ap.parse_known_args(argv)
     if extra and args.cmd != "needs-stock":
@@ -108,12 +163,19 @@ def main(argv=None):
     extra = sum(p.get("est_extra_seconds", 0) for p in params.values())
     progress = Progress(total, est)
     # order: rounds alternate (bench/interleave.py); older results.json lack it
-    meta = {"profile": args.profile + (" (tiny)" if args.tiny else ""), "started": timestamp(),
-            "system": sysinfo.collect(installs), "scenarios": params, "order": "ABBA"}
-    progress.note(f"bench: {args.profile} profile, scenarios {', '.join(names)}, {total} measurements, "
-                  f"estimated {est / 60:.0f} min"
-                  + (f" (up to {fmt(extra)} more for extra rounds where a CI comes out too wide)" if extra else "")
-                  + f"; results in {out}")
+    meta = {
+        "profile": args.profile + (" (tiny)" if args.tiny else ""),
+        "started": timestamp(),
+        "system": sysinfo.collect(installs),
+        "scenarios": params,
+        "order": "ABBA",
+    }
+    progress.note(
+        f"bench: {args.profile} profile, scenarios {', '.join(names)}, {total} measurements, "
+        f"estimated {est / 60:.0f} min"
+        + (f" (up to {fmt(extra)} more for extra rounds where a CI comes out too wide)" if extra else "")
+        + f"; results in {out}"
+    )
     run = Run(out, installs, args.profile, key_file, args.workdir, progress)
     failed = []
     try:

@@ -1,21 +1,23 @@
 """Clusters the benchmarks create and remove: initdb, start on a free
 local port with a Unix socket in the work directory, pgbench and psql
 against it, stop.  Nothing here touches a server it did not start."""
+
 import os
 import re
 import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Config:
     """One benchmark configuration: which binaries, which encryption."""
-    name: str                 # "stock", "stock-2", "pgcipher-off", "aes-128", "aes-256", ...
-    install: str              # "stock" or "pgcipher"
-    encryption: str = None    # None, "aes-128" or "aes-256"
+
+    name: str  # "stock", "stock-2", "pgcipher-off", "aes-128", "aes-256", ...
+    install: str  # "stock" or "pgcipher"
+    encryption: str = None  # None, "aes-128" or "aes-256"
     checksums: bool = True
 
 
@@ -44,8 +46,9 @@ class Install:
         return os.path.join(self.bindir, program)
 
     def pg_config(self, option):
-        return subprocess.run([self.bin("pg_config"), option], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            [self.bin("pg_config"), option], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
 
 def free_port():
@@ -71,13 +74,26 @@ class Cluster:
     def initdb(self, extra_args=()):
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
-        args = [self.install.bin("initdb"), "-D", self.data, "-A", "trust", "-U", "postgres",
-                "--no-instructions", "-E", "UTF8", "--locale=C"]
+        args = [
+            self.install.bin("initdb"),
+            "-D",
+            self.data,
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-instructions",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]
         if self.config.checksums:
             args.append("--data-checksums")
         if self.config.encryption:
-            args += [f"--encryption={self.config.encryption}",
-                     f"--encryption-key-command=cat {self.key_file}"]
+            args += [
+                f"--encryption={self.config.encryption}",
+                f"--encryption-key-command=cat {self.key_file}",
+            ]
         args += list(extra_args)
         r = self._run(args)
         if r.returncode != 0:
@@ -85,18 +101,31 @@ class Cluster:
 
     def start(self):
         self.port = free_port()
-        conf = {"listen_addresses": "''"}       # Unix socket only, unless a scenario asks for TCP
+        conf = {"listen_addresses": "''"}  # Unix socket only, unless a scenario asks for TCP
         conf.update(self.settings)
         conf.update(port=self.port, unix_socket_directories=f"'{self.dir}'")
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write("\n# bench\n")
             for k, v in conf.items():
                 f.write(f"{k} = {v}\n")
-        r = self._run([self.install.bin("pg_ctl"), "-D", self.data, "-l",
-                       os.path.join(self.dir, "server.log"), "-w", "-t", "120", "start"])
+        r = self._run(
+            [
+                self.install.bin("pg_ctl"),
+                "-D",
+                self.data,
+                "-l",
+                os.path.join(self.dir, "server.log"),
+                "-w",
+                "-t",
+                "120",
+                "start",
+            ]
+        )
         if r.returncode != 0:
-            raise RuntimeError(f"could not start {self.config.name}: {r.stderr}\n"
-                               + open(os.path.join(self.dir, "server.log")).read()[-2000:])
+            raise RuntimeError(
+                f"could not start {self.config.name}: {r.stderr}\n"
+                + open(os.path.join(self.dir, "server.log")).read()[-2000:]
+            )
         self.running = True
 
     def stop(self, mode="fast"):
@@ -112,16 +141,44 @@ class Cluster:
         return ["-h", self.dir, "-p", str(self.port), "-U", "postgres"]
 
     def psql(self, sql, db="postgres", timeout=3600):
-        r = self._run([self.install.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
-                       *self.conninfo(), "-d", db, "-c", sql], timeout=timeout)
+        r = self._run(
+            [
+                self.install.bin("psql"),
+                "-X",
+                "-q",
+                "-At",
+                "-v",
+                "ON_ERROR_STOP=1",
+                *self.conninfo(),
+                "-d",
+                db,
+                "-c",
+                sql,
+            ],
+            timeout=timeout,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"psql on {self.config.name} failed: {r.stderr.strip()}\nSQL: {sql[:500]}")
         return r.stdout.strip()
 
     def psql_file(self, path, db="postgres", timeout=3600, variables=None):
         setvars = [a for k, v in (variables or {}).items() for a in ("-v", f"{k}={v}")]
-        r = self._run([self.install.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", *setvars,
-                       *self.conninfo(), "-d", db, "-f", path], timeout=timeout)
+        r = self._run(
+            [
+                self.install.bin("psql"),
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                *setvars,
+                *self.conninfo(),
+                "-d",
+                db,
+                "-f",
+                path,
+            ],
+            timeout=timeout,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"psql -f {path} on {self.config.name} failed: {r.stderr.strip()}")
         return r.stdout
@@ -135,8 +192,11 @@ class Cluster:
         return ({} if "-i" in args else parse_pgbench(r.stdout)), " ".join(cmd), r.stdout
 
     def buffer_hit_ratio(self):
-        return float(self.psql(
-            "SELECT coalesce(sum(blks_hit)::float8 / nullif(sum(blks_hit + blks_read), 0), 0) FROM pg_stat_database"))
+        return float(
+            self.psql(
+                "SELECT coalesce(sum(blks_hit)::float8 / nullif(sum(blks_hit + blks_read), 0), 0) FROM pg_stat_database"
+            )
+        )
 
     def reset_stats(self):
         self.psql("SELECT pg_stat_reset()")

@@ -7,6 +7,7 @@ Every ratio comes with its 95% CI and the verdict of stats.verdict, said
 plainly: "inside the noise (stock vs stock: X–Y)" when its CI overlaps the
 band from 1.0 to the noise floor (stock-2 / stock, a second identical stock
 server), "aes-256 slower by N % (CI a–b)" when it lies below it."""
+
 import json
 import os
 
@@ -32,7 +33,7 @@ def values(rows, **match):
 
 
 def phrase(summary, floor=None, higher_is_better=True, treatment=TREATMENT):
-    """"ratio R (CI a–b), inside the noise (stock vs stock: X–Y)" or
+    """ "ratio R (CI a–b), inside the noise (stock vs stock: X–Y)" or
     "ratio R, aes-256 slower by N % (CI a–b)", by stats.verdict."""
     v = stats.verdict(summary, floor, higher_is_better)
     if v == stats.NO_DATA:
@@ -40,8 +41,10 @@ def phrase(summary, floor=None, higher_is_better=True, treatment=TREATMENT):
     r, ci = summary["ratio"], f"CI {summary['ci_low']:.2f}–{summary['ci_high']:.2f}"
     if v == stats.INSIDE_NOISE:
         if floor and floor["ratio"] == floor["ratio"]:
-            return (f"ratio {r:.3f} ({ci}), inside the noise "
-                    f"(stock vs stock: {floor['ci_low']:.2f}–{floor['ci_high']:.2f})")
+            return (
+                f"ratio {r:.3f} ({ci}), inside the noise "
+                f"(stock vs stock: {floor['ci_low']:.2f}–{floor['ci_high']:.2f})"
+            )
         return f"ratio {r:.3f} ({ci}), inside the noise (the CI holds 1.0; no second stock server ran)"
     if v == stats.TOO_FEW:
         return f"ratio {r:.3f}, too few rounds for a CI (one run per configuration)"
@@ -58,8 +61,11 @@ def compare(rows, higher_is_better=True, **match):
     if not base or not treat:
         return None
     floor = stats.summarize(noise, base) if noise else None
-    return stats.median(base), stats.median(treat), \
-        phrase(stats.summarize(treat, base), floor, higher_is_better)
+    return (
+        stats.median(base),
+        stats.median(treat),
+        phrase(stats.summarize(treat, base), floor, higher_is_better),
+    )
 
 
 def pgbench_lines(rows):
@@ -95,7 +101,11 @@ def tprocc_lines(rows):
 
 
 def micro_lines(rows):
-    mic = [r for r in rows if r["scenario"] == "micro" and r["config"] == "aes-256" and r["metric"] == "ns_per_page"]
+    mic = [
+        r
+        for r in rows
+        if r["scenario"] == "micro" and r["config"] == "aes-256" and r["metric"] == "ns_per_page"
+    ]
     x = values(mic, case="xts-encrypt")
     # the limit as the micro report takes it: the fastest OpenSSL measured
     limits = [v for v in (values(mic, case=c) for c in LIMIT_CASES) if v]
@@ -103,8 +113,10 @@ def micro_lines(rows):
         return []
     o = min(limits, key=stats.median)
     s = stats.summarize(x, o)
-    return [f"AES-256-XTS per 8 kB page: {s['median']:,.0f} ns (limit, the fastest OpenSSL: "
-            f"{s['baseline_median']:,.0f} ns, {s['ratio']:.2f}x, CI {s['ci_low']:.2f}–{s['ci_high']:.2f})"]
+    return [
+        f"AES-256-XTS per 8 kB page: {s['median']:,.0f} ns (limit, the fastest OpenSSL: "
+        f"{s['baseline_median']:,.0f} ns, {s['ratio']:.2f}x, CI {s['ci_low']:.2f}–{s['ci_high']:.2f})"
+    ]
 
 
 def instruction_lines(rows):
@@ -135,5 +147,7 @@ def headline(rows):
     lines = pgbench_lines(rows) + tprocc_lines(rows) + micro_lines(rows) + instruction_lines(rows)
     if not lines:
         return ["headline: no pgbench, TPROC-C, micro or instructions results"]
-    return ["headline (median aes-256 / stock, 95% CI; the noise floor is stock-2 / stock, two identical "
-            "servers):"] + lines
+    return [
+        "headline (median aes-256 / stock, 95% CI; the noise floor is stock-2 / stock, two identical "
+        "servers):"
+    ] + lines

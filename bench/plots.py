@@ -1,4 +1,5 @@
 """PNG plots for the report (matplotlib, no display needed)."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -6,9 +7,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from bench import stats  # noqa: E402
 
-COLORS = {"stock": "#444444", "stock-2": "#aaaaaa", "pgcipher-off": "#1f77b4", "aes-128": "#2ca02c", "aes-256": "#d62728",
-          "proxy": "#9467bd", "pgbouncer": "#8c564b", "enc-proxy": "#d62728", "plain-proxy": "#9467bd",
-          "enc-direct": "#ff7f0e"}
+COLORS = {
+    "stock": "#444444",
+    "stock-2": "#aaaaaa",
+    "pgcipher-off": "#1f77b4",
+    "aes-128": "#2ca02c",
+    "aes-256": "#d62728",
+    "proxy": "#9467bd",
+    "pgbouncer": "#8c564b",
+    "enc-proxy": "#d62728",
+    "plain-proxy": "#9467bd",
+    "enc-direct": "#ff7f0e",
+}
 
 
 def _color(name, i):
@@ -37,17 +47,28 @@ def _lines(xs, series, path, title, xlabel, ylabel, log2=False):
 
 
 def _median_series(points, configs, xkey, xs):
-    return [(cfg, [stats.median([r["value"] for r in points if r["config"] == cfg and r[xkey] == x]) for x in xs])
-            for cfg in configs]
+    return [
+        (cfg, [stats.median([r["value"] for r in points if r["config"] == cfg and r[xkey] == x]) for x in xs])
+        for cfg in configs
+    ]
 
 
 def tps_vs_clients(rows, workload, scale, configs, path, title):
-    pts = [r for r in rows if r["metric"] == "tps" and r.get("workload") == workload and r.get("scale") == scale]
+    pts = [
+        r for r in rows if r["metric"] == "tps" and r.get("workload") == workload and r.get("scale") == scale
+    ]
     if not pts:
         return False
     clients = sorted({r["clients"] for r in pts})
-    return _lines(clients, _median_series(pts, configs, "clients", clients), path, title,
-                  "clients", "TPS (median)", log2=True)
+    return _lines(
+        clients,
+        _median_series(pts, configs, "clients", clients),
+        path,
+        title,
+        "clients",
+        "TPS (median)",
+        log2=True,
+    )
 
 
 def overhead_bars(summaries, path, title, targets=None):
@@ -68,8 +89,16 @@ def overhead_bars(summaries, path, title, targets=None):
         lo.append(v - (s["ci_low"] - 1) * 100)
         hi.append((s["ci_high"] - 1) * 100 - v)
         colors.append(_color(cfg, i))
-    return _hbars(labels, vals, path, title, "difference from baseline, % (negative = slower)",
-                  colors, xerr=[lo, hi], marks=marks)
+    return _hbars(
+        labels,
+        vals,
+        path,
+        title,
+        "difference from baseline, % (negative = slower)",
+        colors,
+        xerr=[lo, hi],
+        marks=marks,
+    )
 
 
 def _hbars(labels, values, path, title, xlabel, colors, xerr=None, marks=None):
@@ -79,8 +108,16 @@ def _hbars(labels, values, path, title, xlabel, colors, xerr=None, marks=None):
     y = list(range(len(labels)))
     ax.barh(y, values, xerr=xerr, color=colors, alpha=0.8, capsize=2)
     if marks:
-        ax.plot([x for _, x in marks], [i for i, _ in marks], linestyle="none", marker="|",
-                markersize=14, markeredgewidth=2, color="darkorange", label="target")
+        ax.plot(
+            [x for _, x in marks],
+            [i for i, _ in marks],
+            linestyle="none",
+            marker="|",
+            markersize=14,
+            markeredgewidth=2,
+            color="darkorange",
+            label="target",
+        )
         ax.legend(fontsize=7)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
@@ -101,8 +138,9 @@ def ramp(rows, metric, configs, path, title, xkey="vus"):
     if not pts:
         return False
     xs = sorted({r[xkey] for r in pts})
-    return _lines(xs, _median_series(pts, configs, xkey, xs), path, title,
-                  "virtual users", metric.upper() + " (median)")
+    return _lines(
+        xs, _median_series(pts, configs, xkey, xs), path, title, "virtual users", metric.upper() + " (median)"
+    )
 
 
 def bars(labels, values, path, title, xlabel):

@@ -1,5 +1,6 @@
 """A benchmark run: where it writes, which clusters it made, what it
 measured, and a progress line per step."""
+
 import csv
 import datetime
 import json
@@ -34,8 +35,11 @@ class Progress:
         pace = elapsed / self.expected_done if self.expected_done else 1.0
         left = max(self.estimate - self.expected_done, 0) * pace
         pct = 100 * self.done / self.total
-        print(f"[{self.done:4d}/{self.total} {pct:3.0f}% {fmt(elapsed)} elapsed, ~{fmt(left)} left] {message}",
-              file=self.stream, flush=True)
+        print(
+            f"[{self.done:4d}/{self.total} {pct:3.0f}% {fmt(elapsed)} elapsed, ~{fmt(left)} left] {message}",
+            file=self.stream,
+            flush=True,
+        )
 
     def extend(self, steps, expected_seconds):
         """Steps the plan did not count (extra rounds where a CI came out
@@ -62,12 +66,18 @@ class Run:
         self.progress = progress
         self.rows = []
         self.commands = []
-        self.settings = {}      # scenario -> postgresql.conf settings used
+        self.settings = {}  # scenario -> postgresql.conf settings used
         self.clusters = []
 
     def cluster(self, config, settings, scenario):
         self.settings[scenario] = dict(settings)
-        c = Cluster(self.installs[config.install], config, os.path.join(self.workdir, scenario), settings, self.key_file)
+        c = Cluster(
+            self.installs[config.install],
+            config,
+            os.path.join(self.workdir, scenario),
+            settings,
+            self.key_file,
+        )
         self.clusters.append(c)
         return c
 

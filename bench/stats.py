@@ -2,6 +2,7 @@
 intervals, the verdict a ratio gets against the noise floor (a second,
 identical stock server), and the rule for extra rounds.  Pure Python,
 seeded, so a report is reproducible from its results.json."""
+
 import random
 import statistics
 
@@ -58,8 +59,10 @@ NO_DATA = "no data"
 
 
 def _valid(summary):
-    return bool(summary) and all(summary.get(k) == summary.get(k) and summary.get(k) is not None
-                                 for k in ("ratio", "ci_low", "ci_high"))
+    return bool(summary) and all(
+        summary.get(k) == summary.get(k) and summary.get(k) is not None
+        for k in ("ratio", "ci_low", "ci_high")
+    )
 
 
 def noise_band(noise_floor_summary=None):
@@ -97,5 +100,6 @@ def ci_wider_than_effect(summary):
     tell the direction of the difference."""
     if not _valid(summary):
         return False
-    return summary["ci_low"] <= 1.0 <= summary["ci_high"] and \
-        summary["ci_high"] - summary["ci_low"] > abs(summary["ratio"] - 1.0)
+    return summary["ci_low"] <= 1.0 <= summary["ci_high"] and summary["ci_high"] - summary["ci_low"] > abs(
+        summary["ratio"] - 1.0
+    )

@@ -1,4 +1,5 @@
 """What the report states about the machine and the software."""
+
 import os
 import platform
 import subprocess
@@ -23,20 +24,42 @@ def _cmd(args):
 def linked_openssl(prefix):
     """(path, version) of the libcrypto an install's postgres loads."""
     ldd = _cmd(["ldd", os.path.join(prefix, "bin", "postgres")])
-    path = next((l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libcrypto.so" in l and "=>" in l), "")
+    path = next(
+        (
+            line.split("=>")[1].split()[0]
+            for line in ldd.splitlines()
+            if "libcrypto.so" in line and "=>" in line
+        ),
+        "",
+    )
     if not path:
         return "", ""
     # ask the library itself, in a child so this process keeps its own
-    version = _cmd([sys.executable, "-c", "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
-                    "lib.OpenSSL_version.restype = ctypes.c_char_p; print(lib.OpenSSL_version(0).decode())", path])
+    version = _cmd(
+        [
+            sys.executable,
+            "-c",
+            "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+            "lib.OpenSSL_version.restype = ctypes.c_char_p; print(lib.OpenSSL_version(0).decode())",
+            path,
+        ]
+    )
     return path, version
 
 
 def collect(installs):
     cpuinfo = _read("/proc/cpuinfo")
-    model = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")), platform.processor())
-    flags = next((l.split(":", 1)[1].split() for l in cpuinfo.splitlines() if l.startswith("flags")), [])
-    mem_kb = next((int(l.split()[1]) for l in _read("/proc/meminfo").splitlines() if l.startswith("MemTotal")), 0)
+    model = next(
+        (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+        platform.processor(),
+    )
+    flags = next(
+        (line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), []
+    )
+    mem_kb = next(
+        (int(line.split()[1]) for line in _read("/proc/meminfo").splitlines() if line.startswith("MemTotal")),
+        0,
+    )
     info = {
         "cpu_model": model,
         "cpu_count": os.cpu_count(),
@@ -44,7 +67,9 @@ def collect(installs):
         "vaes": "vaes" in flags,
         "memory_gib": round(mem_kb / 1024 / 1024, 1),
         "kernel": platform.release(),
-        "os": _read("/etc/os-release").split("PRETTY_NAME=")[-1].splitlines()[0].strip('"') if "PRETTY_NAME=" in _read("/etc/os-release") else platform.platform(),
+        "os": _read("/etc/os-release").split("PRETTY_NAME=")[-1].splitlines()[0].strip('"')
+        if "PRETTY_NAME=" in _read("/etc/os-release")
+        else platform.platform(),
         "openssl": _cmd(["openssl", "version"]),
         "python": platform.python_version(),
         "installs": {},
@@ -59,6 +84,8 @@ def collect(installs):
             "cc": inst.pg_config("--cc"),
             "cflags": inst.pg_config("--cflags"),
             "configure": inst.pg_config("--configure"),
-            "compiler_version": _cmd([inst.pg_config("--cc").split()[-1], "--version"]).splitlines()[0] if inst.pg_config("--cc") else "",
+            "compiler_version": _cmd([inst.pg_config("--cc").split()[-1], "--version"]).splitlines()[0]
+            if inst.pg_config("--cc")
+            else "",
         }
     return info

@@ -69,7 +69,7 @@ import sys
 
 DESIGN = "docs/design.md"
 
-NUM = r"(?>\d+(?:\.\d+[a-z]?)*)"          # 13, 13.5a, and N.M.K (which fails)
+NUM = r"(?>\d+(?:\.\d+[a-z]?)*)"  # 13, 13.5a, and N.M.K (which fails)
 # a list item must end the list or be followed by punctuation or a conjunction,
 # so "design 13.3, 16 bytes" does not read 16 as a section
 ITEM_END = r"(?=\s*(?:[,;:.)\]\"'`”]|and\b|or\b|to\b|of\b|in\b|$)|\s*[–—-]\s*\d)"
@@ -84,20 +84,22 @@ AFTER_ANCHOR = r"(?:\s+doc(?:ument)?\b)?\s*[,:]?\s*"
 KIND = r"(?:§§?\s*|\bsections?\s+)"
 
 RE_FORWARD = re.compile(
-    rf"{ANCHOR}{AFTER_ANCHOR}(?P<kind>{KIND})?(?<![\w.]){NUMLIST}(?:{TITLE})?",
-    re.IGNORECASE | re.MULTILINE)
+    rf"{ANCHOR}{AFTER_ANCHOR}(?P<kind>{KIND})?(?<![\w.]){NUMLIST}(?:{TITLE})?", re.IGNORECASE | re.MULTILINE
+)
 RE_BACKWARD = re.compile(
     rf"{KIND}{NUMLIST}\s+(?:of|in)\s+(?:the\s+)?`?(?:\.\./)?(?:docs/)?design(?![\w-])",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 RE_TITLE_ONLY = re.compile(
-    rf"{ANCHOR}`?(?:\s*\(\s*|\s*,\s*)[\"“](?P<title>[^\"”]{{1,80}})[\"”]",
-    re.IGNORECASE)
+    rf"{ANCHOR}`?(?:\s*\(\s*|\s*,\s*)[\"“](?P<title>[^\"”]{{1,80}})[\"”]", re.IGNORECASE
+)
 RE_SLUG = re.compile(r"design\.md#(?P<slug>[\w-]+)", re.IGNORECASE)
 RE_BARE = re.compile(rf"(?<![\w.]){KIND}{NUMLIST}(?:{TITLE})?", re.IGNORECASE | re.MULTILINE)
 RE_DECLARES = re.compile(r"^\s*(?:#+|//+|--+|/?\*+)?\s*§ means docs/design\.md\.?\s*$", re.MULTILINE)
 RE_FOREIGN = re.compile(
     r"(?:[\"“][^\"”]+[\"”]|\b(?:RFC|IEEE|NIST|FIPS|ISO|SP|CCS|USENIX|NDSS|CRYPTO|EUROCRYPT)\b)"
-    r"[^.;()|]*$")
+    r"[^.;()|]*$"
+)
 RE_COMMENT_LEADER = re.compile(r"^\s*(?:/\*+|\*+(?!\*)|//+|--+|#+|;+)?\s*")
 
 
@@ -109,9 +111,9 @@ class Design:
     """Headings of docs/design.md: numbers, titles, line ranges."""
 
     def __init__(self, text):
-        self.errors = []            # (line, message)
-        self.numbers = {}           # "13.5a" -> (line, title)
-        self.sections = []          # [start, end, number or None, title, level]
+        self.errors = []  # (line, message)
+        self.numbers = {}  # "13.5a" -> (line, title)
+        self.sections = []  # [start, end, number or None, title, level]
         self.slugs = set()
         in_fence = False
         top = None
@@ -143,11 +145,12 @@ class Design:
                     self.errors.append((i, f"section {number} also at line {self.numbers[number][0]}"))
                 else:
                     self.numbers[number] = (i, rest)
-            self.sections.append([i, len(lines), number if number else top if level > 2 else None,
-                                  rest, level])
+            self.sections.append(
+                [i, len(lines), number if number else top if level > 2 else None, rest, level]
+            )
         # a section runs to the next heading of its level or above
         for k, s in enumerate(self.sections):
-            for t in self.sections[k + 1:]:
+            for t in self.sections[k + 1 :]:
                 if t[4] <= s[4]:
                     s[1] = t[0] - 1
                     break
@@ -239,9 +242,13 @@ def check_file(path, text, design, is_design, found):
     def list_item(m):
         # "... docs/design.md\n 3. Next item": a numbered list, not a section
         at = m.start("nums")
-        return ("kind" in m.re.groupindex and not m.group("kind") and re.match(r"\d+\.\s", joined[at:at + 8])
-                and line_of(starts, at) != line_of(starts, m.start())
-                and starts[line_of(starts, at) - 1][0] == at)
+        return (
+            "kind" in m.re.groupindex
+            and not m.group("kind")
+            and re.match(r"\d+\.\s", joined[at : at + 8])
+            and line_of(starts, at) != line_of(starts, m.start())
+            and starts[line_of(starts, at) - 1][0] == at
+        )
 
     done = set()
     for rx in (RE_FORWARD, RE_BACKWARD):
@@ -262,7 +269,7 @@ def check_file(path, text, design, is_design, found):
         for m in RE_BARE.finditer(joined):
             if m.start("nums") in done:
                 continue
-            clause = joined[max(0, m.start() - 200):m.start()]
+            clause = joined[max(0, m.start() - 200) : m.start()]
             if RE_FOREIGN.search(clause):
                 continue
             done.add(m.start("nums"))
@@ -312,28 +319,55 @@ SELF_TEST_DOC = """# design
 # this file, like any scan of the repository, finds no dangling reference in
 # them.
 SELF_TEST = [
-    ("@ 13.5a", False), ("(@ 13.4)", False), ("@ §15.8", False),
-    ("@.md §9", False), ("@ §6", False), ("docs/@.md, section 6", False),
-    ("@ section 13", False), ("[docs/@.md](docs/@.md), section 7", False),
-    ("`docs/@.md`,\n// section 15.", False), ("(@\n-- 13.5a)", False),
-    ("section 6 of the @", False), ("§9 of docs/@.md", False),
-    ("@ 13.3, 13.6 and 15.8.", False), ("@ 13.3, 16 bytes", False),
-    ('docs/@.md ("Key file")', False), ('@ 13.3, "Plaintext encodings"', False),
-    ("@.md#9-key-file", False), ("docs/@.md\n ~. Next item", False),
-    ("@ ~", True), ("@ 13.~", True), ("@ 13.5z", True), ("@ §~", True),
-    ("@.md §~", True), ("docs/@.md, section ~", True), ("@ 4.1.~", True),
-    ("(@\n * 13.~)", True), ("`docs/@.md`,\n# section ~.", True),
-    ("@ §6 and §~", True), ("sections 2–~ of the @", True),
-    ('docs/@.md ("Key files")', True), ('@ 13.5, "Plaintext encodings"', True),
-    ("@.md#9-key", True), ("# § means docs/@.md\n§~", True),
-    ("IEEE 1619 §~", False), ("RFC 5649 section ~", False), ("PostgreSQL docs §~", False),
-    ("@ed ~", False), ("§~", False),
+    ("@ 13.5a", False),
+    ("(@ 13.4)", False),
+    ("@ §15.8", False),
+    ("@.md §9", False),
+    ("@ §6", False),
+    ("docs/@.md, section 6", False),
+    ("@ section 13", False),
+    ("[docs/@.md](docs/@.md), section 7", False),
+    ("`docs/@.md`,\n// section 15.", False),
+    ("(@\n-- 13.5a)", False),
+    ("section 6 of the @", False),
+    ("§9 of docs/@.md", False),
+    ("@ 13.3, 13.6 and 15.8.", False),
+    ("@ 13.3, 16 bytes", False),
+    ('docs/@.md ("Key file")', False),
+    ('@ 13.3, "Plaintext encodings"', False),
+    ("@.md#9-key-file", False),
+    ("docs/@.md\n ~. Next item", False),
+    ("@ ~", True),
+    ("@ 13.~", True),
+    ("@ 13.5z", True),
+    ("@ §~", True),
+    ("@.md §~", True),
+    ("docs/@.md, section ~", True),
+    ("@ 4.1.~", True),
+    ("(@\n * 13.~)", True),
+    ("`docs/@.md`,\n# section ~.", True),
+    ("@ §6 and §~", True),
+    ("sections 2–~ of the @", True),
+    ('docs/@.md ("Key files")', True),
+    ('@ 13.5, "Plaintext encodings"', True),
+    ("@.md#9-key", True),
+    ("# § means docs/@.md\n§~", True),
+    ("IEEE 1619 §~", False),
+    ("RFC 5649 section ~", False),
+    ("PostgreSQL docs §~", False),
+    ("@ed ~", False),
+    ("§~", False),
 ]
 SELF_TEST_DESIGN = [
-    ("section 9", False), ("sections 2 and 11", False), ("sections 2–12", False),
-    ("section ~", True), ("(see section ~)", True), ("sections 2 and ~", True),
+    ("section 9", False),
+    ("sections 2 and 11", False),
+    ("sections 2–12", False),
+    ("section ~", True),
+    ("(see section ~)", True),
+    ("sections 2 and ~", True),
     ("| x | section ~ |", True),
-    ('Lewi and Wu, "Title", CCS 2016,\nsection ~)', False), ("RFC 5649 section ~", False),
+    ('Lewi and Wu, "Title", CCS 2016,\nsection ~)', False),
+    ("RFC 5649 section ~", False),
 ]
 
 
@@ -346,8 +380,10 @@ def self_test():
             got = check_file("self-test", text, design, is_design, [])
             if bool(got) != dangling:
                 bad += 1
-                print(f"self-test: {text!r} {'passed' if not got else 'failed'}, "
-                      f"should have {'failed' if dangling else 'passed'}")
+                print(
+                    f"self-test: {text!r} {'passed' if not got else 'failed'}, "
+                    f"should have {'failed' if dangling else 'passed'}"
+                )
     print(f"check-design-refs: self-test, {len(SELF_TEST) + len(SELF_TEST_DESIGN)} cases, {bad} wrong")
     return bad
 
@@ -366,9 +402,15 @@ def main(argv):
     try:
         # the tests run as another user than the checkout's owner: git would
         # refuse the repository as of dubious ownership; listing is harmless
-        files = subprocess.run(["git", "-c", f"safe.directory={os.path.abspath(root)}",
-                                "-C", root, "ls-files", "-z"], check=True,
-                               capture_output=True).stdout.decode().split("\0")
+        files = (
+            subprocess.run(
+                ["git", "-c", f"safe.directory={os.path.abspath(root)}", "-C", root, "ls-files", "-z"],
+                check=True,
+                capture_output=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
     except (OSError, subprocess.CalledProcessError) as e:
         why = (getattr(e, "stderr", None) or b"").decode(errors="replace").strip() or e
         print(f"check-design-refs: cannot list files of {root}: {why}", file=sys.stderr)
@@ -403,8 +445,10 @@ def main(argv):
             print(f"{path}:{ln}: reference: {' '.join(text.split())}")
     for path, ln, text, why in problems:
         print(f"{path}:{ln}: {text}    ({' '.join(why.split())})")
-    print(f"check-design-refs: {checked} files, {len(design.numbers)} numbered sections, "
-          f"{len(problems)} problem(s)")
+    print(
+        f"check-design-refs: {checked} files, {len(design.numbers)} numbered sections, "
+        f"{len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

@@ -20,7 +20,7 @@ pick_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-for d in "$demo"/*/data; do [ -f "$d/postmaster.pid" ] && pg_ctl -D "$d" stop -m fast >/dev/null 2>&1 || true; done
+for d in "$demo"/*/data; do if [ -f "$d/postmaster.pid" ]; then pg_ctl -D "$d" stop -m fast >/dev/null 2>&1 || true; fi; done
 rm -rf "$demo"; mkdir -p "$demo"
 trap 'for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
 
@@ -73,7 +73,7 @@ od -An -tx1 -N48 "$demo/enc/data/$(psql_enc -At -c "SELECT pg_relation_filepath(
 seg=$(psql_enc -At -c "SELECT pg_walfile_name(pg_current_wal_lsn())")
 echo "first bytes of the current WAL segment (page header in clear, its flags with 0x0010 = encrypted, the epoch at bytes 20-23, then ciphertext):"
 od -An -tx1 -N64 "$demo/enc/data/pg_wal/$seg" | sed 's/^/   /'
-[ "$rel_hits" = 0 ] && [ "$wal_hits" = 0 ] || { echo "demo: plaintext found on disk!" >&2; exit 1; }
+if [ "$rel_hits" != 0 ] || [ "$wal_hits" != 0 ]; then echo "demo: plaintext found on disk!" >&2; exit 1; fi
 
 step "4. Always-encrypted columns: values even the server and its DBA cannot read"
 keys=$build/bin/pgcipher-keys
@@ -182,8 +182,8 @@ mkdir -p "$demo/up"
 initdb -D "$demo/up/data" --encryption=aes-256 --encryption-key-command="cat $demo/passphrase" \
     --data-checksums -A trust -U postgres > "$demo/up/initdb.log"
 echo "   pg_upgrade --link is refused (every block must be rewritten):"
-(cd "$demo/up" && pg_upgrade -b "$pg15" -B "$build/install/bin" -d "$demo/pg15/data" -D "$demo/up/data" \
-    -U postgres -s "$demo/up" -p "$(pick_port)" -P "$(pick_port)" --link 2>&1 || true) | grep -A1 "must be encrypted" | sed 's/^/   /'
+(cd "$demo/up" && { pg_upgrade -b "$pg15" -B "$build/install/bin" -d "$demo/pg15/data" -D "$demo/up/data" \
+    -U postgres -s "$demo/up" -p "$(pick_port)" -P "$(pick_port)" --link 2>&1 || true; }) | grep -A1 "must be encrypted" | sed 's/^/   /'
 start_s=$SECONDS
 (cd "$demo/up" && pg_upgrade -b "$pg15" -B "$build/install/bin" -d "$demo/pg15/data" -D "$demo/up/data" \
     -U postgres -s "$demo/up" -p "$(pick_port)" -P "$(pick_port)" --copy > "$demo/up/pg_upgrade.log")

@@ -128,7 +128,7 @@ regress() {
     local diffs=$tree/src/test/regress/regression.diffs
     rm -f "$diffs"
     if ! PG_TEST_INITDB_EXTRA_OPTS="$opts" make -C "$tree/src/test/regress" check \
-            NO_TEMP_INSTALL=${have_tmp_install:-} MAXCONNOPT=--max-connections=$((jobs * 4)); then
+            "NO_TEMP_INSTALL=${have_tmp_install:-}" MAXCONNOPT=--max-connections=$((jobs * 4)); then
         [ -f "$diffs" ] && head -100 "$diffs"
         return 1
     fi
@@ -141,9 +141,9 @@ tap() {
     local prove_tests=() grep_opt=-Ev pattern=${3:-}
     if [ -n "$pattern" ]; then
         [ "${pattern:0:1}" = + ] && { grep_opt=-E; pattern=${pattern:1}; }
-        prove_tests=(PROVE_TESTS="$(cd "$tree/$1" && ls t/*.pl | grep $grep_opt "$pattern" | tr '\n' ' ')")
+        prove_tests=(PROVE_TESTS="$(cd "$tree/$1" && printf '%s\n' t/*.pl | grep "$grep_opt" "$pattern" | tr '\n' ' ')")
     fi
-    PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check NO_TEMP_INSTALL=${have_tmp_install:-} "${prove_tests[@]}"
+    PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check "NO_TEMP_INSTALL=${have_tmp_install:-}" "${prove_tests[@]}"
     local rc=$?
     have_tmp_install=1
     # later suites reuse the temporary installation: give it the contrib
@@ -233,7 +233,7 @@ columns_check() {
         PG_CONFIG="$build/install/bin/pg_config" \
         EXTRA_REGRESS_OPTS="--temp-instance=$build/columns/tmp_check_regress"
     local rc=$?
-    [ $rc = 0 ] || cat "$build/columns/test/regression.diffs" 2>/dev/null | head -100
+    [ $rc = 0 ] || head -100 "$build/columns/test/regression.diffs" 2>/dev/null
     return $rc
 }
 sel columns-go         && suite columns-go         columns_go

@@ -51,7 +51,7 @@ patches=$here/patches
 # 1+2: unpack and patch when the tarball or any patch changed.
 tree_stamp=$( (sha256sum "$orig" | cut -d' ' -f1; { find "$patches" -name '*.patch' 2>/dev/null || true; } | sort | xargs -r cat) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$tree/.pgcipher-tree" 2>/dev/null)" != "$tree_stamp" ]; then
-    echo "build: unpacking $(basename "$orig") and applying $(ls "$patches"/*.patch 2>/dev/null | wc -l) patches"
+    echo "build: unpacking $(basename "$orig") and applying $(find "$patches" -maxdepth 1 -name '*.patch' 2>/dev/null | wc -l) patches"
     rm -rf "$tree" "$tree.tmp"
     mkdir -p "$tree.tmp"
     tar -xjf "$orig" -C "$tree.tmp" --strip-components=1
@@ -80,6 +80,8 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cc="gcc"
 command -v ccache >/dev/null && cc="ccache gcc"
+# PGCIPHER_CONFIGURE_EXTRA: more configure options, split into words on purpose
+# shellcheck disable=SC2206
 config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
         --with-includes="$openssl/include" --with-libraries="$openssl/lib"
         --enable-tap-tests --enable-depend --enable-debug ${PGCIPHER_CONFIGURE_EXTRA:-})
@@ -88,7 +90,7 @@ config_stamp=$(echo "$cc ${config[*]} CFLAGS=${CFLAGS:-} LDFLAGS=$ldflags $(cat 
 if [ "$(cat "$tree/.pgcipher-config" 2>/dev/null)" != "$config_stamp" ]; then
     echo "build: configure ${config[*]}"
     # objects built under other options (another OpenSSL's headers) go
-    [ -f "$tree/GNUmakefile" ] && make -C "$tree" -s distclean > /dev/null 2>&1 || true
+    if [ -f "$tree/GNUmakefile" ]; then make -C "$tree" -s distclean > /dev/null 2>&1 || true; fi
     (cd "$tree" && ./configure CC="$cc" LDFLAGS="$ldflags" "${config[@]}" > "$build/configure.log" 2>&1) \
         || { tail -30 "$build/configure.log" >&2; echo "build: configure failed, see $build/configure.log" >&2; exit 1; }
     echo "$config_stamp" > "$tree/.pgcipher-config"

@@ -90,8 +90,9 @@ export_patches() {
     local out=$1 base
     base=$(g rev-parse -q --verify upstream-new 2>/dev/null || g rev-parse upstream)
     # a rebase in progress would export half a series
-    [ ! -d "$dir/.git/rebase-merge" ] && [ ! -d "$dir/.git/rebase-apply" ] \
-        || die "a rebase or git am is in progress in $dir: finish it first"
+    if [ -d "$dir/.git/rebase-merge" ] || [ -d "$dir/.git/rebase-apply" ]; then
+        die "a rebase or git am is in progress in $dir: finish it first"
+    fi
     [ -z "$(g status --porcelain --untracked-files=no)" ] \
         || die "$dir has uncommitted changes: commit them first"
     local tmp
@@ -106,7 +107,7 @@ export_patches() {
     rm -f "$out"/*.patch
     cp "$tmp"/*.patch "$out"/
     rm -rf "$tmp"
-    echo "patches: wrote $(ls "$out"/*.patch | wc -l) patches to $out"
+    echo "patches: wrote $(find "$out" -maxdepth 1 -name '*.patch' | wc -l) patches to $out"
 }
 
 # The series in a scratch repository, removed at exit ($scratch is global:
@@ -139,7 +140,7 @@ check() {
         END { flush() }')
     [ -z "$unmarked" ] || die "hooks without a pgcipher marker (file, +line):
 $unmarked"
-    echo "patches: $(ls "$patches"/*.patch | wc -l) patches come back byte-identical from git"
+    echo "patches: $(find "$patches" -maxdepth 1 -name '*.patch' | wc -l) patches come back byte-identical from git"
 }
 
 diffstat() {

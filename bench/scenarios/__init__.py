@@ -9,8 +9,32 @@ A module may also set INSTALLS, the builds it needs (default both
 "pgcipher" and "stock"): without "stock", it runs without the stock build.
 
 Adding a scenario is adding a module and listing it here."""
-from bench.scenarios import cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, micro, columns_micro, proxy, alibaba_sysbench, \
-    pg_upgrade, instructions
 
-SCENARIOS = {m.NAME: m for m in (cybertec_pgbench, cybertec_1mb, tprocc, wal_heavy, pg_upgrade, micro,
-                                  columns_micro, proxy, alibaba_sysbench, instructions)}
+from bench.scenarios import (
+    alibaba_sysbench,
+    columns_micro,
+    cybertec_1mb,
+    cybertec_pgbench,
+    instructions,
+    micro,
+    pg_upgrade,
+    proxy,
+    tprocc,
+    wal_heavy,
+)
+
+SCENARIOS = {
+    m.NAME: m
+    for m in (
+        cybertec_pgbench,
+        cybertec_1mb,
+        tprocc,
+        wal_heavy,
+        pg_upgrade,
+        micro,
+        columns_micro,
+        proxy,
+        alibaba_sysbench,
+        instructions,
+    )
+}

@@ -34,15 +34,16 @@ of a million, threads 1…8 instead of 8…32, runs of seconds instead of ten
 minutes; configurations interleaved in every round; TPS, average and 95th
 percentile latency; CPU per transaction of the server and of the proxy
 (/proc) beside them.  Data loaded through the proxy with COPY FROM STDIN."""
+
 import os
 import random
 import re
 import subprocess
 import time
 
+from bench import plots, stats
 from bench.cluster import STANDARD_CONFIGS
 from bench.scenarios import proxy as px
-from bench import plots, stats
 
 NAME = "alibaba-sysbench"
 TITLE = "Alibaba's Always-confidential sysbench report through pgcipher-proxy (SUM and k=k+1 computed by the proxy)"
@@ -54,12 +55,24 @@ LUA = os.path.join(HERE, "sysbench", "alibaba.lua")
 
 # scenario -> (table, DDL of its columns, bindings, workloads)
 SCENARIOS = {
-    "s1": ("test1_s1", "id int PRIMARY KEY, k enc_int4 NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL",
-           {"k": "EQ", "c": "RND", "pad": "RND"}, ["point", "range", "write"]),
-    "s2": ("test1_s2", "id enc_int4_ord PRIMARY KEY, k enc_int4 NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL",
-           {"id": "ORD", "k": "EQ", "c": "RND", "pad": "RND"}, ["point", "range", "write"]),
-    "s3": ("test1_s3", "id int PRIMARY KEY, k enc_int4_ord NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL",
-           {"k": "ORD", "c": "RND", "pad": "RND"}, ["point_k", "range_k"]),
+    "s1": (
+        "test1_s1",
+        "id int PRIMARY KEY, k enc_int4 NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL",
+        {"k": "EQ", "c": "RND", "pad": "RND"},
+        ["point", "range", "write"],
+    ),
+    "s2": (
+        "test1_s2",
+        "id enc_int4_ord PRIMARY KEY, k enc_int4 NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL",
+        {"id": "ORD", "k": "EQ", "c": "RND", "pad": "RND"},
+        ["point", "range", "write"],
+    ),
+    "s3": (
+        "test1_s3",
+        "id int PRIMARY KEY, k enc_int4_ord NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL",
+        {"k": "ORD", "c": "RND", "pad": "RND"},
+        ["point_k", "range_k"],
+    ),
 }
 PLAIN = "test1_plain"
 # the write workload runs on a copy of each table (suffix), so that the
@@ -71,18 +84,46 @@ CONFIGS = ["plain-direct", "plain-proxy", "enc-proxy"]
 # Alibaba's enabled / disabled TPS at 8…32 threads (Tables 1-8; scenario 3
 # with and without encdb_btree) and this issue's targets for enc-proxy /
 # plain-direct
-ALIBABA = {("s1", "point"): (0.85, 0.89), ("s1", "range"): (0.78, 0.82), ("s1", "write"): (0.93, 0.97),
-           ("s2", "point"): (0.37, 0.39), ("s2", "range"): (0.16, 0.19), ("s2", "write"): (0.37, 0.41),
-           ("s3", "point_k"): (0.39, 0.60), ("s3", "range_k"): (0.19, 0.53)}
-TARGETS = {("s1", "point"): 0.95, ("s1", "range"): 0.90, ("s1", "write"): 0.95,
-           ("s2", "point"): 0.75, ("s2", "range"): 0.50, ("s2", "write"): 0.80,
-           ("s3", "point_k"): 0.75, ("s3", "range_k"): 0.50}
+ALIBABA = {
+    ("s1", "point"): (0.85, 0.89),
+    ("s1", "range"): (0.78, 0.82),
+    ("s1", "write"): (0.93, 0.97),
+    ("s2", "point"): (0.37, 0.39),
+    ("s2", "range"): (0.16, 0.19),
+    ("s2", "write"): (0.37, 0.41),
+    ("s3", "point_k"): (0.39, 0.60),
+    ("s3", "range_k"): (0.19, 0.53),
+}
+TARGETS = {
+    ("s1", "point"): 0.95,
+    ("s1", "range"): 0.90,
+    ("s1", "write"): 0.95,
+    ("s2", "point"): 0.75,
+    ("s2", "range"): 0.50,
+    ("s2", "write"): 0.80,
+    ("s3", "point_k"): 0.75,
+    ("s3", "range_k"): 0.50,
+}
 
 PROFILES = {
-    "quick": dict(config="pgcipher-off", rows=10_000, threads=[1, 4], seconds=3, repetitions=2,
-                  warmup_seconds=1, shared_buffers_mb=256),
-    "full": dict(config="pgcipher-off", rows=100_000, threads=[1, 2, 4, 8], seconds=15, repetitions=3,
-                 warmup_seconds=3, shared_buffers_mb=512),
+    "quick": dict(
+        config="pgcipher-off",
+        rows=10_000,
+        threads=[1, 4],
+        seconds=3,
+        repetitions=2,
+        warmup_seconds=1,
+        shared_buffers_mb=256,
+    ),
+    "full": dict(
+        config="pgcipher-off",
+        rows=100_000,
+        threads=[1, 2, 4, 8],
+        seconds=15,
+        repetitions=3,
+        warmup_seconds=3,
+        shared_buffers_mb=512,
+    ),
 }
 _RUN_OVERHEAD_S = 0.4
 _LOAD_S_PER_ROW = 120e-6
@@ -103,14 +144,23 @@ def plan(profile, overrides=None):
     p.update(overrides or {})
     runs = len(_runs(p)) * len(p["threads"]) * p["repetitions"]
     p["steps"] = 1 + runs
-    p["est_seconds"] = 10 + 4 * p["rows"] * _LOAD_S_PER_ROW + runs * (p["seconds"] + _RUN_OVERHEAD_S) \
+    p["est_seconds"] = (
+        10
+        + 4 * p["rows"] * _LOAD_S_PER_ROW
+        + runs * (p["seconds"] + _RUN_OVERHEAD_S)
         + len(_runs(p)) * p["warmup_seconds"]
+    )
     return p
 
 
 def settings(p):
-    return {"shared_buffers": f"{p['shared_buffers_mb']}MB", "max_connections": 100,
-            "listen_addresses": "'127.0.0.1'", "max_wal_size": "4GB", "autovacuum": "off"}
+    return {
+        "shared_buffers": f"{p['shared_buffers_mb']}MB",
+        "max_connections": 100,
+        "listen_addresses": "'127.0.0.1'",
+        "max_wal_size": "4GB",
+        "autovacuum": "off",
+    }
 
 
 def _rows(n, seed):
@@ -118,6 +168,7 @@ def _rows(n, seed):
 
     def digits(groups):
         return "-".join("".join(rng.choices("0123456789", k=11)) for _ in range(groups))
+
     # sysbench's own shapes: c ten groups of 11 digits (119 chars), pad five (59)
     return [(i, rng.randint(1, n), digits(10), digits(5)) for i in range(1, n + 1)]
 
@@ -127,7 +178,9 @@ def _load(run, c, proxy, p):
     with open(data, "w") as f:
         f.write("".join(f"{i}\t{k}\t{cc}\t{pad}\n" for i, k, cc, pad in _rows(p["rows"], 20261123)))
     for table in (PLAIN, PLAIN + WRITTEN):
-        c.psql(f"CREATE TABLE {table} (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)")
+        c.psql(
+            f"CREATE TABLE {table} (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)"
+        )
         c.psql(f"\\copy {table} FROM '{data}'")
         c.psql(f"CREATE INDEX ON {table} (k)")
     px.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
@@ -135,12 +188,21 @@ def _load(run, c, proxy, p):
         for table in [base] + ([base + WRITTEN] if "write" in ws else []):
             px.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
             for col, level in binds.items():
-                px.psql_tcp(c, proxy.port, f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')")
+                px.psql_tcp(
+                    c, proxy.port, f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')"
+                )
             t0 = time.perf_counter()
             px.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
             if table == base:
-                run.record(NAME, "enc-proxy", 0, "load_rows_per_s", p["rows"] / (time.perf_counter() - t0),
-                           part="load", case=s)
+                run.record(
+                    NAME,
+                    "enc-proxy",
+                    0,
+                    "load_rows_per_s",
+                    p["rows"] / (time.perf_counter() - t0),
+                    part="load",
+                    case=s,
+                )
             c.psql(f"CREATE INDEX ON {table} (k)")
     c.psql("VACUUM ANALYZE")
     c.psql("CHECKPOINT")
@@ -153,8 +215,10 @@ def _load(run, c, proxy, p):
         run.record(NAME, "enc-proxy", 0, "answers_ok", 1 if ok else 0, part="load", case=s)
         if not ok:
             raise RuntimeError(f"{table} through the proxy answers {got!r}, the plaintext {want!r}")
-    run.progress.note(f"{NAME}: {p['rows']:,} rows in {PLAIN} and in each scenario's table, loaded through "
-                      "the proxy; SUM/count/min through the proxy checked against the plaintext")
+    run.progress.note(
+        f"{NAME}: {p['rows']:,} rows in {PLAIN} and in each scenario's table, loaded through "
+        "the proxy; SUM/count/min through the proxy checked against the plaintext"
+    )
 
 
 _TX = re.compile(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec")
@@ -164,19 +228,36 @@ _IGN = re.compile(r"ignored errors:\s+(\d+)")
 
 
 def sysbench(run, port, table, workload, threads, seconds, rows, user="postgres"):
-    cmd = ["sysbench", LUA, "--db-driver=pgsql", "--pgsql-host=127.0.0.1", f"--pgsql-port={port}",
-           f"--pgsql-user={user}", "--pgsql-db=postgres", f"--table={table}", f"--table_size={rows}",
-           f"--workload={workload}", f"--threads={threads}", f"--time={seconds}", "--percentile=95",
-           "--rand-seed=7", "run"]
+    cmd = [
+        "sysbench",
+        LUA,
+        "--db-driver=pgsql",
+        "--pgsql-host=127.0.0.1",
+        f"--pgsql-port={port}",
+        f"--pgsql-user={user}",
+        "--pgsql-db=postgres",
+        f"--table={table}",
+        f"--table_size={rows}",
+        f"--workload={workload}",
+        f"--threads={threads}",
+        f"--time={seconds}",
+        "--percentile=95",
+        "--rand-seed=7",
+        "run",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 10 + 120)
     out = r.stdout + r.stderr
     m = _TX.search(out)
     if r.returncode != 0 or not m or "FATAL" in out:
         raise RuntimeError(f"sysbench failed (rc {r.returncode}): {' '.join(cmd)}\n{out[-1500:]}")
     run.command(" ".join(cmd[:2]) + " --db-driver=pgsql ... " + " ".join(cmd[7:]))
-    return {"transactions": int(m.group(1)), "tps": float(m.group(2)),
-            "latency_avg_ms": float(_AVG.search(out).group(1)), "latency_p95_ms": float(_P95.search(out).group(1)),
-            "ignored_errors": int(_IGN.search(out).group(1)) if _IGN.search(out) else 0}
+    return {
+        "transactions": int(m.group(1)),
+        "tps": float(m.group(2)),
+        "latency_avg_ms": float(_AVG.search(out).group(1)),
+        "latency_p95_ms": float(_P95.search(out).group(1)),
+        "ignored_errors": int(_IGN.search(out).group(1)) if _IGN.search(out) else 0,
+    }
 
 
 def _table(s, w):
@@ -187,7 +268,9 @@ def _table(s, w):
 def run(run, p):
     proxy_bin, keys_bin, _ = px.find_tools(run)
     if subprocess.run(["sysbench", "--version"], capture_output=True).returncode != 0:
-        raise RuntimeError("sysbench is not installed (sudo ./pgcipher deps installs Debian's sysbench 1.0.20)")
+        raise RuntimeError(
+            "sysbench is not installed (sudo ./pgcipher deps installs Debian's sysbench 1.0.20)"
+        )
     c = run.cluster(STANDARD_CONFIGS[p["config"]], settings(p), NAME)
     proxy = None
     try:
@@ -200,12 +283,14 @@ def run(run, p):
         with open(cmk, "w") as f:
             f.write(r.stdout)
         proxy = px.start_proxy(proxy_bin, c, "sysbench", cmk)
-        run.command("pgcipher-proxy --listen 127.0.0.1:$PORT --upstream 'host=$CLUSTER port=$PORT' "
-                    "--cmk-file cmk.hex --cmk-name bench")
+        run.command(
+            "pgcipher-proxy --listen 127.0.0.1:$PORT --upstream 'host=$CLUSTER port=$PORT' "
+            "--cmk-file cmk.hex --cmk-name bench"
+        )
         _load(run, c, proxy, p)
         ports = {"plain-direct": c.port, "plain-proxy": proxy.port, "enc-proxy": proxy.port}
         plan_runs = _runs(p)
-        for s, w, cfg in plan_runs:       # warm-up: caches, the proxy's catalog and plans
+        for s, w, cfg in plan_runs:  # warm-up: caches, the proxy's catalog and plans
             if p["warmup_seconds"]:
                 sysbench(run, ports[cfg], _table(s, w), w, max(p["threads"]), p["warmup_seconds"], p["rows"])
         run.progress.step(f"{NAME} set-up: {p['rows']:,} rows per table, warm-up done", 10)
@@ -224,11 +309,25 @@ def run(run, p):
                     scen = [s] if s else [x for x, v in SCENARIOS.items() if w in v[3]]
                     for sc in scen:
                         for metric, value in m.items():
-                            run.record(NAME, cfg, rep, metric, value, part="timed", case=sc,
-                                       workload=w, threads=threads)
-                    extra = f", proxy {m['proxy_cpu_us_per_tx']:.0f} µs/tx" if "proxy_cpu_us_per_tx" in m else ""
-                    run.progress.step(f"{NAME} round {rep} {threads} threads {s or 'plain'} {w} {cfg}: "
-                                      f"{m['tps']:,.0f} tps, p95 {m['latency_p95_ms']:.2f} ms{extra}", per_run)
+                            run.record(
+                                NAME,
+                                cfg,
+                                rep,
+                                metric,
+                                value,
+                                part="timed",
+                                case=sc,
+                                workload=w,
+                                threads=threads,
+                            )
+                    extra = (
+                        f", proxy {m['proxy_cpu_us_per_tx']:.0f} µs/tx" if "proxy_cpu_us_per_tx" in m else ""
+                    )
+                    run.progress.step(
+                        f"{NAME} round {rep} {threads} threads {s or 'plain'} {w} {cfg}: "
+                        f"{m['tps']:,.0f} tps, p95 {m['latency_p95_ms']:.2f} ms{extra}",
+                        per_run,
+                    )
     finally:
         if proxy:
             proxy.stop()
@@ -236,25 +335,37 @@ def run(run, p):
 
 
 def _vals(rows, cfg, metric, **match):
-    return [r["value"] for r in rows if r["config"] == cfg and r["metric"] == metric
-            and all(r.get(k) == v for k, v in match.items())]
+    return [
+        r["value"]
+        for r in rows
+        if r["config"] == cfg and r["metric"] == metric and all(r.get(k) == v for k, v in match.items())
+    ]
 
 
 def report(rows, p, out_dir):
     from bench.scenarios.wal_heavy import verdict
+
     timed = [r for r in rows if r.get("part") == "timed"]
-    md = [f"One pgcipher cluster ({p['config']}: TDE off, so this measures the encrypted columns and the proxy), "
-          f"{p['rows']:,} rows per table (sysbench-shaped data, k random), threads {p['threads']}, "
-          f"{p['repetitions']} interleaved rounds of {p['seconds']} s per point; sysbench {LUA.split('/')[-2]}/"
-          "alibaba.lua through sysbench 1.0.20's pgsql driver, prepared statements (--db-ps-mode=auto).  "
-          "The report ran 32 tables × 1 M rows, 8…32 threads, 10 × 10 min on a 32-core server with the "
-          "client on a separate 64-core machine; here server, proxy and sysbench share 2 vCPUs, so every "
-          "client-side cycle (the proxy's) is taken from the server.\n",
-          "Levels: " + "; ".join(f"**{s}** `{v[0]}`: " + ", ".join(f"{c} {l}" for c, l in v[2].items())
-                                 for s, v in SCENARIOS.items()) + ".\n"]
-    md.append("| scenario | workload | threads | plain-direct TPS | plain-proxy TPS | enc-proxy TPS | "
-              "enc-proxy / plain-direct (95% CI) | plain-proxy / plain-direct | Alibaba | target | verdict | "
-              "p95 ms direct / enc | proxy µs/tx (enc) | server µs/tx direct / enc |")
+    md = [
+        f"One pgcipher cluster ({p['config']}: TDE off, so this measures the encrypted columns and the proxy), "
+        f"{p['rows']:,} rows per table (sysbench-shaped data, k random), threads {p['threads']}, "
+        f"{p['repetitions']} interleaved rounds of {p['seconds']} s per point; sysbench {LUA.split('/')[-2]}/"
+        "alibaba.lua through sysbench 1.0.20's pgsql driver, prepared statements (--db-ps-mode=auto).  "
+        "The report ran 32 tables × 1 M rows, 8…32 threads, 10 × 10 min on a 32-core server with the "
+        "client on a separate 64-core machine; here server, proxy and sysbench share 2 vCPUs, so every "
+        "client-side cycle (the proxy's) is taken from the server.\n",
+        "Levels: "
+        + "; ".join(
+            f"**{s}** `{v[0]}`: " + ", ".join(f"{c} {lvl}" for c, lvl in v[2].items())
+            for s, v in SCENARIOS.items()
+        )
+        + ".\n",
+    ]
+    md.append(
+        "| scenario | workload | threads | plain-direct TPS | plain-proxy TPS | enc-proxy TPS | "
+        "enc-proxy / plain-direct (95% CI) | plain-proxy / plain-direct | Alibaba | target | verdict | "
+        "p95 ms direct / enc | proxy µs/tx (enc) | server µs/tx direct / enc |"
+    )
     md.append("|" + "---|" * 14)
     summaries, targets = {}, {}
     for s, (_, _, _, ws) in SCENARIOS.items():
@@ -271,32 +382,46 @@ def report(rows, p, out_dir):
                     targets[(s, w)] = TARGETS[(s, w)]
                 lo, hi = ALIBABA[(s, w)]
 
-                def med(cfg, metric, fmt="{:,.0f}"):
+                def med(cfg, metric, fmt="{:,.0f}", sel=sel):
                     x = _vals(timed, cfg, metric, **sel)
                     return fmt.format(stats.median(x)) if x else "–"
-                md.append(f"| {s} | {w} | {t} | {med('plain-direct', 'tps')} | {med('plain-proxy', 'tps')} | "
-                          f"{med('enc-proxy', 'tps')} | {enc['ratio']:.3f} ({enc['ci_low']:.3f}–{enc['ci_high']:.3f}) | "
-                          f"{hop['ratio']:.3f} | {lo:.2f}–{hi:.2f} | ≥ {TARGETS[(s, w)]:.2f} | "
-                          f"{verdict(enc, TARGETS[(s, w)])} | {med('plain-direct', 'latency_p95_ms', '{:.2f}')} / "
-                          f"{med('enc-proxy', 'latency_p95_ms', '{:.2f}')} | {med('enc-proxy', 'proxy_cpu_us_per_tx')} | "
-                          f"{med('plain-direct', 'server_cpu_us_per_tx')} / {med('enc-proxy', 'server_cpu_us_per_tx')} |")
-    md.append("\nAlibaba: enabled / disabled TPS over its 8–32 thread points (scenario 3: without and with "
-              "encdb_btree).  \"met\": the whole CI is at or above the target; \"met by the median\": the "
-              "median is, the CI reaches below; \"not met\": the whole CI is below.  plain-proxy / "
-              "plain-direct is the hop alone: where it is below a target, no encryption scheme behind this "
-              "proxy can reach that target on this machine (see the closing note for what would remove it).")
+
+                md.append(
+                    f"| {s} | {w} | {t} | {med('plain-direct', 'tps')} | {med('plain-proxy', 'tps')} | "
+                    f"{med('enc-proxy', 'tps')} | {enc['ratio']:.3f} ({enc['ci_low']:.3f}–{enc['ci_high']:.3f}) | "
+                    f"{hop['ratio']:.3f} | {lo:.2f}–{hi:.2f} | ≥ {TARGETS[(s, w)]:.2f} | "
+                    f"{verdict(enc, TARGETS[(s, w)])} | {med('plain-direct', 'latency_p95_ms', '{:.2f}')} / "
+                    f"{med('enc-proxy', 'latency_p95_ms', '{:.2f}')} | {med('enc-proxy', 'proxy_cpu_us_per_tx')} | "
+                    f"{med('plain-direct', 'server_cpu_us_per_tx')} / {med('enc-proxy', 'server_cpu_us_per_tx')} |"
+                )
+    md.append(
+        "\nAlibaba: enabled / disabled TPS over its 8–32 thread points (scenario 3: without and with "
+        'encdb_btree).  "met": the whole CI is at or above the target; "met by the median": the '
+        'median is, the CI reaches below; "not met": the whole CI is below.  plain-proxy / '
+        "plain-direct is the hop alone: where it is below a target, no encryption scheme behind this "
+        "proxy can reach that target on this machine (see the closing note for what would remove it)."
+    )
     loads = [(r["case"], r["value"]) for r in rows if r["metric"] == "load_rows_per_s"]
     if loads:
-        md.append("\nLoading through the proxy (COPY FROM STDIN, one run): " +
-                  ", ".join(f"{s} {v:,.0f} rows/s" for s, v in loads) + ".")
+        md.append(
+            "\nLoading through the proxy (COPY FROM STDIN, one run): "
+            + ", ".join(f"{s} {v:,.0f} rows/s" for s, v in loads)
+            + "."
+        )
     ok = _vals(rows, "enc-proxy", "answers_ok")
     if ok:
-        md.append(f"SUM(k), count and min(c) over ids 10–60 through the proxy equal the plaintext's: "
-                  f"{'yes' if all(ok) else 'NO'}.")
+        md.append(
+            f"SUM(k), count and min(c) over ids 10–60 through the proxy equal the plaintext's: "
+            f"{'yes' if all(ok) else 'NO'}."
+        )
     ign = sum(r["value"] for r in timed if r["metric"] == "ignored_errors")
     md.append(f"sysbench ignored errors (deadlocks it retries) over all runs: {ign:.0f}.")
     pngs = []
-    if plots.overhead_bars(summaries, os.path.join(out_dir, "alibaba-ratios.png"),
-                           f"enc-proxy / plain-direct TPS at {max(p['threads'])} threads (marks: targets)", targets):
+    if plots.overhead_bars(
+        summaries,
+        os.path.join(out_dir, "alibaba-ratios.png"),
+        f"enc-proxy / plain-direct TPS at {max(p['threads'])} threads (marks: targets)",
+        targets,
+    ):
         pngs.append("alibaba-ratios.png")
     return "\n".join(md), pngs

@@ -31,6 +31,7 @@ kinds interleaved in every round:
                         bytes per row.
 
 No vendor report to reproduce (SEED = None); the issue asks for these numbers."""
+
 import os
 import random
 import re
@@ -38,24 +39,40 @@ import statistics
 import subprocess
 import time
 
-from bench.cluster import STANDARD_CONFIGS
 from bench import plots, stats
+from bench.cluster import STANDARD_CONFIGS
 
 NAME = "columns-micro"
 TITLE = "Encrypted columns: ns per comparison, index build time, bytes per value"
 SEED = None
 
 # name -> (SQL type, level or None for plaintext, plaintext type)
-KINDS = {"int8": ("int8", None, "int8"), "RND": ("enc_int8", "RND", "int8"),
-         "EQ": ("enc_int8", "EQ", "int8"), "ORD": ("enc_int8_ord", "ORD", "int8"),
-         "text": ("text", None, "text"), "MATCH": ("enc_text", "MATCH", "text")}
+KINDS = {
+    "int8": ("int8", None, "int8"),
+    "RND": ("enc_int8", "RND", "int8"),
+    "EQ": ("enc_int8", "EQ", "int8"),
+    "ORD": ("enc_int8_ord", "ORD", "int8"),
+    "text": ("text", None, "text"),
+    "MATCH": ("enc_text", "MATCH", "text"),
+}
 # (kind, operator, the plaintext (kind, operator) it stands for)
-COMPARISONS = [("int8", "=", ("int8", "=")), ("int8", "<", ("int8", "<")),
-               ("EQ", "=", ("int8", "=")), ("ORD", "=", ("int8", "=")), ("ORD", "<", ("int8", "<")),
-               ("text", "LIKE", ("text", "LIKE")), ("MATCH", "@>", ("text", "LIKE"))]
+COMPARISONS = [
+    ("int8", "=", ("int8", "=")),
+    ("int8", "<", ("int8", "<")),
+    ("EQ", "=", ("int8", "=")),
+    ("ORD", "=", ("int8", "=")),
+    ("ORD", "<", ("int8", "<")),
+    ("text", "LIKE", ("text", "LIKE")),
+    ("MATCH", "@>", ("text", "LIKE")),
+]
 # (kind, method, operator class or "")
-INDEXES = [("int8", "btree", ""), ("EQ", "btree", ""), ("EQ", "hash", ""), ("ORD", "btree", ""),
-           ("MATCH", "gin", "enc_text_match_ops")]
+INDEXES = [
+    ("int8", "btree", ""),
+    ("EQ", "btree", ""),
+    ("EQ", "hash", ""),
+    ("ORD", "btree", ""),
+    ("MATCH", "gin", "enc_text_match_ops"),
+]
 
 PROFILES = {"quick": dict(rows=100_000, repetitions=3), "full": dict(rows=1_000_000, repetitions=3)}
 
@@ -68,21 +85,36 @@ def plan(profile, overrides=None):
     p = dict(PROFILES[profile])
     p.update(overrides or {})
     p["steps"] = 1 + p["repetitions"]
-    p["est_seconds"] = 10 + p["rows"] * (sum(_ENCRYPT_S.values()) + 4e-6) \
-        + p["repetitions"] * p["rows"] * _ROUND_S_PER_ROW
+    p["est_seconds"] = (
+        10 + p["rows"] * (sum(_ENCRYPT_S.values()) + 4e-6) + p["repetitions"] * p["rows"] * _ROUND_S_PER_ROW
+    )
     return p
 
 
 def settings(p):
-    return {"shared_buffers": "2GB", "work_mem": "64MB", "maintenance_work_mem": "2GB",
-            "max_parallel_workers_per_gather": 0, "max_parallel_maintenance_workers": 0,
-            "jit": "off", "autovacuum": "off", "max_wal_size": "8GB", "checkpoint_timeout": "1h"}
+    return {
+        "shared_buffers": "2GB",
+        "work_mem": "64MB",
+        "maintenance_work_mem": "2GB",
+        "max_parallel_workers_per_gather": 0,
+        "max_parallel_maintenance_workers": 0,
+        "jit": "off",
+        "autovacuum": "off",
+        "max_wal_size": "8GB",
+        "checkpoint_timeout": "1h",
+    }
 
 
 def _tool(run, *args, stdin=None, stdout=None, stdin_text=None):
     tool = run.installs["pgcipher"].keys_tool
-    r = subprocess.run([tool, *args], stdin=stdin, input=stdin_text, stdout=stdout or subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(
+        [tool, *args],
+        stdin=stdin,
+        input=stdin_text,
+        stdout=stdout or subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"pgcipher-keys {args[0]} failed: {r.stderr.strip()}")
     return r.stdout
@@ -113,7 +145,7 @@ def run(run, p):
     key_id = c.psql("SELECT key_id FROM pgcipher.column_keys WHERE key_name = 'bench'")
 
     rng = random.Random(20261123)
-    values = [rng.randrange(-2**63, 2**63) for _ in range(n)]
+    values = [rng.randrange(-(2**63), 2**63) for _ in range(n)]
     texts = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=24)) for _ in range(n)]
     plain = {"int8": os.path.join(work, "int8.txt"), "text": os.path.join(work, "text.txt")}
     with open(plain["int8"], "w") as f:
@@ -134,21 +166,39 @@ def run(run, p):
             c.psql(f"SELECT pgcipher.encrypt_column('public.{table}', 'c', 'bench', '{level}')")
             files[kind] = os.path.join(work, f"{kind}.txt")
             t0 = time.perf_counter()
-            colargs = ["--wrapped-cek", wrapped, "--key-id", key_id, "--type", ptype,
-                       "--level", level, "--label", f"public.{table}.c"]
+            colargs = [
+                "--wrapped-cek",
+                wrapped,
+                "--key-id",
+                key_id,
+                "--type",
+                ptype,
+                "--level",
+                level,
+                "--label",
+                f"public.{table}.c",
+            ]
             with open(plain[ptype]) as fin, open(files[kind], "w") as fout:
                 _tool(run, "encrypt", *keyargs, *colargs, stdin=fin, stdout=fout)
             us = (time.perf_counter() - t0) * 1e6 / n
             run.record(NAME, kind, 0, "client_us_per_value", us)
             run.command(f"pgcipher-keys encrypt --type {ptype} --level {level} < {n} values")
             if level == "MATCH":
-                match_query = _tool(run, "encrypt", *keyargs, *colargs, "--pattern",
-                                    stdin_text=pattern + "\n").strip()
+                match_query = _tool(
+                    run, "encrypt", *keyargs, *colargs, "--pattern", stdin_text=pattern + "\n"
+                ).strip()
         c.psql(f"COPY public.{table} FROM '{files[kind]}'")
         c.psql(f"VACUUM (ANALYZE) public.{table}")
-        run.record(NAME, kind, 0, "datum_bytes", float(c.psql(f"SELECT avg(pg_column_size(c)) FROM public.{table}")))
-        run.record(NAME, kind, 0, "table_bytes_per_row",
-                   int(c.psql(f"SELECT pg_relation_size('public.{table}')")) / n)
+        run.record(
+            NAME, kind, 0, "datum_bytes", float(c.psql(f"SELECT avg(pg_column_size(c)) FROM public.{table}"))
+        )
+        run.record(
+            NAME,
+            kind,
+            0,
+            "table_bytes_per_row",
+            int(c.psql(f"SELECT pg_relation_size('public.{table}')")) / n,
+        )
     # the probe constants of each kind: the stored form of the values
     probe = {}
     for op, v in probe_values.items():
@@ -163,10 +213,20 @@ def run(run, p):
     probe[("text", "LIKE")] = pattern
     probe[("MATCH", "@>")] = match_query
     # how many candidates the Bloom filter lets through, beside true matches
-    run.record(NAME, "MATCH", 0, "candidates",
-               int(c.psql(f"SELECT count(*) FROM public.t_match WHERE c @> '{match_query}'")))
-    run.record(NAME, "text", 0, "matches",
-               int(c.psql(f"SELECT count(*) FROM public.t_text WHERE c LIKE '{pattern}'")))
+    run.record(
+        NAME,
+        "MATCH",
+        0,
+        "candidates",
+        int(c.psql(f"SELECT count(*) FROM public.t_match WHERE c @> '{match_query}'")),
+    )
+    run.record(
+        NAME,
+        "text",
+        0,
+        "matches",
+        int(c.psql(f"SELECT count(*) FROM public.t_text WHERE c LIKE '{pattern}'")),
+    )
     c.psql("CHECKPOINT")
     run.progress.step(f"{NAME} loaded {n} rows per kind", None)
 
@@ -175,23 +235,34 @@ def run(run, p):
             table = f"public.t_{kind.lower()}"
             sqltype = KINDS[kind][0]
             base = _median_ms(c, f"SELECT count(*) FROM {table} WHERE c IS NULL")
-            filt = _median_ms(c, f"SELECT count(*) FROM {table} WHERE c {op} '{probe[(kind, op)]}'::{sqltype}")
+            filt = _median_ms(
+                c, f"SELECT count(*) FROM {table} WHERE c {op} '{probe[(kind, op)]}'::{sqltype}"
+            )
             run.record(NAME, kind, rep, "ns_per_comparison", (filt - base) * 1e6 / n, op=op)
         for kind, method, opclass in INDEXES:
             table = f"public.t_{kind.lower()}"
             t0 = time.perf_counter()
             c.psql(f"CREATE INDEX bench_idx ON {table} USING {method} (c {opclass})")
             run.record(NAME, kind, rep, "index_build_s", time.perf_counter() - t0, method=method)
-            run.record(NAME, kind, rep, "index_bytes_per_row",
-                       int(c.psql("SELECT pg_relation_size('public.bench_idx')")) / n, method=method)
+            run.record(
+                NAME,
+                kind,
+                rep,
+                "index_bytes_per_row",
+                int(c.psql("SELECT pg_relation_size('public.bench_idx')")) / n,
+                method=method,
+            )
             c.psql("DROP INDEX public.bench_idx")
         run.progress.step(f"{NAME} round {rep}", p["rows"] * _ROUND_S_PER_ROW)
     c.destroy()
 
 
 def _med(rows, kind, metric, **match):
-    vals = [r["value"] for r in rows if r["config"] == kind and r["metric"] == metric
-            and all(r.get(k) == v for k, v in match.items())]
+    vals = [
+        r["value"]
+        for r in rows
+        if r["config"] == kind and r["metric"] == metric and all(r.get(k) == v for k, v in match.items())
+    ]
     return stats.median(vals) if vals else float("nan")
 
 
@@ -203,14 +274,19 @@ def _times(x, ref):
 
 def report(rows, p, out_dir):
     n = p["rows"]
-    md = [f"{n:,} random int8 values (text: 24 random letters) per column kind, TDE off, one backend, no parallel workers; "
-          f"medians of {p['repetitions']} interleaved rounds.\n",
-          "| column | operator | ns per comparison | vs plaintext |", "|---|---|---|---|"]
+    md = [
+        f"{n:,} random int8 values (text: 24 random letters) per column kind, TDE off, one backend, no parallel workers; "
+        f"medians of {p['repetitions']} interleaved rounds.\n",
+        "| column | operator | ns per comparison | vs plaintext |",
+        "|---|---|---|---|",
+    ]
     labels, values = [], []
     for kind, op, (ref_kind, ref_op) in COMPARISONS:
         ns = _med(rows, kind, "ns_per_comparison", op=op)
         ref = _med(rows, ref_kind, "ns_per_comparison", op=ref_op)
-        md.append(f"| {kind} ({KINDS[kind][0]}) | `{op}` | {ns:,.1f} | {_times(ns, ref)} {ref_kind} `{ref_op}` |")
+        md.append(
+            f"| {kind} ({KINDS[kind][0]}) | `{op}` | {ns:,.1f} | {_times(ns, ref)} {ref_kind} `{ref_op}` |"
+        )
         labels.append(f"{kind} {op}")
         values.append(ns)
     md += ["", "| column | index | build (s) | vs int8 | index bytes/row |", "|---|---|---|---|---|"]
@@ -219,22 +295,30 @@ def report(rows, p, out_dir):
         s = _med(rows, kind, "index_build_s", method=method)
         b = _med(rows, kind, "index_bytes_per_row", method=method)
         md.append(f"| {kind} | {method} | {s:.2f} | {_times(s, ref)} | {b:.0f} |")
-    md += ["", "| column | stored datum (bytes) | table bytes/row | client encrypt (µs/value) |",
-           "|---|---|---|---|"]
+    md += [
+        "",
+        "| column | stored datum (bytes) | table bytes/row | client encrypt (µs/value) |",
+        "|---|---|---|---|",
+    ]
     for kind in KINDS:
         d = _med(rows, kind, "datum_bytes")
         t = _med(rows, kind, "table_bytes_per_row")
         u = _med(rows, kind, "client_us_per_value")
         md.append(f"| {kind} | {d:.0f} | {t:.0f} | {'—' if u != u else f'{u:.1f}'} |")
-    md.append(f"\nMATCH query for a 5-letter substring (`%xxxxx%`): "
-              f"{_med(rows, 'MATCH', 'candidates'):,.0f} candidates for "
-              f"{_med(rows, 'text', 'matches'):,.0f} true matches among {n:,} rows (the client rechecks).")
-    md.append("\nA comparison's cost is (scan filtered by the operator − scan filtered by IS NULL) / rows: "
-              "the operator's fmgr call, detoasting and parsing included, as the executor pays them.  ORD `<` computes one SHA-256 per comparison "
-              "(design 13.5); `=` on EQ and ORD compares 16-byte tokens; MATCH `@>` tests 32 bytes of Bloom "
-              "filter, text `LIKE` runs the pattern over the plaintext.")
+    md.append(
+        f"\nMATCH query for a 5-letter substring (`%xxxxx%`): "
+        f"{_med(rows, 'MATCH', 'candidates'):,.0f} candidates for "
+        f"{_med(rows, 'text', 'matches'):,.0f} true matches among {n:,} rows (the client rechecks)."
+    )
+    md.append(
+        "\nA comparison's cost is (scan filtered by the operator − scan filtered by IS NULL) / rows: "
+        "the operator's fmgr call, detoasting and parsing included, as the executor pays them.  ORD `<` computes one SHA-256 per comparison "
+        "(design 13.5); `=` on EQ and ORD compares 16-byte tokens; MATCH `@>` tests 32 bytes of Bloom "
+        "filter, text `LIKE` runs the pattern over the plaintext."
+    )
     pngs = []
-    if labels and plots.bars(labels, values, os.path.join(out_dir, f"{NAME}-ns.png"),
-                             "ns per comparison", "ns (lower is better)"):
+    if labels and plots.bars(
+        labels, values, os.path.join(out_dir, f"{NAME}-ns.png"), "ns per comparison", "ns (lower is better)"
+    ):
         pngs.append(f"{NAME}-ns.png")
     return "\n".join(md), pngs

@@ -1,6 +1,7 @@
 """Helpers shared by the pgbench-driven scenarios."""
-from bench.cluster import STANDARD_CONFIGS
+
 from bench import stats
+from bench.cluster import STANDARD_CONFIGS
 
 
 def configs(names):
@@ -25,8 +26,10 @@ def pgbench_init(run, scenario, clusters, scale):
         run.command(cmd.replace(c.dir, "$CLUSTER"))
         c.psql("VACUUM ANALYZE")
         c.psql("CHECKPOINT")
-        run.progress.note(f"{scenario}: {name} initialized at scale {scale} "
-                          f"({c.psql('SELECT pg_size_pretty(pg_database_size(current_database()))')})")
+        run.progress.note(
+            f"{scenario}: {name} initialized at scale {scale} "
+            f"({c.psql('SELECT pg_size_pretty(pg_database_size(current_database()))')})"
+        )
 
 
 def stop_all(clusters):
@@ -39,14 +42,25 @@ def stop_all(clusters):
 # this machine alone does to a ratio.
 BASELINE, NOISE, TREATMENT = "stock", "stock-2", "aes-256"
 # what the summaries call the configurations besides the baseline
-LABELS = {NOISE: "a second, identical stock server: the noise floor",
-          "pgcipher-off": "pgcipher with encryption off"}
+LABELS = {
+    NOISE: "a second, identical stock server: the noise floor",
+    "pgcipher-off": "pgcipher with encryption off",
+}
 # row fields that are not parameters of a measurement point
 _NOT_POINT = ("scenario", "config", "rep", "metric", "value", "detail")
 
 
-def ratio_table(rows, baseline, configs_order, group_keys, metric="tps", fmt_value="{:,.0f}",
-                verdicts=False, noise=NOISE, higher_is_better=True):
+def ratio_table(
+    rows,
+    baseline,
+    configs_order,
+    group_keys,
+    metric="tps",
+    fmt_value="{:,.0f}",
+    verdicts=False,
+    noise=NOISE,
+    higher_is_better=True,
+):
     """Markdown table: one line per group, medians per configuration and the
     ratio to the baseline with its 95% bootstrap CI.  With verdicts, a
     column per configuration (other than the baseline and the noise floor)
@@ -60,16 +74,29 @@ def ratio_table(rows, baseline, configs_order, group_keys, metric="tps", fmt_val
         if g not in groups:
             groups.append(g)
     judged = [c for c in configs_order if c not in (baseline, noise)] if verdicts else []
-    head = "| " + " | ".join(group_keys) + " | " + " | ".join(configs_order) + " | " + \
-        " | ".join(f"{c} / {baseline} (95% CI)" for c in configs_order if c != baseline) + " |"
+    head = (
+        "| "
+        + " | ".join(group_keys)
+        + " | "
+        + " | ".join(configs_order)
+        + " | "
+        + " | ".join(f"{c} / {baseline} (95% CI)" for c in configs_order if c != baseline)
+        + " |"
+    )
     if judged:
         head += " " + " | ".join("verdict" if len(judged) == 1 else f"verdict {c}" for c in judged) + " |"
     sep = "|" + "---|" * (len(group_keys) + len(configs_order) + len(configs_order) - 1 + len(judged))
     lines = [head, sep]
     summaries = {}
     for g in groups:
-        vals = {c: [r["value"] for r in rows if r["metric"] == metric and r["config"] == c
-                    and tuple(r.get(k) for k in group_keys) == g] for c in configs_order}
+        vals = {
+            c: [
+                r["value"]
+                for r in rows
+                if r["metric"] == metric and r["config"] == c and tuple(r.get(k) for k in group_keys) == g
+            ]
+            for c in configs_order
+        }
         cells = [str(x) for x in g]
         cells += [fmt_value.format(stats.median(vals[c])) if vals[c] else "–" for c in configs_order]
         for c in configs_order:
@@ -77,7 +104,11 @@ def ratio_table(rows, baseline, configs_order, group_keys, metric="tps", fmt_val
                 continue
             s = stats.summarize(vals[c], vals[baseline])
             summaries[(g, c)] = s
-            cells.append(f"{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})" if vals[c] and vals[baseline] else "–")
+            cells.append(
+                f"{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})"
+                if vals[c] and vals[baseline]
+                else "–"
+            )
         for c in judged:
             floor = summaries.get((g, noise)) if vals.get(noise) else None
             v = stats.verdict(summaries[(g, c)], floor, higher_is_better)
@@ -92,6 +123,7 @@ def geomean_summary(summaries, configs_order, baseline):
     with the range of the points; stock-2 against stock shows how much two
     identical servers differ on this machine (the noise floor)."""
     import math
+
     lines = []
     for c in configs_order:
         if c == baseline:
@@ -102,18 +134,25 @@ def geomean_summary(summaries, configs_order, baseline):
             label = f" ({LABELS[c]})" if c in LABELS else ""
             verdicts = [s["verdict"] for (g, cfg), s in summaries.items() if cfg == c and "verdict" in s]
             counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
-            lines.append(f"- {c} / {baseline}{label}: geometric mean {gm:.3f} over {len(ratios)} points "
-                         f"(points range {min(ratios):.3f}–{max(ratios):.3f})"
-                         + (f"; verdicts: {counts}" if counts else ""))
+            lines.append(
+                f"- {c} / {baseline}{label}: geometric mean {gm:.3f} over {len(ratios)} points "
+                f"(points range {min(ratios):.3f}–{max(ratios):.3f})"
+                + (f"; verdicts: {counts}" if counts else "")
+            )
     return "\n".join(lines)
 
 
 def summary_at(rows, metric, match, treatment=TREATMENT, baseline=BASELINE):
     """stats.summarize of treatment / baseline over the rows of one point
     (every key of match equal)."""
+
     def values(cfg):
-        return [r["value"] for r in rows if r["metric"] == metric and r["config"] == cfg
-                and all(r.get(k) == v for k, v in match.items())]
+        return [
+            r["value"]
+            for r in rows
+            if r["metric"] == metric and r["config"] == cfg and all(r.get(k) == v for k, v in match.items())
+        ]
+
     return stats.summarize(values(treatment), values(baseline))
 
 
@@ -131,6 +170,7 @@ def extra_rounds(run, scenario, p, cfgs, points, summary_of, measure, expected_s
     if not limit or BASELINE not in names or TREATMENT not in names:
         return 0
     from bench.interleave import interleaved
+
     extra_cfgs = [c for c in cfgs if c.name in (BASELINE, NOISE, TREATMENT)]
     done = 0
     while done < limit:
@@ -144,7 +184,8 @@ def extra_rounds(run, scenario, p, cfgs, points, summary_of, measure, expected_s
                     f"{scenario} {describe(point)}: {TREATMENT} / {BASELINE} {s['ratio']:.3f}, 95% CI "
                     f"{s['ci_low']:.3f}–{s['ci_high']:.3f} holds 1.0 and is wider than the effect "
                     f"after {p['repetitions'] + done} rounds: {n} more round(s) of "
-                    + " ".join(c.name for c in extra_cfgs))
+                    + " ".join(c.name for c in extra_cfgs)
+                )
         if not todo:
             break
         steps = n * len(todo) * len(extra_cfgs)
@@ -169,16 +210,20 @@ def noise_floor_paragraph(rows, metric, baseline=BASELINE, noise=NOISE):
     groups = [g for (g, c) in summaries]
     varying = [i for i in range(len(keys)) if len({g[i] for g in groups}) > 1]
     parts = []
-    for (g, c), s in summaries.items():
+    for (g, _c), s in summaries.items():
         if s["ratio"] != s["ratio"]:
             continue
         name = " ".join(f"{keys[i]} {g[i]}" if isinstance(g[i], (int, float)) else str(g[i]) for i in varying)
         parts.append(f"{name + ' ' if name else ''}{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})")
     if not parts:
         return None
-    widest = max(max(1 - s["ci_low"], s["ci_high"] - 1) for s in summaries.values() if s["ratio"] == s["ratio"])
-    return (f"**Noise floor.** {noise} is a second stock server, identical to {baseline}, measured in the "
-            f"same interleaved rounds; {noise} / {baseline} ({metric}, 95% CI) is what this machine's noise "
-            f"alone does to a ratio: " + "; ".join(parts) + f".  Its CIs reach {widest * 100:.1f} % from 1.0.  "
-            "A ratio is *inside the noise* when its CI overlaps the band from 1.0 to the noise floor's CI at "
-            "the same point, *slower* or *faster* only when it lies wholly outside it (the verdict column).")
+    widest = max(
+        max(1 - s["ci_low"], s["ci_high"] - 1) for s in summaries.values() if s["ratio"] == s["ratio"]
+    )
+    return (
+        f"**Noise floor.** {noise} is a second stock server, identical to {baseline}, measured in the "
+        f"same interleaved rounds; {noise} / {baseline} ({metric}, 95% CI) is what this machine's noise "
+        f"alone does to a ratio: " + "; ".join(parts) + f".  Its CIs reach {widest * 100:.1f} % from 1.0.  "
+        "A ratio is *inside the noise* when its CI overlaps the band from 1.0 to the noise floor's CI at "
+        "the same point, *slower* or *faster* only when it lies wholly outside it (the verdict column)."
+    )

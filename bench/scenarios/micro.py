@@ -8,6 +8,7 @@ openssl.sh builds it, with a VAES/AVX-512 AES-XTS), of the machine's own
 OpenSSL within reach, the one inside PyPI's `cryptography` wheel (pinned in
 requirements.txt), timed from Python on 1 MiB per call so that Python's
 per-call cost vanishes; the target is measured against the fastest."""
+
 import json
 import os
 import re
@@ -38,17 +39,21 @@ def linked_openssl_tool(install):
     """The `openssl` program of the library the install's postgres loads
     (lib/../bin/openssl), or None when it links the machine's."""
     from bench.sysinfo import linked_openssl
+
     path, _ = linked_openssl(install.prefix)
     tool = os.path.join(os.path.dirname(os.path.dirname(path)), "bin", "openssl") if path else ""
     return tool if tool and os.access(tool, os.X_OK) and not tool.startswith("/usr/") else None
 
 
 def openssl_speed(cipher, seconds, tool="openssl"):
-    out = subprocess.run([tool, "speed", "-evp", cipher, "-bytes", "8192", "-seconds", str(max(1, int(seconds)))],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [tool, "speed", "-evp", cipher, "-bytes", "8192", "-seconds", str(max(1, int(seconds)))],
+        capture_output=True,
+        text=True,
+    ).stdout
     for line in out.splitlines():
         if line.upper().startswith(cipher.upper()):
-            kbs = float(re.sub(r"k$", "", line.split()[-1]))   # 1000s of bytes per second
+            kbs = float(re.sub(r"k$", "", line.split()[-1]))  # 1000s of bytes per second
             gbs = kbs * 1000 / 1e9
             return {"ns_per_page": 8192 / gbs, "gb_per_s": gbs}
     raise RuntimeError(f"could not parse openssl speed output for {cipher}:\n{out}")
@@ -73,7 +78,7 @@ def wheel_speed(cipher, seconds):
     key = bytes(range(bits // 8 * (2 if mode == "xts" else 1)))
     iv = bytes(16)
     buf = bytes(WHEEL_BUFFER)
-    out = bytearray(WHEEL_BUFFER + 15)          # into one buffer, as openssl speed does
+    out = bytearray(WHEEL_BUFFER + 15)  # into one buffer, as openssl speed does
     best = float("inf")
     for _ in range(3):
         enc = Cipher(algorithms.AES(key), modes.XTS(iv) if mode == "xts" else modes.CTR(iv)).encryptor()
@@ -110,23 +115,38 @@ def run(run, p):
                 d = openssl_speed(cipher, p["seconds"], speed_tool)
                 run.command(f"{speed_tool} speed -evp {cipher} -bytes 8192")
                 for metric, value in d.items():
-                    run.record(NAME, cipher[:7], rep, metric, value,
-                               case=case + ("-ctr" if cipher.endswith("ctr") else ""))
+                    run.record(
+                        NAME,
+                        cipher[:7],
+                        rep,
+                        metric,
+                        value,
+                        case=case + ("-ctr" if cipher.endswith("ctr") else ""),
+                    )
         for cipher in LIMIT_CIPHERS:
             d, version = wheel_speed(cipher, p["seconds"])
             if d is None:
                 break
             run.command(f"python: cryptography {cipher} on {WHEEL_BUFFER} bytes per call ({version})")
             for metric, value in d.items():
-                run.record(NAME, cipher[:7], rep, metric, value, detail=version,
-                           case="openssl-wheel" + ("-ctr" if cipher.endswith("ctr") else ""))
+                run.record(
+                    NAME,
+                    cipher[:7],
+                    rep,
+                    metric,
+                    value,
+                    detail=version,
+                    case="openssl-wheel" + ("-ctr" if cipher.endswith("ctr") else ""),
+                )
         run.progress.step(f"{NAME} openssl speed round {rep}", 12 * max(1, int(p["seconds"])))
 
 
 def _median(rows, cipher, case, metric):
     from bench import stats
-    return stats.median([r["value"] for r in rows if r["config"] == cipher and r["case"] == case
-                         and r["metric"] == metric])
+
+    return stats.median(
+        [r["value"] for r in rows if r["config"] == cipher and r["case"] == case and r["metric"] == metric]
+    )
 
 
 # what the limits are taken from (each also with -ctr)
@@ -134,8 +154,10 @@ LIMIT_CASES = ("openssl-speed", "openssl-speed-system", "openssl-wheel")
 
 
 def _wheel_version(rows):
-    v = next((r.get("detail") for r in rows if r.get("case", "").startswith("openssl-wheel") and r.get("detail")),
-             None)
+    v = next(
+        (r.get("detail") for r in rows if r.get("case", "").startswith("openssl-wheel") and r.get("detail")),
+        None,
+    )
     return f" ({v})" if v else ""
 
 
@@ -144,16 +166,19 @@ TARGET_CASES = ("xts-encrypt", "xts-decrypt", "ctr-wal", "xts-temp")
 
 
 def report(rows, p, out_dir):
-    md = ["ns per 8 kB page (median of rounds).  `xts-*` is the cipher alone on bytes 16..8191 as the server "
-          "runs it (context reused, tweak reset per page); `write-path` adds the checksum over the "
-          "ciphertext, `read-path` the checksum check over the ciphertext and decryption; `ctr-wal` is the "
-          "WAL's AES-CTR over 8 kB at its offset, `xts-temp` a temporary file's 8 kB block (tweak, "
-          "XTS with one 8 kB data unit from the caller's block into the write buffer).  `openssl-speed` is `openssl speed -evp aes-*-xts -bytes 8192` of the "
-          "OpenSSL the server links, `openssl-speed-system` the same with the machine's `openssl`, "
-          f"`openssl-wheel` the OpenSSL in PyPI's `cryptography` wheel{_wheel_version(rows)} on 1 MiB per call "
-          "(one data unit for XTS), per 8 kB; the limit is the fastest of them (`-ctr`: the same for "
-          "AES-CTR).\n",
-          "| cipher | case | ns/page | GB/s | vs limit |", "|---|---|---|---|---|"]
+    md = [
+        "ns per 8 kB page (median of rounds).  `xts-*` is the cipher alone on bytes 16..8191 as the server "
+        "runs it (context reused, tweak reset per page); `write-path` adds the checksum over the "
+        "ciphertext, `read-path` the checksum check over the ciphertext and decryption; `ctr-wal` is the "
+        "WAL's AES-CTR over 8 kB at its offset, `xts-temp` a temporary file's 8 kB block (tweak, "
+        "XTS with one 8 kB data unit from the caller's block into the write buffer).  `openssl-speed` is `openssl speed -evp aes-*-xts -bytes 8192` of the "
+        "OpenSSL the server links, `openssl-speed-system` the same with the machine's `openssl`, "
+        f"`openssl-wheel` the OpenSSL in PyPI's `cryptography` wheel{_wheel_version(rows)} on 1 MiB per call "
+        "(one data unit for XTS), per 8 kB; the limit is the fastest of them (`-ctr`: the same for "
+        "AES-CTR).\n",
+        "| cipher | case | ns/page | GB/s | vs limit |",
+        "|---|---|---|---|---|",
+    ]
     labels, values, verdicts = [], [], []
     for cipher in ("aes-128", "aes-256"):
         limit = {}
@@ -161,8 +186,16 @@ def report(rows, p, out_dir):
             refs = [_median(rows, cipher, k + suffix, "ns_per_page") for k in LIMIT_CASES]
             refs = [x for x in refs if x == x]
             limit[mode] = min(refs) if refs else float("nan")
-        for case in ("xts-encrypt", "xts-decrypt", "write-path", "read-path", "ctr-wal", "xts-temp",
-                     *LIMIT_CASES, *(k + "-ctr" for k in LIMIT_CASES)):
+        for case in (
+            "xts-encrypt",
+            "xts-decrypt",
+            "write-path",
+            "read-path",
+            "ctr-wal",
+            "xts-temp",
+            *LIMIT_CASES,
+            *(k + "-ctr" for k in LIMIT_CASES),
+        ):
             ns = _median(rows, cipher, case, "ns_per_page")
             gb = _median(rows, cipher, case, "gb_per_s")
             if ns != ns:
@@ -172,13 +205,22 @@ def report(rows, p, out_dir):
             labels.append(f"{cipher} {case}")
             values.append(ns)
             if case in TARGET_CASES and ref == ref:
-                verdicts.append(f"{cipher} {case}: {ns / ref:.2f}× the limit — "
-                                + ("met" if ns / ref <= 1.2 else "not met"))
-    md.append("\nTarget for the page cipher alone, the WAL's CTR and the temporary files' XTS: within "
-              "1.2× of the limit's time per 8 kB (XTS's limit for the XTS cases, CTR's for `ctr-wal`).")
+                verdicts.append(
+                    f"{cipher} {case}: {ns / ref:.2f}× the limit — "
+                    + ("met" if ns / ref <= 1.2 else "not met")
+                )
+    md.append(
+        "\nTarget for the page cipher alone, the WAL's CTR and the temporary files' XTS: within "
+        "1.2× of the limit's time per 8 kB (XTS's limit for the XTS cases, CTR's for `ctr-wal`)."
+    )
     md += [f"- {v}" for v in verdicts]
     pngs = []
-    if labels and plots.bars(labels, values, os.path.join(out_dir, f"{NAME}-ns-per-page.png"),
-                             "Page cipher, ns per 8 kB page", "ns per page (lower is better)"):
+    if labels and plots.bars(
+        labels,
+        values,
+        os.path.join(out_dir, f"{NAME}-ns-per-page.png"),
+        "Page cipher, ns per 8 kB page",
+        "ns per page (lower is better)",
+    ):
         pngs.append(f"{NAME}-ns-per-page.png")
     return "\n".join(md), pngs

@@ -35,6 +35,7 @@ PgBouncer with 1 and with K idle client connections open.
 
 Target (from the issue; benchmarks, not tests): enc-proxy / plain-proxy
 >= 0.90.  No vendor report to reproduce (SEED = None)."""
+
 import os
 import random
 import resource
@@ -45,19 +46,23 @@ import subprocess
 import threading
 import time
 
+from bench import plots, stats
 from bench.cluster import STANDARD_CONFIGS, free_port, parse_pgbench, wait_for
 from bench.scenarios import common
-from bench import plots, stats
 
 NAME = "proxy"
 TITLE = "pgcipher-proxy: the hop (vs direct and PgBouncer), encrypted point selects, CPU, bytes and memory"
 SEED = None
-INSTALLS = ("pgcipher",)          # no stock build needed
+INSTALLS = ("pgcipher",)  # no stock build needed
 
 PATHS = ["direct", "proxy", "pgbouncer"]
 # point-select configurations: name -> (table, path)
-PS = {"enc-proxy": ("enc_ps", "proxy"), "plain-proxy": ("plain_ps", "proxy"),
-      "plain-direct": ("plain_ps", "direct"), "enc-direct": ("enc_ps", "direct")}
+PS = {
+    "enc-proxy": ("enc_ps", "proxy"),
+    "plain-proxy": ("plain_ps", "proxy"),
+    "plain-direct": ("plain_ps", "direct"),
+    "enc-direct": ("enc_ps", "direct"),
+}
 # (configuration, baseline) -> target ratio of TPS
 TARGETS = {("enc-proxy", "plain-proxy"): 0.90}
 TEXT_LEN = 120
@@ -65,19 +70,41 @@ LEVEL = "EQ"
 SEED_RANDOM = 20261123
 
 PROFILES = {
-    "quick": dict(config="pgcipher-off", scale=10, clients=4, seconds=3, repetitions=3, rows=20_000,
-                  workloads=["select-only", "tpcb-like"], modes=["prepared", "simple"],
-                  ps_configs=list(PS), idle_connections=50, probe_transactions=[200, 1200],
-                  shared_buffers_mb=256, warmup_seconds=2),
-    "full": dict(config="pgcipher-off", scale=10, clients=4, seconds=20, repetitions=5, rows=100_000,
-                 workloads=["select-only", "tpcb-like"], modes=["prepared", "simple"],
-                 ps_configs=list(PS), idle_connections=50, probe_transactions=[500, 3000],
-                 shared_buffers_mb=256, warmup_seconds=5),
+    "quick": dict(
+        config="pgcipher-off",
+        scale=10,
+        clients=4,
+        seconds=3,
+        repetitions=3,
+        rows=20_000,
+        workloads=["select-only", "tpcb-like"],
+        modes=["prepared", "simple"],
+        ps_configs=list(PS),
+        idle_connections=50,
+        probe_transactions=[200, 1200],
+        shared_buffers_mb=256,
+        warmup_seconds=2,
+    ),
+    "full": dict(
+        config="pgcipher-off",
+        scale=10,
+        clients=4,
+        seconds=20,
+        repetitions=5,
+        rows=100_000,
+        workloads=["select-only", "tpcb-like"],
+        modes=["prepared", "simple"],
+        ps_configs=list(PS),
+        idle_connections=50,
+        probe_transactions=[500, 3000],
+        shared_buffers_mb=256,
+        warmup_seconds=5,
+    ),
 }
 
 # on a 2-core machine, for the time estimate only
-_LOAD_S_PER_ROW = 40e-6       # both tables, through the proxy
-_RUN_OVERHEAD_S = 0.2         # connections, /proc reads, backends exiting
+_LOAD_S_PER_ROW = 40e-6  # both tables, through the proxy
+_RUN_OVERHEAD_S = 0.2  # connections, /proc reads, backends exiting
 
 
 def plan(profile, overrides=None):
@@ -85,24 +112,36 @@ def plan(profile, overrides=None):
     p.update(overrides or {})
     hop = len(p["workloads"]) * len(p["modes"]) * len(PATHS)
     runs = p["repetitions"] * (hop + len(p["ps_configs"]))
-    p["steps"] = 1 + runs + 2          # set-up, the timed runs, memory, bytes
+    p["steps"] = 1 + runs + 2  # set-up, the timed runs, memory, bytes
     probes = len(p["workloads"]) * len(p["modes"]) + 2
-    p["est_seconds"] = (setup_seconds(p) + runs * (p["seconds"] + _RUN_OVERHEAD_S)
-                        + probes * sum(p["probe_transactions"]) / 1000 + 8)
+    p["est_seconds"] = (
+        setup_seconds(p)
+        + runs * (p["seconds"] + _RUN_OVERHEAD_S)
+        + probes * sum(p["probe_transactions"]) / 1000
+        + 8
+    )
     return p
 
 
 def setup_seconds(p):
     """Estimated: initdb, pgbench -i, loading, warm-up runs."""
-    return (5 + p["scale"] * 1.5 + p["rows"] * _LOAD_S_PER_ROW
-            + (len(PATHS) + len(p["ps_configs"])) * (p["warmup_seconds"] + 0.5))
+    return (
+        5
+        + p["scale"] * 1.5
+        + p["rows"] * _LOAD_S_PER_ROW
+        + (len(PATHS) + len(p["ps_configs"])) * (p["warmup_seconds"] + 0.5)
+    )
 
 
 def settings(p):
-    return {"shared_buffers": f"{p['shared_buffers_mb']}MB",
-            "max_connections": max(100, 2 * p["idle_connections"] + 20),
-            "listen_addresses": "'127.0.0.1'", "max_wal_size": "4GB", "checkpoint_timeout": "15min",
-            "autovacuum": "off"}
+    return {
+        "shared_buffers": f"{p['shared_buffers_mb']}MB",
+        "max_connections": max(100, 2 * p["idle_connections"] + 20),
+        "listen_addresses": "'127.0.0.1'",
+        "max_wal_size": "4GB",
+        "checkpoint_timeout": "15min",
+        "autovacuum": "off",
+    }
 
 
 # ---------------------------------------------------------------- /proc
@@ -115,7 +154,7 @@ def stat_fields(pid):
     [11] utime, [12] stime, [13] cutime, [14] cstime (fields 14-17), in clock ticks."""
     with open(f"/proc/{pid}/stat") as f:
         s = f.read()
-    return s[s.rindex(")") + 2:].split()
+    return s[s.rindex(")") + 2 :].split()
 
 
 def process_cpu_s(pid):
@@ -159,6 +198,7 @@ def postmaster_pid(c):
 
 
 # ---------------------------------------------------------------- processes
+
 
 class Daemon:
     """A process this scenario starts and stops (the proxy, PgBouncer),
@@ -205,21 +245,39 @@ class Daemon:
 def find_tools(run):
     """The proxy, the key tool and PgBouncer, or a clear error."""
     inst = run.installs["pgcipher"]
-    proxy = getattr(inst, "proxy", None) or os.path.join(os.path.dirname(inst.prefix), "bin", "pgcipher-proxy")
-    keys = getattr(inst, "keys_tool", None) or os.path.join(os.path.dirname(inst.prefix), "bin", "pgcipher-keys")
+    proxy = getattr(inst, "proxy", None) or os.path.join(
+        os.path.dirname(inst.prefix), "bin", "pgcipher-proxy"
+    )
+    keys = getattr(inst, "keys_tool", None) or os.path.join(
+        os.path.dirname(inst.prefix), "bin", "pgcipher-keys"
+    )
     bouncer = getattr(inst, "pgbouncer", None) or shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-    for path, what in ((proxy, "pgcipher-proxy not found at {} (./pgcipher build builds it; or pass --proxy)"),
-                       (keys, "pgcipher-keys not found at {} (./pgcipher build builds it; or pass --keys-tool)"),
-                       (bouncer, "pgbouncer not found at {} (install the Debian package pgbouncer: "
-                                 "sudo ./pgcipher deps; or pass --pgbouncer)")):
+    for path, what in (
+        (proxy, "pgcipher-proxy not found at {} (./pgcipher build builds it; or pass --proxy)"),
+        (keys, "pgcipher-keys not found at {} (./pgcipher build builds it; or pass --keys-tool)"),
+        (
+            bouncer,
+            "pgbouncer not found at {} (install the Debian package pgbouncer: "
+            "sudo ./pgcipher deps; or pass --pgbouncer)",
+        ),
+    ):
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise RuntimeError(what.format(path))
     return proxy, keys, bouncer
 
 
 def proxy_args(proxy, c, port, cmk, record=None):
-    args = [proxy, "--listen", f"127.0.0.1:{port}", "--upstream", f"host={c.dir} port={c.port}",
-            "--cmk-file", cmk, "--cmk-name", "bench"]
+    args = [
+        proxy,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--upstream",
+        f"host={c.dir} port={c.port}",
+        "--cmk-file",
+        cmk,
+        "--cmk-name",
+        "bench",
+    ]
     return args + (["--record", record] if record else [])
 
 
@@ -247,7 +305,7 @@ ignore_startup_parameters = extra_float_digits
 log_connections = 0
 log_disconnections = 0
 stats_period = 3600
-pidfile = {os.path.join(directory, 'pgbouncer.pid')}
+pidfile = {os.path.join(directory, "pgbouncer.pid")}
 """)
     return ini
 
@@ -262,11 +320,16 @@ def start_pgbouncer(bouncer, c, tag, pool_size):
 
 def start_proxy(proxy, c, tag, cmk, record=None):
     port = free_port()
-    return Daemon(f"pgcipher-proxy ({tag})", proxy_args(proxy, c, port, cmk, record), port,
-                  os.path.join(c.dir, f"proxy-{tag}.log"))
+    return Daemon(
+        f"pgcipher-proxy ({tag})",
+        proxy_args(proxy, c, port, cmk, record),
+        port,
+        os.path.join(c.dir, f"proxy-{tag}.log"),
+    )
 
 
 # ---------------------------------------------------------------- clients
+
 
 def idle_connection(port, user="postgres", db="postgres"):
     """A client connection through the startup and authentication (trust)
@@ -333,8 +396,12 @@ class CountingRelay:
             with self.lock:
                 self.active += 1
             pending = [2]
-            threading.Thread(target=self._pump, args=(client, server, "up", pending, client, server), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, "down", pending, client, server), daemon=True).start()
+            threading.Thread(
+                target=self._pump, args=(client, server, "up", pending, client, server), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pump, args=(server, client, "down", pending, client, server), daemon=True
+            ).start()
 
     def _pump(self, src, dst, direction, pending, *both):
         try:
@@ -395,9 +462,29 @@ def pgbench(run, c, port, args, timeout):
 
 
 def psql_tcp(c, port, sql, timeout=3600):
-    r = subprocess.run([c.install.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
-                        "-p", str(port), "-U", "postgres", "-d", "postgres", "-c", sql],
-                       capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [
+            c.install.bin("psql"),
+            "-X",
+            "-q",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"psql through port {port} failed: {r.stderr.strip()}\nSQL: {sql[:300]}")
     return r.stdout.strip()
@@ -415,6 +502,7 @@ def point_select_script(c, table, rows):
 
 
 # ---------------------------------------------------------------- the run
+
 
 def run(run, p):
     proxy_bin, keys_bin, bouncer_bin = find_tools(run)
@@ -437,15 +525,28 @@ def run(run, p):
         daemons.append(px)
         pb = start_pgbouncer(bouncer_bin, c, "timed", p["clients"] + 4)
         daemons.append(pb)
-        run.command("pgcipher-proxy --listen 127.0.0.1:$PORT --upstream 'host=$CLUSTER port=$PORT' "
-                    "--cmk-file cmk.hex --cmk-name bench")
-        run.command("pgbouncer pgbouncer.ini   # pool_mode = session, auth_type = trust, "
-                    "server host=$CLUSTER (Unix socket)")
+        run.command(
+            "pgcipher-proxy --listen 127.0.0.1:$PORT --upstream 'host=$CLUSTER port=$PORT' "
+            "--cmk-file cmk.hex --cmk-name bench"
+        )
+        run.command(
+            "pgbouncer pgbouncer.ini   # pool_mode = session, auth_type = trust, "
+            "server host=$CLUSTER (Unix socket)"
+        )
         version = subprocess.run([bouncer_bin, "--version"], capture_output=True, text=True).stdout
-        run.record(NAME, "pgbouncer", 0, "version_seen", 1, part="setup",
-                   detail=(version.splitlines() or ["?"])[0].strip())
-        run.progress.note(f"{NAME}: pgcipher-proxy on port {px.port} (pid {px.pid}), "
-                          f"PgBouncer on port {pb.port} (pid {pb.pid})")
+        run.record(
+            NAME,
+            "pgbouncer",
+            0,
+            "version_seen",
+            1,
+            part="setup",
+            detail=(version.splitlines() or ["?"])[0].strip(),
+        )
+        run.progress.note(
+            f"{NAME}: pgcipher-proxy on port {px.port} (pid {px.pid}), "
+            f"PgBouncer on port {pb.port} (pid {pb.pid})"
+        )
         ports = {"direct": c.port, "proxy": px.port, "pgbouncer": pb.port}
         hop_pid = {"proxy": px.pid, "pgbouncer": pb.pid}
 
@@ -454,15 +555,38 @@ def run(run, p):
 
         # warm-up: one short select-only run per path, one point-select run per table and path
         for path in PATHS:
-            pgbench(run, c, ports[path], ["-n", "-S", "-T", str(p["warmup_seconds"]), "-c", str(p["clients"]),
-                                          "-j", str(_threads(p))], p["warmup_seconds"] * 10 + 60)
+            pgbench(
+                run,
+                c,
+                ports[path],
+                ["-n", "-S", "-T", str(p["warmup_seconds"]), "-c", str(p["clients"]), "-j", str(_threads(p))],
+                p["warmup_seconds"] * 10 + 60,
+            )
         for cfg in p["ps_configs"]:
             table, path = PS[cfg]
-            pgbench(run, c, ports[path], ["-n", "-M", "prepared", "-f", scripts[table], "-T",
-                                          str(max(1, p["warmup_seconds"] // 2)), "-c", str(p["clients"]),
-                                          "-j", str(_threads(p))], p["warmup_seconds"] * 10 + 60)
-        run.progress.step(f"{NAME} set-up: scale {p['scale']}, {p['rows']:,} rows per table, warm-up runs done",
-                          setup_seconds(p))
+            pgbench(
+                run,
+                c,
+                ports[path],
+                [
+                    "-n",
+                    "-M",
+                    "prepared",
+                    "-f",
+                    scripts[table],
+                    "-T",
+                    str(max(1, p["warmup_seconds"] // 2)),
+                    "-c",
+                    str(p["clients"]),
+                    "-j",
+                    str(_threads(p)),
+                ],
+                p["warmup_seconds"] * 10 + 60,
+            )
+        run.progress.step(
+            f"{NAME} set-up: scale {p['scale']}, {p['rows']:,} rows per table, warm-up runs done",
+            setup_seconds(p),
+        )
 
         per_run = p["seconds"] + _RUN_OVERHEAD_S
         for rep in range(1, p["repetitions"] + 1):
@@ -472,21 +596,34 @@ def run(run, p):
                         args = ["-n", *workload_args(workload, mode)]
                         m = _timed(run, c, pm, ports[path], hop_pid.get(path), args, p)
                         _record(run, path, rep, m, part="hop", workload=workload, mode=mode)
-                        run.progress.step(f"{NAME} hop {workload} -M {mode} {path} round {rep}: "
-                                          f"{_describe(m, path)}", per_run)
+                        run.progress.step(
+                            f"{NAME} hop {workload} -M {mode} {path} round {rep}: {_describe(m, path)}",
+                            per_run,
+                        )
             for cfg in p["ps_configs"]:
                 table, path = PS[cfg]
-                m = _timed(run, c, pm, ports[path], hop_pid.get(path),
-                           ["-n", "-M", "prepared", "-f", scripts[table]], p)
+                m = _timed(
+                    run,
+                    c,
+                    pm,
+                    ports[path],
+                    hop_pid.get(path),
+                    ["-n", "-M", "prepared", "-f", scripts[table]],
+                    p,
+                )
                 _record(run, cfg, rep, m, part="point-select", workload="point-select", mode="prepared")
                 run.progress.step(f"{NAME} point-select {cfg} round {rep}: {_describe(m, path)}", per_run)
         for d in daemons:
             d.stop()
         daemons.clear()
-        warnings = [line for line in px.tail(1 << 20).splitlines() if "level=WARN" in line or "level=ERROR" in line]
+        warnings = [
+            line for line in px.tail(1 << 20).splitlines() if "level=WARN" in line or "level=ERROR" in line
+        ]
         run.record(NAME, "proxy", 0, "log_warnings", len(warnings), part="setup")
         if warnings:
-            run.progress.note(f"{NAME}: the proxy logged {len(warnings)} warnings or errors, e.g. {warnings[0]}")
+            run.progress.note(
+                f"{NAME}: the proxy logged {len(warnings)} warnings or errors, e.g. {warnings[0]}"
+            )
 
         # untimed: memory per connection and bytes per transaction, fresh processes
         record = os.path.join(c.dir, "proxy-record.bin")
@@ -498,10 +635,15 @@ def run(run, p):
         for name, d in (("proxy", px2), ("pgbouncer", pb2)):
             mem[name] = _memory(run, name, d, p["idle_connections"])
         pb2.stop()
-        run.progress.step(f"{NAME} memory: " + "; ".join(
-            f"{n} {v[0]:,} KiB idle, {v[1]:,} KiB with 1 connection, {v[2]:,} KiB with "
-            f"{p['idle_connections']} ({(v[2] - v[1]) / (p['idle_connections'] - 1):.0f} KiB per connection)"
-            for n, v in mem.items()), 5)
+        run.progress.step(
+            f"{NAME} memory: "
+            + "; ".join(
+                f"{n} {v[0]:,} KiB idle, {v[1]:,} KiB with 1 connection, {v[2]:,} KiB with "
+                f"{p['idle_connections']} ({(v[2] - v[1]) / (p['idle_connections'] - 1):.0f} KiB per connection)"
+                for n, v in mem.items()
+            ),
+            5,
+        )
         _bytes(run, c, px2, record, scripts, p)
         run.progress.step(f"{NAME} bytes per transaction measured (--record)", 10)
     finally:
@@ -532,13 +674,21 @@ def _load(run, c, px, p):
         t0 = time.perf_counter()
         psql_tcp(c, port, f"\\copy {table} FROM '{data}'")
         run.record(NAME, cfg, 0, "load_rows_per_s", p["rows"] / (time.perf_counter() - t0), part="load")
-    run.command(f"psql -h 127.0.0.1 -p $PORT -c \"\\copy enc_ps FROM 'rows.tsv'\"   # {p['rows']} rows, "
-                "through the proxy")
+    run.command(
+        f"psql -h 127.0.0.1 -p $PORT -c \"\\copy enc_ps FROM 'rows.tsv'\"   # {p['rows']} rows, "
+        "through the proxy"
+    )
     c.psql("VACUUM ANALYZE enc_ps, plain_ps")
     c.psql("CHECKPOINT")
     for table, cfg in (("enc_ps", "enc-direct"), ("plain_ps", "plain-direct")):
-        run.record(NAME, cfg, 0, "datum_bytes", float(c.psql(f"SELECT avg(pg_column_size(c)) FROM {table}")),
-                   part="load")
+        run.record(
+            NAME,
+            cfg,
+            0,
+            "datum_bytes",
+            float(c.psql(f"SELECT avg(pg_column_size(c)) FROM {table}")),
+            part="load",
+        )
     # the proxy returns the plaintext; the server holds ciphertext only
     ids = sorted(rng.sample(range(1, p["rows"] + 1), min(5, p["rows"])))
     idlist = ",".join(map(str, ids))
@@ -551,8 +701,10 @@ def _load(run, c, px, p):
     run.record(NAME, "enc-proxy", 0, "decrypt_ok", 1 if ok else 0, part="load")
     if not ok:
         raise RuntimeError(f"the proxy's answers are wrong: got {through!r} and {eq!r} for ids {ids}")
-    run.progress.note(f"{NAME}: {p['rows']:,} rows of {TEXT_LEN} characters loaded through the proxy "
-                      f"into enc_ps ({LEVEL}) and plain_ps; answers through the proxy checked")
+    run.progress.note(
+        f"{NAME}: {p['rows']:,} rows of {TEXT_LEN} characters loaded through the proxy "
+        f"into enc_ps ({LEVEL}) and plain_ps; answers through the proxy checked"
+    )
 
 
 def _timed(run, c, pm, port, hop_pid, args, p):
@@ -562,8 +714,13 @@ def _timed(run, c, pm, port, hop_pid, args, p):
     server0 = tree_cpu_s(pm)
     hop0 = process_cpu_s(hop_pid) if hop_pid else None
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    m, _ = pgbench(run, c, port, [*args, "-T", str(p["seconds"]), "-c", str(p["clients"]), "-j", str(_threads(p))],
-                   p["seconds"] * 10 + 120)
+    m, _ = pgbench(
+        run,
+        c,
+        port,
+        [*args, "-T", str(p["seconds"]), "-c", str(p["clients"]), "-j", str(_threads(p))],
+        p["seconds"] * 10 + 120,
+    )
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     # the backends of this run exit (and are reaped) once pgbench has gone
     wait_for(lambda: len(_children(pm)) <= before_children, timeout=3, interval=0.02)
@@ -601,8 +758,12 @@ def _memory(run, name, d, k):
     finally:
         for s in conns:
             close_connection(s)
-    for metric, value in (("rss_kib_0", rss0), ("rss_kib_1", rss1), ("rss_kib_k", rssk),
-                          ("rss_kib_per_connection", (rssk - rss1) / max(k - 1, 1))):
+    for metric, value in (
+        ("rss_kib_0", rss0),
+        ("rss_kib_1", rss1),
+        ("rss_kib_k", rssk),
+        ("rss_kib_per_connection", (rssk - rss1) / max(k - 1, 1)),
+    ):
         run.record(NAME, name, 0, metric, value, part="memory", connections=k)
     return rss0, rss1, rssk
 
@@ -613,39 +774,69 @@ def _bytes(run, c, px, record, scripts, p):
     fixed random seed."""
     relay = CountingRelay(px.port)
     n1, n2 = p["probe_transactions"]
-    probes = [("proxy", w, mode, ["-n", *workload_args(w, mode)])
-              for w in p["workloads"] for mode in p["modes"]]
-    probes += [(cfg, "point-select", "prepared", ["-n", "-M", "prepared", "-f", scripts[PS[cfg][0]]])
-               for cfg in ("enc-proxy", "plain-proxy")]
+    probes = [
+        ("proxy", w, mode, ["-n", *workload_args(w, mode)]) for w in p["workloads"] for mode in p["modes"]
+    ]
+    probes += [
+        (cfg, "point-select", "prepared", ["-n", "-M", "prepared", "-f", scripts[PS[cfg][0]]])
+        for cfg in ("enc-proxy", "plain-proxy")
+    ]
     try:
+
         def one(args, n):
             up0, down0 = relay.counts()
             rec0 = stable_size(record)
-            pgbench(run, c, relay.port, [*args, "-t", str(n), "-c", "1", "-j", "1", "--random-seed", "7"], 600)
+            pgbench(
+                run, c, relay.port, [*args, "-t", str(n), "-c", "1", "-j", "1", "--random-seed", "7"], 600
+            )
             up1, down1 = relay.counts()
             rec1 = stable_size(record)
             return up1 - up0, rec1 - rec0, down1 - down0
-        one(probes[0][3], 10)      # the first connection reads the catalog; later ones use the cache
+
+        one(probes[0][3], 10)  # the first connection reads the catalog; later ones use the cache
         for cfg, workload, mode, args in probes:
             a = one(args, n1)
             b = one(args, n2)
             per_tx = [(y - x) / (n2 - n1) for x, y in zip(a, b)]
-            for metric, value in zip(("bytes_client_to_proxy", "bytes_proxy_to_server", "bytes_proxy_to_client"),
-                                     per_tx):
-                run.record(NAME, cfg, 0, metric + "_per_tx", value, part="bytes", workload=workload, mode=mode)
-            run.record(NAME, cfg, 0, "bytes_proxy_to_server_per_connection", b[1] - n2 * per_tx[1],
-                       part="bytes", workload=workload, mode=mode)
-            run.record(NAME, cfg, 0, "bytes_client_to_proxy_per_connection", b[0] - n2 * per_tx[0],
-                       part="bytes", workload=workload, mode=mode)
+            for metric, value in zip(
+                ("bytes_client_to_proxy", "bytes_proxy_to_server", "bytes_proxy_to_client"), per_tx
+            ):
+                run.record(
+                    NAME, cfg, 0, metric + "_per_tx", value, part="bytes", workload=workload, mode=mode
+                )
+            run.record(
+                NAME,
+                cfg,
+                0,
+                "bytes_proxy_to_server_per_connection",
+                b[1] - n2 * per_tx[1],
+                part="bytes",
+                workload=workload,
+                mode=mode,
+            )
+            run.record(
+                NAME,
+                cfg,
+                0,
+                "bytes_client_to_proxy_per_connection",
+                b[0] - n2 * per_tx[0],
+                part="bytes",
+                workload=workload,
+                mode=mode,
+            )
     finally:
         relay.close()
 
 
 # ---------------------------------------------------------------- report
 
+
 def _vals(rows, config, metric, **match):
-    return [r["value"] for r in rows if r["config"] == config and r["metric"] == metric
-            and all(r.get(k) == v for k, v in match.items())]
+    return [
+        r["value"]
+        for r in rows
+        if r["config"] == config and r["metric"] == metric and all(r.get(k) == v for k, v in match.items())
+    ]
 
 
 def _med(rows, config, metric, fmt="{:,.0f}", **match):
@@ -654,14 +845,20 @@ def _med(rows, config, metric, fmt="{:,.0f}", **match):
 
 
 def _ci(s):
-    return f"{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})" if s and s["ratio"] == s["ratio"] else "–"
+    return (
+        f"{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})" if s and s["ratio"] == s["ratio"] else "–"
+    )
 
 
 def ps_summaries(rows, configs):
     """{(config, baseline): stats.summarize} of point-select TPS."""
     out = {}
-    pairs = [("enc-proxy", "plain-proxy"), ("enc-proxy", "plain-direct"), ("plain-proxy", "plain-direct"),
-             ("enc-direct", "plain-direct")]
+    pairs = [
+        ("enc-proxy", "plain-proxy"),
+        ("enc-proxy", "plain-direct"),
+        ("plain-proxy", "plain-direct"),
+        ("enc-direct", "plain-direct"),
+    ]
     for a, b in pairs:
         if a in configs and b in configs:
             va = _vals(rows, a, "tps", part="point-select")
@@ -673,18 +870,21 @@ def ps_summaries(rows, configs):
 
 def report(rows, p, out_dir):
     from bench.scenarios.wal_heavy import verdict
+
     hop_rows = [r for r in rows if r.get("part") == "hop"]
     ps_rows = [r for r in rows if r.get("part") == "point-select"]
     clients = p["clients"]
-    md = [f"One pgcipher cluster ({p['config']}), pgbench scale {p['scale']} (fits in shared_buffers = "
-          f"{p['shared_buffers_mb']} MB), {clients} clients, {p['repetitions']} interleaved rounds of "
-          f"{p['seconds']} s per point after warm-up runs of {p['warmup_seconds']} s per path.  Paths: "
-          "**direct** (pgbench to the server over TCP on 127.0.0.1), **proxy** (pgbench to pgcipher-proxy "
-          "over TCP, the proxy to the server over its Unix socket), **pgbouncer** (PgBouncer, pool_mode = "
-          "session, likewise).  Every pgbench run opens its connections anew; PgBouncer keeps its server "
-          "connections between runs (that is what it is for), the proxy opens one per client connection.  "
-          "TPS medians; ratios to direct with 95% bootstrap CIs.\n",
-          "### The hop: plain pgbench tables\n"]
+    md = [
+        f"One pgcipher cluster ({p['config']}), pgbench scale {p['scale']} (fits in shared_buffers = "
+        f"{p['shared_buffers_mb']} MB), {clients} clients, {p['repetitions']} interleaved rounds of "
+        f"{p['seconds']} s per point after warm-up runs of {p['warmup_seconds']} s per path.  Paths: "
+        "**direct** (pgbench to the server over TCP on 127.0.0.1), **proxy** (pgbench to pgcipher-proxy "
+        "over TCP, the proxy to the server over its Unix socket), **pgbouncer** (PgBouncer, pool_mode = "
+        "session, likewise).  Every pgbench run opens its connections anew; PgBouncer keeps its server "
+        "connections between runs (that is what it is for), the proxy opens one per client connection.  "
+        "TPS medians; ratios to direct with 95% bootstrap CIs.\n",
+        "### The hop: plain pgbench tables\n",
+    ]
     table, hop_sums = common.ratio_table(hop_rows, "direct", PATHS, ["workload", "mode"])
     md.append(table)
     versus = []
@@ -701,10 +901,14 @@ def report(rows, p, out_dir):
         md.append(f"PgBouncer: {version[0]}.")
     warnings = _vals(rows, "proxy", "log_warnings")
     if warnings and warnings[0]:
-        md.append(f"The proxy logged {warnings[0]:.0f} warnings or errors during the timed runs (see its log).")
-    md.append("\nCPU per transaction (median µs; `server`: the postmaster and all its processes, "
-              "`middle`: the proxy or PgBouncer process, `pgbench`: the client; from /proc and getrusage "
-              "around each run):\n")
+        md.append(
+            f"The proxy logged {warnings[0]:.0f} warnings or errors during the timed runs (see its log)."
+        )
+    md.append(
+        "\nCPU per transaction (median µs; `server`: the postmaster and all its processes, "
+        "`middle`: the proxy or PgBouncer process, `pgbench`: the client; from /proc and getrusage "
+        "around each run):\n"
+    )
     md.append("| workload | mode | path | server | middle | pgbench | total | middle / direct total |")
     md.append("|---|---|---|---|---|---|---|---|")
     for w in p["workloads"]:
@@ -715,64 +919,86 @@ def report(rows, p, out_dir):
                 srv = _vals(hop_rows, path, "server_cpu_us_per_tx", **sel)
                 mid = _vals(hop_rows, path, "hop_cpu_us_per_tx", **sel)
                 cli = _vals(hop_rows, path, "client_cpu_us_per_tx", **sel)
-                total = (stats.median(srv) if srv else 0) + (stats.median(mid) if mid else 0) + \
-                    (stats.median(cli) if cli else 0)
+                total = (
+                    (stats.median(srv) if srv else 0)
+                    + (stats.median(mid) if mid else 0)
+                    + (stats.median(cli) if cli else 0)
+                )
                 if path == "direct":
                     base_total = total
                 share = f"{stats.median(mid) / base_total:.2f}" if mid and base_total else "–"
-                md.append(f"| {w} | {mode} | {path} | {_med(hop_rows, path, 'server_cpu_us_per_tx', **sel)} | "
-                          f"{_med(hop_rows, path, 'hop_cpu_us_per_tx', **sel)} | "
-                          f"{_med(hop_rows, path, 'client_cpu_us_per_tx', **sel)} | {total:,.0f} | {share} |")
+                md.append(
+                    f"| {w} | {mode} | {path} | {_med(hop_rows, path, 'server_cpu_us_per_tx', **sel)} | "
+                    f"{_med(hop_rows, path, 'hop_cpu_us_per_tx', **sel)} | "
+                    f"{_med(hop_rows, path, 'client_cpu_us_per_tx', **sel)} | {total:,.0f} | {share} |"
+                )
 
     # point selects
     cfgs = [c for c in p["ps_configs"] if c in PS]
     sums = ps_summaries(ps_rows, cfgs)
     enc_b = _vals(rows, "enc-direct", "datum_bytes")
     plain_b = _vals(rows, "plain-direct", "datum_bytes")
-    md.append(f"\n### Encrypted point selects\n\n`SELECT c FROM t WHERE id = :id` (`\\set id random(1, {p['rows']})`, "
-              f"-M prepared, {clients} clients) on {p['rows']:,} rows of {TEXT_LEN} random characters: `enc_ps.c` is "
-              f"`enc_text` at level {LEVEL} (stored "
-              f"{stats.median(enc_b) if enc_b else float('nan'):.0f} bytes per value against "
-              f"{stats.median(plain_b) if plain_b else float('nan'):.0f} for `plain_ps.c` text), decrypted by the "
-              "proxy" + ("; enc-direct returns the ciphertext to pgbench" if "enc-direct" in cfgs else "") + ".\n")
-    md.append("| configuration | table | path | TPS | latency (ms) | server µs/tx | proxy µs/tx | pgbench µs/tx |")
+    md.append(
+        f"\n### Encrypted point selects\n\n`SELECT c FROM t WHERE id = :id` (`\\set id random(1, {p['rows']})`, "
+        f"-M prepared, {clients} clients) on {p['rows']:,} rows of {TEXT_LEN} random characters: `enc_ps.c` is "
+        f"`enc_text` at level {LEVEL} (stored "
+        f"{stats.median(enc_b) if enc_b else float('nan'):.0f} bytes per value against "
+        f"{stats.median(plain_b) if plain_b else float('nan'):.0f} for `plain_ps.c` text), decrypted by the "
+        "proxy" + ("; enc-direct returns the ciphertext to pgbench" if "enc-direct" in cfgs else "") + ".\n"
+    )
+    md.append(
+        "| configuration | table | path | TPS | latency (ms) | server µs/tx | proxy µs/tx | pgbench µs/tx |"
+    )
     md.append("|---|---|---|---|---|---|---|---|")
     for cfg in cfgs:
         table, path = PS[cfg]
-        md.append(f"| {cfg} | {table} | {path} | {_med(ps_rows, cfg, 'tps')} | "
-                  f"{_med(ps_rows, cfg, 'latency_ms', '{:.3f}')} | {_med(ps_rows, cfg, 'server_cpu_us_per_tx')} | "
-                  f"{_med(ps_rows, cfg, 'hop_cpu_us_per_tx')} | {_med(ps_rows, cfg, 'client_cpu_us_per_tx')} |")
+        md.append(
+            f"| {cfg} | {table} | {path} | {_med(ps_rows, cfg, 'tps')} | "
+            f"{_med(ps_rows, cfg, 'latency_ms', '{:.3f}')} | {_med(ps_rows, cfg, 'server_cpu_us_per_tx')} | "
+            f"{_med(ps_rows, cfg, 'hop_cpu_us_per_tx')} | {_med(ps_rows, cfg, 'client_cpu_us_per_tx')} |"
+        )
     md.append("\n| ratio of TPS | median (95% CI) | target | verdict |\n|---|---|---|---|")
     for (a, b), s in sums.items():
         t = TARGETS.get((a, b))
         md.append(f"| {a} / {b} | {_ci(s)} | {f'≥ {t:.2f}' if t else '—'} | {verdict(s, t) if t else '—'} |")
-    md.append("\n\"met\": the whole CI is at or above the target; \"met by the median\": the median ratio is, "
-              "but the CI reaches below it (more rounds would tell); \"not met\": the whole CI is below.  "
-              "Target (from the issue; benchmarks, not tests): enc-proxy ≥ 0.90 of plain-proxy.")
+    md.append(
+        '\n"met": the whole CI is at or above the target; "met by the median": the median ratio is, '
+        'but the CI reaches below it (more rounds would tell); "not met": the whole CI is below.  '
+        "Target (from the issue; benchmarks, not tests): enc-proxy ≥ 0.90 of plain-proxy."
+    )
     loads = [(cfg, _vals(rows, cfg, "load_rows_per_s")) for cfg in ("enc-proxy", "plain-proxy")]
     if all(v for _, v in loads):
-        md.append("\nLoading through the proxy (`\\copy ... FROM` a file, one run each): "
-                  + ", ".join(f"{cfg.split('-')[0]}_ps {stats.median(v):,.0f} rows/s" for cfg, v in loads) + ".")
+        md.append(
+            "\nLoading through the proxy (`\\copy ... FROM` a file, one run each): "
+            + ", ".join(f"{cfg.split('-')[0]}_ps {stats.median(v):,.0f} rows/s" for cfg, v in loads)
+            + "."
+        )
     ok = _vals(rows, "enc-proxy", "decrypt_ok")
     if ok:
-        md.append(f"Answers through the proxy checked against the plaintext (and the stored values against "
-                  f"it): {'correct' if all(ok) else 'WRONG'}.")
+        md.append(
+            f"Answers through the proxy checked against the plaintext (and the stored values against "
+            f"it): {'correct' if all(ok) else 'WRONG'}."
+        )
 
     # deterministic figures
     byte_rows = [r for r in rows if r.get("part") == "bytes"]
     if byte_rows:
         n1, n2 = p["probe_transactions"]
-        md.append(f"\n### Bytes per transaction (deterministic)\n\nOne client, `--random-seed 7`, runs of {n1} and "
-                  f"{n2} transactions through a fresh proxy started with `--record`, a counting TCP relay between "
-                  f"pgbench and the proxy; per transaction = difference of bytes / {n2 - n1}, so that "
-                  "connection set-up cancels out.  client → proxy is what pgbench sends, the same bytes it "
-                  "sends to the server directly.  Set-up = bytes of the longer run − its transactions × the "
-                  "bytes per transaction (approximate where the parameters' digits vary): pgbench's two "
-                  "connections (one reads the scale, one runs), each with an SSLRequest that the proxy "
-                  "answers itself, and, through the proxy, a Describe after each Parse once the database "
-                  "has encrypted columns.\n")
-        md.append("| what | configuration | mode | client → proxy | proxy → server | proxy → server / client → proxy "
-                  "| proxy → client | set-up: client → proxy | set-up: proxy → server |")
+        md.append(
+            f"\n### Bytes per transaction (deterministic)\n\nOne client, `--random-seed 7`, runs of {n1} and "
+            f"{n2} transactions through a fresh proxy started with `--record`, a counting TCP relay between "
+            f"pgbench and the proxy; per transaction = difference of bytes / {n2 - n1}, so that "
+            "connection set-up cancels out.  client → proxy is what pgbench sends, the same bytes it "
+            "sends to the server directly.  Set-up = bytes of the longer run − its transactions × the "
+            "bytes per transaction (approximate where the parameters' digits vary): pgbench's two "
+            "connections (one reads the scale, one runs), each with an SSLRequest that the proxy "
+            "answers itself, and, through the proxy, a Describe after each Parse once the database "
+            "has encrypted columns.\n"
+        )
+        md.append(
+            "| what | configuration | mode | client → proxy | proxy → server | proxy → server / client → proxy "
+            "| proxy → client | set-up: client → proxy | set-up: proxy → server |"
+        )
         md.append("|---|---|---|---|---|---|---|---|---|")
         seen = []
         for r in byte_rows:
@@ -785,34 +1011,45 @@ def report(rows, p, out_dir):
             up = _vals(byte_rows, cfg, "bytes_client_to_proxy_per_tx", **sel)
             srv = _vals(byte_rows, cfg, "bytes_proxy_to_server_per_tx", **sel)
             ratio = f"{stats.median(srv) / stats.median(up):.3f}" if up and srv and stats.median(up) else "–"
-            md.append(f"| {w} | {cfg} | {mode} | {_med(byte_rows, cfg, 'bytes_client_to_proxy_per_tx', '{:,.1f}', **sel)} | "
-                      f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_tx', '{:,.1f}', **sel)} | {ratio} | "
-                      f"{_med(byte_rows, cfg, 'bytes_proxy_to_client_per_tx', '{:,.1f}', **sel)} | "
-                      f"{_med(byte_rows, cfg, 'bytes_client_to_proxy_per_connection', '{:,.0f}', **sel)} | "
-                      f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_connection', '{:,.0f}', **sel)} |")
+            md.append(
+                f"| {w} | {cfg} | {mode} | {_med(byte_rows, cfg, 'bytes_client_to_proxy_per_tx', '{:,.1f}', **sel)} | "
+                f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_tx', '{:,.1f}', **sel)} | {ratio} | "
+                f"{_med(byte_rows, cfg, 'bytes_proxy_to_client_per_tx', '{:,.1f}', **sel)} | "
+                f"{_med(byte_rows, cfg, 'bytes_client_to_proxy_per_connection', '{:,.0f}', **sel)} | "
+                f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_connection', '{:,.0f}', **sel)} |"
+            )
     mem_rows = [r for r in rows if r.get("part") == "memory"]
     if mem_rows:
         k = mem_rows[0].get("connections", p["idle_connections"])
-        md.append(f"\n### Memory per connection\n\nVmRSS of a fresh process (KiB) with no client, 1 and {k} idle "
-                  "client connections (each through startup to its first ReadyForQuery, then idle); per "
-                  f"connection = (RSS with {k} − RSS with 1) / {k - 1}: the proxy's or PgBouncer's own memory, "
-                  "not the server backends behind the connections.  0 means that VmRSS did not grow "
-                  "measurably (PgBouncer allocates its connection slots in slabs).\n")
+        md.append(
+            f"\n### Memory per connection\n\nVmRSS of a fresh process (KiB) with no client, 1 and {k} idle "
+            "client connections (each through startup to its first ReadyForQuery, then idle); per "
+            f"connection = (RSS with {k} − RSS with 1) / {k - 1}: the proxy's or PgBouncer's own memory, "
+            "not the server backends behind the connections.  0 means that VmRSS did not grow "
+            "measurably (PgBouncer allocates its connection slots in slabs).\n"
+        )
         md.append(f"| process | no client | 1 connection | {k} connections | KiB per connection |")
         md.append("|---|---|---|---|---|")
         for name in ("proxy", "pgbouncer"):
-            md.append(f"| {name} | {_med(mem_rows, name, 'rss_kib_0')} | {_med(mem_rows, name, 'rss_kib_1')} | "
-                      f"{_med(mem_rows, name, 'rss_kib_k')} | "
-                      f"{_med(mem_rows, name, 'rss_kib_per_connection', '{:,.1f}')} |")
-    md.append("\nOn a 2-core machine pgbench, the proxy (or PgBouncer) and the server share the CPUs, so "
-              "every µs the middle process spends per transaction shows up in TPS; the CPU and byte counts "
-              "per transaction are the figures to compare across machines and runs.")
+            md.append(
+                f"| {name} | {_med(mem_rows, name, 'rss_kib_0')} | {_med(mem_rows, name, 'rss_kib_1')} | "
+                f"{_med(mem_rows, name, 'rss_kib_k')} | "
+                f"{_med(mem_rows, name, 'rss_kib_per_connection', '{:,.1f}')} |"
+            )
+    md.append(
+        "\nOn a 2-core machine pgbench, the proxy (or PgBouncer) and the server share the CPUs, so "
+        "every µs the middle process spends per transaction shows up in TPS; the CPU and byte counts "
+        "per transaction are the figures to compare across machines and runs."
+    )
     pngs = []
     part = {((g[0], g[1]), cfg): s for (g, cfg), s in hop_sums.items()}
     part.update({(("point-select", f"vs {b}"), a): s for (a, b), s in sums.items()})
     marks = {("point-select", f"vs {b}"): t for (a, b), t in TARGETS.items()}
-    if plots.overhead_bars(part, os.path.join(out_dir, f"{NAME}-tps.png"),
-                           "pgcipher-proxy: TPS vs direct (hop) or as labelled, 95% CI, | = target",
-                           targets=marks):
+    if plots.overhead_bars(
+        part,
+        os.path.join(out_dir, f"{NAME}-tps.png"),
+        "pgcipher-proxy: TPS vs direct (hop) or as labelled, 95% CI, | = target",
+        targets=marks,
+    ):
         pngs.append(f"{NAME}-tps.png")
     return "\n".join(md), pngs

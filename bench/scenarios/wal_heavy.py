@@ -27,6 +27,7 @@ encrypted >= 0.98 of stock for tpcb, >= 0.97 for COPY, >= 0.95 for the
 rewrites.  The wal-lock runs answer one question of the design (docs/design.md,
 section 6): does encrypting WAL under WALWriteLock lengthen the lock enough
 to matter?  No vendor report to reproduce (SEED = None)."""
+
 import os
 import random
 import shutil
@@ -34,24 +35,36 @@ import subprocess
 import threading
 import time
 
+from bench import plots, stats
 from bench.interleave import interleaved
 from bench.scenarios import common
-from bench import plots, stats
 
 NAME = "wal-heavy"
 TITLE = "WAL-heavy writes: pgbench TPC-B-like, COPY, CREATE TABLE AS, VACUUM FULL"
 SEED = None
 
 WORKLOADS = ["tpcb", "copy", "ctas", "vacuum-full"]
-LABELS = {"tpcb": "pgbench tpcb-like (read/write)", "copy": "COPY FROM file",
-          "ctas": "CREATE TABLE AS SELECT", "vacuum-full": "VACUUM FULL"}
+LABELS = {
+    "tpcb": "pgbench tpcb-like (read/write)",
+    "copy": "COPY FROM file",
+    "ctas": "CREATE TABLE AS SELECT",
+    "vacuum-full": "VACUUM FULL",
+}
 # the WALWriteLock measurement: its own points in the interleaved order,
 # rows tagged workload="wal-lock" and clients=N (WORKLOADS keeps the four
 # workloads with targets)
 LOCK = "wal-lock"
 # what a client backend is doing in one sample (classify()); report order
-WAIT_CATEGORIES = ["LWLock:WALWrite", "IO:WalWrite", "IO:WalSync", "LWLock:WALInsert",
-                   "Lock:transactionid/tuple", "CPU", "Client", "other"]
+WAIT_CATEGORIES = [
+    "LWLock:WALWrite",
+    "IO:WalWrite",
+    "IO:WalSync",
+    "LWLock:WALInsert",
+    "Lock:transactionid/tuple",
+    "CPU",
+    "Client",
+    "other",
+]
 # as PostgreSQL 17 names them: LWLock tranches keep their upper case, IO
 # events are CamelCase (16 and earlier said IO:WALWrite, IO:WALSync)
 _OWN_CATEGORY = {"LWLock:WALWrite", "IO:WalWrite", "IO:WalSync", "LWLock:WALInsert"}
@@ -65,8 +78,7 @@ SHARE_MARGIN = 0.02
 TARGETS = {"tpcb": 0.98, "copy": 0.97, "ctas": 0.95, "vacuum-full": 0.95}
 
 TABLE = "wal_heavy"
-SCHEMA = (f"CREATE TABLE {TABLE} (id bigint, k integer, v double precision, "
-          "ts timestamptz, pad text)")
+SCHEMA = f"CREATE TABLE {TABLE} (id bigint, k integer, v double precision, ts timestamptz, pad text)"
 # heap tuple: 24 header + 8 + 4 (+4 align) + 8 + 8 + 97 = 153 -> 160 + 4 line
 # pointer = 164 bytes, 49 per 8 kB page: 6272 rows per MB of table
 ROWS_PER_MB = 6272
@@ -81,12 +93,34 @@ XLP_ENCRYPTED = 0x0010
 # stock vs aes-256 only: aes-128's cipher is cheaper per page (micro), so
 # aes-256 bounds it, and on a 2-core machine the time buys more rounds.
 PROFILES = {
-    "quick": dict(configs=["stock", "aes-256"], size_mb=64, scale=5, clients=4, seconds=10,
-                  warmup_seconds=5, repetitions=2, shared_buffers_mb=128, max_wal_size="4GB",
-                  lock_clients=[8, 16], lock_seconds=10, sample_ms=10),
-    "full": dict(configs=["stock", "aes-256"], size_mb=1024, scale=20, clients=4, seconds=30,
-                 warmup_seconds=10, repetitions=4, shared_buffers_mb=512, max_wal_size="8GB",
-                 lock_clients=[8, 16], lock_seconds=30, sample_ms=10),
+    "quick": dict(
+        configs=["stock", "aes-256"],
+        size_mb=64,
+        scale=5,
+        clients=4,
+        seconds=10,
+        warmup_seconds=5,
+        repetitions=2,
+        shared_buffers_mb=128,
+        max_wal_size="4GB",
+        lock_clients=[8, 16],
+        lock_seconds=10,
+        sample_ms=10,
+    ),
+    "full": dict(
+        configs=["stock", "aes-256"],
+        size_mb=1024,
+        scale=20,
+        clients=4,
+        seconds=30,
+        warmup_seconds=10,
+        repetitions=4,
+        shared_buffers_mb=512,
+        max_wal_size="8GB",
+        lock_clients=[8, 16],
+        lock_seconds=30,
+        sample_ms=10,
+    ),
 }
 
 # rough rates on a 2-core machine, for the time estimate only
@@ -109,8 +143,10 @@ def plan(profile, overrides=None):
     p["rows"] = p["size_mb"] * ROWS_PER_MB
     per_round = WORKLOADS + [LOCK] * len(p["lock_clients"])
     p["steps"] = len(p["configs"]) * len(per_round) * p["repetitions"]
-    setup = len(p["configs"]) * (5 + p["scale"] * 0.8 + p["warmup_seconds"] + _expected(p, "copy")) \
+    setup = (
+        len(p["configs"]) * (5 + p["scale"] * 0.8 + p["warmup_seconds"] + _expected(p, "copy"))
         + p["rows"] / 1e6
+    )
     p["setup_share"] = setup / p["steps"]
     p["est_seconds"] = setup + len(p["configs"]) * p["repetitions"] * sum(_expected(p, w) for w in per_round)
     return p
@@ -124,12 +160,19 @@ def points(p):
 
 def settings(p):
     """postgresql.conf for every configuration (the report lists it)."""
-    return {"shared_buffers": f"{p['shared_buffers_mb']}MB", "max_connections": 20,
-            "wal_level": "replica", "synchronous_commit": "on", "full_page_writes": "on",
-            "wal_compression": "off", "max_wal_size": p["max_wal_size"], "checkpoint_timeout": "1h",
-            "autovacuum": "off",
-            # pg_stat_wal's wal_write_time and wal_sync_time (wal-lock); two clock reads per write
-            "track_wal_io_timing": "on"}
+    return {
+        "shared_buffers": f"{p['shared_buffers_mb']}MB",
+        "max_connections": 20,
+        "wal_level": "replica",
+        "synchronous_commit": "on",
+        "full_page_writes": "on",
+        "wal_compression": "off",
+        "max_wal_size": p["max_wal_size"],
+        "checkpoint_timeout": "1h",
+        "autovacuum": "off",
+        # pg_stat_wal's wal_write_time and wal_sync_time (wal-lock); two clock reads per write
+        "track_wal_io_timing": "on",
+    }
 
 
 def write_data(path, rows, seed=20261123):
@@ -138,9 +181,11 @@ def write_data(path, rows, seed=20261123):
     with open(path, "w") as f:
         buf = []
         for i in range(1, rows + 1):
-            buf.append(f"{i},{rng.getrandbits(31)},{rng.random() * 1000:.3f},"
-                       f"2026-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:{i // 60 % 60:02d}+00,"
-                       f"{rng.getrandbits(384):096x}\n")
+            buf.append(
+                f"{i},{rng.getrandbits(31)},{rng.random() * 1000:.3f},"
+                f"2026-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:{i // 60 % 60:02d}+00,"
+                f"{rng.getrandbits(384):096x}\n"
+            )
             if len(buf) >= 10000:
                 f.write("".join(buf))
                 buf.clear()
@@ -184,21 +229,29 @@ def measure(run, c, workload, p, data_file):
         c.psql("CHECKPOINT")
         lsn0 = _lsn(c)
         clients = p["clients"]
-        res, cmd, _ = c.pgbench(["-n", "-T", str(p["seconds"]), "-c", str(clients),
-                                 "-j", str(min(clients, os.cpu_count() or 1))],
-                                timeout=p["seconds"] * 10 + 120)
+        res, cmd, _ = c.pgbench(
+            ["-n", "-T", str(p["seconds"]), "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1))],
+            timeout=p["seconds"] * 10 + 120,
+        )
         run.command(cmd.replace(c.dir, "$CLUSTER"))
         m.update(tps=res["tps"], latency_ms=res.get("latency_ms", 0.0))
         m["wal_mb"] = (_lsn(c) - lsn0) / 2**20
         m["checkpoint_seconds"] = _timed(c, "CHECKPOINT")
         return m
     if workload == "copy":
-        prep, op, table, after = (f"TRUNCATE {TABLE}",
-                                  f"COPY {TABLE} FROM {_sql_literal(data_file)} (FORMAT csv)", TABLE, None)
+        prep, op, table, after = (
+            f"TRUNCATE {TABLE}",
+            f"COPY {TABLE} FROM {_sql_literal(data_file)} (FORMAT csv)",
+            TABLE,
+            None,
+        )
     elif workload == "ctas":
-        prep, op, table, after = (f"DROP TABLE IF EXISTS {TABLE}_ctas",
-                                  f"CREATE TABLE {TABLE}_ctas AS SELECT * FROM {TABLE}", f"{TABLE}_ctas",
-                                  f"DROP TABLE {TABLE}_ctas")
+        prep, op, table, after = (
+            f"DROP TABLE IF EXISTS {TABLE}_ctas",
+            f"CREATE TABLE {TABLE}_ctas AS SELECT * FROM {TABLE}",
+            f"{TABLE}_ctas",
+            f"DROP TABLE {TABLE}_ctas",
+        )
     elif workload == "vacuum-full":
         prep, op, table, after = None, f"VACUUM FULL {TABLE}", TABLE, None
     else:
@@ -231,7 +284,7 @@ def classify(wait_event_type, wait_event, state):
     if wait_event_type == "Lock" and wait_event in ("transactionid", "tuple"):
         return "Lock:transactionid/tuple"
     if wait_event_type == "Client":
-        return "Client"         # idle or idle in transaction, waiting for pgbench
+        return "Client"  # idle or idle in transaction, waiting for pgbench
     return "other"
 
 
@@ -259,15 +312,17 @@ class WaitSampler:
     psql session (no driver needed in the venv; a psql per sample would cost
     more CPU than the sample) until stop(); counts by WAIT_CATEGORIES."""
 
-    QUERY = ("SELECT wait_event_type, wait_event, state, backend_type FROM pg_stat_activity "
-             "WHERE pid <> pg_backend_pid();\n\\echo __END__\n")
+    QUERY = (
+        "SELECT wait_event_type, wait_event, state, backend_type FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid();\n\\echo __END__\n"
+    )
 
     def __init__(self, cluster, interval=0.01):
         self.cluster = cluster
         self.interval = interval
         self.counts = {}
         self.others = {}
-        self.samples = 0        # backend samples (client backends x polls)
+        self.samples = 0  # backend samples (client backends x polls)
         self.polls = 0
         self.seconds = 0.0
         self._stop = threading.Event()
@@ -277,9 +332,14 @@ class WaitSampler:
 
     def start(self):
         c = self.cluster
-        self._proc = subprocess.Popen([c.install.bin("psql"), "-X", "-q", "-At", *c.conninfo(), "-d", "postgres"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, bufsize=1)
+        self._proc = subprocess.Popen(
+            [c.install.bin("psql"), "-X", "-q", "-At", *c.conninfo(), "-d", "postgres"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -305,8 +365,8 @@ class WaitSampler:
                 if next_at > now:
                     self._stop.wait(next_at - now)
                 else:
-                    next_at = now       # behind (2 cores, busy): no burst to catch up
-        except Exception as e:          # reported by stop(), not lost in the thread
+                    next_at = now  # behind (2 cores, busy): no burst to catch up
+        except Exception as e:  # reported by stop(), not lost in the thread
             self.error = e
         self.seconds = time.perf_counter() - t0
 
@@ -316,12 +376,14 @@ class WaitSampler:
         try:
             self._proc.stdin.close()
             self._proc.wait(timeout=10)
-        except Exception:       # a dead psql: broken pipe
+        except Exception:  # a dead psql: broken pipe
             self._proc.kill()
             self._proc.wait()
         if self.error:
-            raise RuntimeError(f"wait sampler on {self.cluster.config.name} failed: {self.error!r}; "
-                               f"psql: {self._proc.stderr.read().strip()[-500:]}")
+            raise RuntimeError(
+                f"wait sampler on {self.cluster.config.name} failed: {self.error!r}; "
+                f"psql: {self._proc.stderr.read().strip()[-500:]}"
+            )
         self._proc.stderr.close()
         self._proc.stdout.close()
         return self
@@ -336,7 +398,7 @@ class WaitSampler:
         return ", ".join(f"{k} {v / self.samples:.1%}" for k, v in items) if items else "none"
 
 
-PG_STAT_WAL = ("SELECT wal_write, wal_sync, wal_write_time, wal_sync_time, wal_bytes FROM pg_stat_wal")
+PG_STAT_WAL = "SELECT wal_write, wal_sync, wal_write_time, wal_sync_time, wal_bytes FROM pg_stat_wal"
 
 
 def _client_backends_gone(c, timeout=10):
@@ -344,8 +406,13 @@ def _client_backends_gone(c, timeout=10):
     statistics at exit, and pg_stat_wal is read after that."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if c.psql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                  "AND pid <> pg_backend_pid()") == "0":
+        if (
+            c.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()"
+            )
+            == "0"
+        ):
             return True
         time.sleep(0.05)
     return False
@@ -360,9 +427,18 @@ def measure_lock(run, c, clients, p):
     lsn0 = _lsn(c)
     sampler = WaitSampler(c, p["sample_ms"] / 1000).start()
     try:
-        res, cmd, _ = c.pgbench(["-n", "-T", str(p["lock_seconds"]), "-c", str(clients),
-                                 "-j", str(min(clients, os.cpu_count() or 1))],
-                                timeout=p["lock_seconds"] * 10 + 120)
+        res, cmd, _ = c.pgbench(
+            [
+                "-n",
+                "-T",
+                str(p["lock_seconds"]),
+                "-c",
+                str(clients),
+                "-j",
+                str(min(clients, os.cpu_count() or 1)),
+            ],
+            timeout=p["lock_seconds"] * 10 + 120,
+        )
     finally:
         sampler.stop()
     run.command(cmd.replace(c.dir, "$CLUSTER"))
@@ -372,8 +448,13 @@ def measure_lock(run, c, clients, p):
     m["polls_per_s"] = sampler.polls / sampler.seconds if sampler.seconds else 0.0
     _client_backends_gone(c)
     w, s, wt, st, wb = c.psql(PG_STAT_WAL).split("|")
-    m.update(wal_write=int(w), wal_sync=int(s), wal_write_ms=float(wt), wal_sync_ms=float(st),
-             wal_stat_mb=float(wb) / 2**20)
+    m.update(
+        wal_write=int(w),
+        wal_sync=int(s),
+        wal_write_ms=float(wt),
+        wal_sync_ms=float(st),
+        wal_stat_mb=float(wb) / 2**20,
+    )
     if m["wal_mb"] > 0:
         m["write_ms_per_mb"] = m["wal_write_ms"] / m["wal_mb"]
     return m, sampler.shares(), sampler.other_detail()
@@ -381,10 +462,12 @@ def measure_lock(run, c, clients, p):
 
 def _describe(workload, m):
     if workload == LOCK:
-        return (f"{m['tps']:,.0f} tps, {m['samples']} backend samples: LWLock:WALWrite "
-                f"{m['share:LWLock:WALWrite']:.1%}, IO:WalWrite {m['share:IO:WalWrite']:.1%}, "
-                f"IO:WalSync {m['share:IO:WalSync']:.1%}, CPU {m['share:CPU']:.1%}; "
-                f"{m['wal_write']} WAL writes, {m['wal_write_ms']:.0f} ms")
+        return (
+            f"{m['tps']:,.0f} tps, {m['samples']} backend samples: LWLock:WALWrite "
+            f"{m['share:LWLock:WALWrite']:.1%}, IO:WalWrite {m['share:IO:WalWrite']:.1%}, "
+            f"IO:WalSync {m['share:IO:WalSync']:.1%}, CPU {m['share:CPU']:.1%}; "
+            f"{m['wal_write']} WAL writes, {m['wal_write_ms']:.0f} ms"
+        )
     if workload == "tpcb":
         return f"{m['tps']:,.0f} tps, {m['wal_mb']:,.0f} MB WAL"
     return f"{m['seconds']:.2f} s, {m['mb_per_s']:,.1f} MB/s, {m['wal_mb']:,.0f} MB WAL"
@@ -399,25 +482,40 @@ def run(run, p):
     try:
         t0 = time.perf_counter()
         input_mb = write_data(data_file, p["rows"]) / 2**20
-        run.progress.note(f"{NAME}: generated {data_file} ({p['rows']:,} rows, {input_mb:,.1f} MB) "
-                          f"in {time.perf_counter() - t0:.1f} s")
+        run.progress.note(
+            f"{NAME}: generated {data_file} ({p['rows']:,} rows, {input_mb:,.1f} MB) "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
         clusters = common.start_clusters(run, NAME, cfgs, settings(p))
         common.pgbench_init(run, NAME, clusters, p["scale"])
         for name, c in clusters.items():
             c.psql(SCHEMA)
-            enc = c.psql("SELECT coalesce(string_agg(name || '=' || setting, ', ' ORDER BY name), 'none') "
-                         "FROM pg_settings WHERE name LIKE '%encrypt%' "
-                         "AND name NOT IN ('password_encryption', 'encryption_key_command')")
+            enc = c.psql(
+                "SELECT coalesce(string_agg(name || '=' || setting, ', ' ORDER BY name), 'none') "
+                "FROM pg_settings WHERE name LIKE '%encrypt%' "
+                "AND name NOT IN ('password_encryption', 'encryption_key_command')"
+            )
             run.record(NAME, name, 0, "input_mb", input_mb, workload="setup", detail=enc)
             # warm-up, untimed: a short tpcb run and one COPY (also puts the file in the page cache)
             if p.get("warmup_seconds"):
-                c.pgbench(["-n", "-T", str(p["warmup_seconds"]), "-c", str(p["clients"]),
-                           "-j", str(min(p["clients"], os.cpu_count() or 1))])
+                c.pgbench(
+                    [
+                        "-n",
+                        "-T",
+                        str(p["warmup_seconds"]),
+                        "-c",
+                        str(p["clients"]),
+                        "-j",
+                        str(min(p["clients"], os.cpu_count() or 1)),
+                    ]
+                )
             c.psql(f"COPY {TABLE} FROM {_sql_literal(data_file)} (FORMAT csv)", timeout=7200)
             walenc = wal_encrypted(c)
             run.record(NAME, name, 0, "wal_encrypted", walenc, workload="setup")
-            run.progress.note(f"{NAME}: {name} ready: encryption settings {enc}; WAL pages encrypted: "
-                              f"{'yes' if walenc else 'no'}")
+            run.progress.note(
+                f"{NAME}: {name} ready: encryption settings {enc}; WAL pages encrypted: "
+                f"{'yes' if walenc else 'no'}"
+            )
         for rep, point, cfg in interleaved(cfgs, p["repetitions"], points(p)):
             if isinstance(point, tuple):
                 _, clients = point
@@ -425,18 +523,31 @@ def run(run, p):
                 for metric, value in m.items():
                     run.record(NAME, cfg.name, rep, metric, value, workload=LOCK, clients=clients)
                 for wait, share in shares.items():
-                    run.record(NAME, cfg.name, rep, "wait_share", share, workload=LOCK, clients=clients, wait=wait,
-                               **({"detail": other} if wait == "other" else {}))
+                    run.record(
+                        NAME,
+                        cfg.name,
+                        rep,
+                        "wait_share",
+                        share,
+                        workload=LOCK,
+                        clients=clients,
+                        wait=wait,
+                        **({"detail": other} if wait == "other" else {}),
+                    )
                 m.update({f"share:{k}": v for k, v in shares.items()})
-                run.progress.step(f"{NAME} {LOCK} {clients} clients {cfg.name} round {rep}: {_describe(LOCK, m)}",
-                                  _expected(p, LOCK) + p["setup_share"])
+                run.progress.step(
+                    f"{NAME} {LOCK} {clients} clients {cfg.name} round {rep}: {_describe(LOCK, m)}",
+                    _expected(p, LOCK) + p["setup_share"],
+                )
                 continue
             workload = point
             m = measure(run, clusters[cfg.name], workload, p, data_file)
             for metric, value in m.items():
                 run.record(NAME, cfg.name, rep, metric, value, workload=workload)
-            run.progress.step(f"{NAME} {workload} {cfg.name} round {rep}: {_describe(workload, m)}",
-                              _expected(p, workload) + p["setup_share"])
+            run.progress.step(
+                f"{NAME} {workload} {cfg.name} round {rep}: {_describe(workload, m)}",
+                _expected(p, workload) + p["setup_share"],
+            )
     finally:
         common.stop_all(clusters)
         shutil.rmtree(input_dir, ignore_errors=True)
@@ -456,7 +567,11 @@ def verdict(s, target):
 
 
 def _values(rows, cfg, workload, metric):
-    return [r["value"] for r in rows if r["config"] == cfg and r.get("workload") == workload and r["metric"] == metric]
+    return [
+        r["value"]
+        for r in rows
+        if r["config"] == cfg and r.get("workload") == workload and r["metric"] == metric
+    ]
 
 
 def summaries(rows, cfgs, baseline="stock"):
@@ -480,10 +595,22 @@ def _with_checkpoint(rows, cfg, w):
     out = []
     for r in rows:
         if r["config"] == cfg and r.get("workload") == w and r["metric"] == "seconds":
-            ck = [x["value"] for x in rows if x["config"] == cfg and x.get("workload") == w
-                  and x["rep"] == r["rep"] and x["metric"] == "checkpoint_seconds"]
-            mb = [x["value"] for x in rows if x["config"] == cfg and x.get("workload") == w
-                  and x["rep"] == r["rep"] and x["metric"] == "table_mb"]
+            ck = [
+                x["value"]
+                for x in rows
+                if x["config"] == cfg
+                and x.get("workload") == w
+                and x["rep"] == r["rep"]
+                and x["metric"] == "checkpoint_seconds"
+            ]
+            mb = [
+                x["value"]
+                for x in rows
+                if x["config"] == cfg
+                and x.get("workload") == w
+                and x["rep"] == r["rep"]
+                and x["metric"] == "table_mb"
+            ]
             if ck and mb:
                 out.append(mb[0] / (r["value"] + ck[0]))
     return out
@@ -494,14 +621,26 @@ def _fmt_median(vals, fmt):
 
 
 def _lock_values(rows, cfg, clients, metric, wait=None):
-    return [r["value"] for r in rows if r["config"] == cfg and r.get("workload") == LOCK
-            and r.get("clients") == clients and r["metric"] == metric and r.get("wait") == wait]
+    return [
+        r["value"]
+        for r in rows
+        if r["config"] == cfg
+        and r.get("workload") == LOCK
+        and r.get("clients") == clients
+        and r["metric"] == metric
+        and r.get("wait") == wait
+    ]
 
 
 def _per_call_us(rows, cfg, clients, time_metric, count_metric):
     """µs per call (write or sync) of each round."""
-    return [t * 1000 / k for t, k in zip(_lock_values(rows, cfg, clients, time_metric),
-                                         _lock_values(rows, cfg, clients, count_metric)) if k]
+    return [
+        t * 1000 / k
+        for t, k in zip(
+            _lock_values(rows, cfg, clients, time_metric), _lock_values(rows, cfg, clients, count_metric)
+        )
+        if k
+    ]
 
 
 def lock_verdict(treatment, baseline, margin=SHARE_MARGIN):
@@ -523,25 +662,29 @@ def lock_report(rows, p, cfgs, base="stock"):
         return []
     encs = [c for c in cfgs if c != base]
     clients = sorted({r["clients"] for r in lrows if r.get("clients") is not None})
-    md = ["\n### Does encrypting WAL under WALWriteLock lengthen the lock enough to matter?\n",
-          f"pgbench's TPC-B-like transaction at {' and '.join(map(str, clients))} clients, "
-          f"{p['lock_seconds']} s per run, on the same clusters, interleaved with the workloads above "
-          f"({p['repetitions']} rounds), after an untimed CHECKPOINT.  Beside each run, one psql session "
-          "(outside pgbench) reads `SELECT wait_event_type, wait_event, state, backend_type FROM "
-          f"pg_stat_activity` every {p['sample_ms']} ms and counts every client backend (not itself) in "
-          "every sample: LWLock:WALWrite is waiting for WALWriteLock (in XLogFlush, mostly for another "
-          "backend's write and fsync to finish: group commit); IO:WalWrite and IO:WalSync are the holder "
-          "of the lock writing and fsyncing; LWLock:WALInsert is waiting for a WAL insertion lock; "
-          "Lock:transactionid/tuple is waiting for a row lock (pgbench_branches has one row per unit of "
-          f"scale, {p['scale']} here, so clients queue on them); CPU is active with no "
-          "wait event; Client is waiting for pgbench (idle or idle in transaction).  pg_stat_wal is reset "
-          "before each run and read after pgbench's backends have exited (they flush their statistics at "
-          "exit); `track_wal_io_timing = on` in both configurations.  Medians of the rounds.\n",
-          "TPS (encrypted / stock with 95% bootstrap CI):\n"]
+    md = [
+        "\n### Does encrypting WAL under WALWriteLock lengthen the lock enough to matter?\n",
+        f"pgbench's TPC-B-like transaction at {' and '.join(map(str, clients))} clients, "
+        f"{p['lock_seconds']} s per run, on the same clusters, interleaved with the workloads above "
+        f"({p['repetitions']} rounds), after an untimed CHECKPOINT.  Beside each run, one psql session "
+        "(outside pgbench) reads `SELECT wait_event_type, wait_event, state, backend_type FROM "
+        f"pg_stat_activity` every {p['sample_ms']} ms and counts every client backend (not itself) in "
+        "every sample: LWLock:WALWrite is waiting for WALWriteLock (in XLogFlush, mostly for another "
+        "backend's write and fsync to finish: group commit); IO:WalWrite and IO:WalSync are the holder "
+        "of the lock writing and fsyncing; LWLock:WALInsert is waiting for a WAL insertion lock; "
+        "Lock:transactionid/tuple is waiting for a row lock (pgbench_branches has one row per unit of "
+        f"scale, {p['scale']} here, so clients queue on them); CPU is active with no "
+        "wait event; Client is waiting for pgbench (idle or idle in transaction).  pg_stat_wal is reset "
+        "before each run and read after pgbench's backends have exited (they flush their statistics at "
+        "exit); `track_wal_io_timing = on` in both configurations.  Medians of the rounds.\n",
+        "TPS (encrypted / stock with 95% bootstrap CI):\n",
+    ]
     table, _ = common.ratio_table(lrows, base, cfgs, ["clients"], metric="tps")
     md.append(table)
-    md.append("\nShare of client-backend samples per wait (median of the rounds; samples: backend samples per "
-              "run, median):\n")
+    md.append(
+        "\nShare of client-backend samples per wait (median of the rounds; samples: backend samples per "
+        "run, median):\n"
+    )
     md.append("| clients | config | samples | " + " | ".join(WAIT_CATEGORIES) + " |")
     md.append("|" + "---|" * (3 + len(WAIT_CATEGORIES)))
     for n in clients:
@@ -549,42 +692,64 @@ def lock_report(rows, p, cfgs, base="stock"):
             samples = _lock_values(lrows, c, n, "samples")
             cells = [str(n), c, _fmt_median(samples, "{:,.0f}")]
             for w in WAIT_CATEGORIES:
-                cells.append(_fmt_median([v * 100 for v in _lock_values(lrows, c, n, "wait_share", w)], "{:.1f} %"))
+                cells.append(
+                    _fmt_median([v * 100 for v in _lock_values(lrows, c, n, "wait_share", w)], "{:.1f} %")
+                )
             md.append("| " + " | ".join(cells) + " |")
     others = []
     for n in clients:
         for c in cfgs:
-            d = [r.get("detail") for r in lrows if r["config"] == c and r.get("clients") == n
-                 and r["metric"] == "wait_share" and r.get("wait") == "other" and r.get("detail")]
+            d = [
+                r.get("detail")
+                for r in lrows
+                if r["config"] == c
+                and r.get("clients") == n
+                and r["metric"] == "wait_share"
+                and r.get("wait") == "other"
+                and r.get("detail")
+            ]
             if d:
                 others.append(f"{n} clients {c}: {d[-1]}")
     if others:
-        md.append("\nWhat \"other\" held in the last round (most frequent, share of all samples): "
-                  + "; ".join(others) + ".")
-    md.append("\npg_stat_wal per run (medians; µs per write = wal_write_time / wal_write, per sync likewise; "
-              "ms per MB of WAL generated, from pg_current_wal_lsn()):\n")
-    md.append("| clients | config | WAL MB | writes | syncs | write time ms | write ms per MB | µs per write "
-              "| µs per sync |")
+        md.append(
+            '\nWhat "other" held in the last round (most frequent, share of all samples): '
+            + "; ".join(others)
+            + "."
+        )
+    md.append(
+        "\npg_stat_wal per run (medians; µs per write = wal_write_time / wal_write, per sync likewise; "
+        "ms per MB of WAL generated, from pg_current_wal_lsn()):\n"
+    )
+    md.append(
+        "| clients | config | WAL MB | writes | syncs | write time ms | write ms per MB | µs per write "
+        "| µs per sync |"
+    )
     md.append("|" + "---|" * 9)
     for n in clients:
         for c in cfgs:
-            v = {m: _lock_values(lrows, c, n, m) for m in
-                 ("wal_mb", "wal_write", "wal_sync", "wal_write_ms", "wal_sync_ms", "write_ms_per_mb")}
+            v = {
+                m: _lock_values(lrows, c, n, m)
+                for m in ("wal_mb", "wal_write", "wal_sync", "wal_write_ms", "wal_sync_ms", "write_ms_per_mb")
+            }
             per_write = _per_call_us(lrows, c, n, "wal_write_ms", "wal_write")
             per_sync = _per_call_us(lrows, c, n, "wal_sync_ms", "wal_sync")
-            md.append(f"| {n} | {c} | {_fmt_median(v['wal_mb'], '{:,.1f}')} | {_fmt_median(v['wal_write'], '{:,.0f}')} "
-                      f"| {_fmt_median(v['wal_sync'], '{:,.0f}')} | {_fmt_median(v['wal_write_ms'], '{:,.0f}')} "
-                      f"| {_fmt_median(v['write_ms_per_mb'], '{:,.1f}')} | {_fmt_median(per_write, '{:,.1f}')} "
-                      f"| {_fmt_median(per_sync, '{:,.0f}')} |")
-    md.append("\nWhat wal_write_time times: XLogWrite() reads the clock around each call of pgcipher's "
-              "WriteWALPages() (which replaces its pg_pwrite()), inside WALWriteLock and inside the IO:WalWrite "
-              "wait event.  With WAL encryption on, that call encrypts up to 64 WAL pages (every page touched, "
-              "a partial page whole) into the process's scratch buffer and then pg_pwrite()s them; in stock it "
-              "is pg_pwrite() alone.  So the write time, and the IO:WalWrite share, include the encryption, and "
-              "the difference in µs per write is the encryption per write call (plus noise: a write call usually "
-              "encrypts one or two pages, about 1 µs each with AES-NI, see `micro`); writes of more "
-              "than 64 pages are split into more calls when encrypted.  wal_sync_time times the fsync "
-              "(issue_xlog_fsync) alone.  Both count every process's writes (backends and the WAL writer).")
+            md.append(
+                f"| {n} | {c} | {_fmt_median(v['wal_mb'], '{:,.1f}')} | {_fmt_median(v['wal_write'], '{:,.0f}')} "
+                f"| {_fmt_median(v['wal_sync'], '{:,.0f}')} | {_fmt_median(v['wal_write_ms'], '{:,.0f}')} "
+                f"| {_fmt_median(v['write_ms_per_mb'], '{:,.1f}')} | {_fmt_median(per_write, '{:,.1f}')} "
+                f"| {_fmt_median(per_sync, '{:,.0f}')} |"
+            )
+    md.append(
+        "\nWhat wal_write_time times: XLogWrite() reads the clock around each call of pgcipher's "
+        "WriteWALPages() (which replaces its pg_pwrite()), inside WALWriteLock and inside the IO:WalWrite "
+        "wait event.  With WAL encryption on, that call encrypts up to 64 WAL pages (every page touched, "
+        "a partial page whole) into the process's scratch buffer and then pg_pwrite()s them; in stock it "
+        "is pg_pwrite() alone.  So the write time, and the IO:WalWrite share, include the encryption, and "
+        "the difference in µs per write is the encryption per write call (plus noise: a write call usually "
+        "encrypts one or two pages, about 1 µs each with AES-NI, see `micro`); writes of more "
+        "than 64 pages are split into more calls when encrypted.  wal_sync_time times the fsync "
+        "(issue_xlog_fsync) alone.  Both count every process's writes (backends and the WAL writer)."
+    )
     md.append("\nReading:\n")
     for n in clients:
         base_lock = _lock_values(lrows, base, n, "wait_share", "LWLock:WALWrite")
@@ -594,39 +759,65 @@ def lock_report(rows, p, cfgs, base="stock"):
             if v == "–":
                 md.append(f"- {n} clients, {c}: no data.")
                 continue
-            io = {cfg: stats.median(_lock_values(lrows, cfg, n, "wait_share", "IO:WalWrite")) for cfg in (base, c)}
-            detail = (f"LWLock:WALWrite {stats.median(enc_lock):.1%} of samples vs {stats.median(base_lock):.1%} "
-                      f"for {base} (rounds {', '.join(f'{x:.1%}' for x in enc_lock)} vs "
-                      f"{', '.join(f'{x:.1%}' for x in base_lock)}); IO:WalWrite, which includes the encryption, "
-                      f"{io[c]:.1%} vs {io[base]:.1%}")
+            io = {
+                cfg: stats.median(_lock_values(lrows, cfg, n, "wait_share", "IO:WalWrite"))
+                for cfg in (base, c)
+            }
+            detail = (
+                f"LWLock:WALWrite {stats.median(enc_lock):.1%} of samples vs {stats.median(base_lock):.1%} "
+                f"for {base} (rounds {', '.join(f'{x:.1%}' for x in enc_lock)} vs "
+                f"{', '.join(f'{x:.1%}' for x in base_lock)}); IO:WalWrite, which includes the encryption, "
+                f"{io[c]:.1%} vs {io[base]:.1%}"
+            )
             # how much longer the lock is held per flush: the extra µs per write call
             # (the encryption) against what stock holds it for, a write and (mostly) an fsync
-            pw = {cfg: stats.median(_per_call_us(lrows, cfg, n, "wal_write_ms", "wal_write")) for cfg in (base, c)}
+            pw = {
+                cfg: stats.median(_per_call_us(lrows, cfg, n, "wal_write_ms", "wal_write"))
+                for cfg in (base, c)
+            }
             ps = stats.median(_per_call_us(lrows, base, n, "wal_sync_ms", "wal_sync"))
-            ratio = [k / w for k, w in zip(_lock_values(lrows, base, n, "wal_sync"),
-                                           _lock_values(lrows, base, n, "wal_write")) if w]
+            ratio = [
+                k / w
+                for k, w in zip(
+                    _lock_values(lrows, base, n, "wal_sync"), _lock_values(lrows, base, n, "wal_write")
+                )
+                if w
+            ]
             hold = pw[base] + (ps * stats.median(ratio) if ratio and ps == ps else 0.0)
             if pw[base] == pw[base] and pw[c] == pw[c] and hold > 0:
-                detail += (f"; a WAL write call took {pw[c]:.1f} µs vs {pw[base]:.1f} µs "
-                           f"({pw[c] - pw[base]:+.1f} µs with the encryption), against {ps:.0f} µs per fsync: "
-                           f"{(pw[c] - pw[base]) / hold:+.1%} of stock's time under the lock per write")
+                detail += (
+                    f"; a WAL write call took {pw[c]:.1f} µs vs {pw[base]:.1f} µs "
+                    f"({pw[c] - pw[base]:+.1f} µs with the encryption), against {ps:.0f} µs per fsync: "
+                    f"{(pw[c] - pw[base]) / hold:+.1%} of stock's time under the lock per write"
+                )
             if v == "above":
-                md.append(f"- {n} clients: {c}'s WALWriteLock share is meaningfully above {base}'s ({detail}): "
-                          "encrypting under the lock lengthens it enough to show at this client count.")
+                md.append(
+                    f"- {n} clients: {c}'s WALWriteLock share is meaningfully above {base}'s ({detail}): "
+                    "encrypting under the lock lengthens it enough to show at this client count."
+                )
             else:
-                md.append(f"- {n} clients: {c}'s WALWriteLock share is not meaningfully above {base}'s ({detail}): "
-                          "the lock is not lengthened enough to matter at this client count.")
-    row_locks = [stats.median(_lock_values(lrows, c, n, "wait_share", "Lock:transactionid/tuple"))
-                 for n in clients for c in cfgs]
+                md.append(
+                    f"- {n} clients: {c}'s WALWriteLock share is not meaningfully above {base}'s ({detail}): "
+                    "the lock is not lengthened enough to matter at this client count."
+                )
+    row_locks = [
+        stats.median(_lock_values(lrows, c, n, "wait_share", "Lock:transactionid/tuple"))
+        for n in clients
+        for c in cfgs
+    ]
     row_locks = [x for x in row_locks if x == x]
     if row_locks and max(row_locks) >= 0.5:
-        md.append(f"- Row locks dominate (Lock:transactionid/tuple up to {max(row_locks):.0%} of samples): at "
-                  f"scale {p['scale']} the clients queue on {p['scale']} pgbench_branches "
-                  f"row{'s' if p['scale'] != 1 else ''}, so few commits "
-                  "overlap and WALWriteLock is loaded less than the client count suggests; a larger scale "
-                  "would load it harder.")
-    md.append(f"\n\"Meaningfully above\": the median share at least {SHARE_MARGIN * 100:.0f} percentage points higher "
-              "and every round above every round of stock.")
+        md.append(
+            f"- Row locks dominate (Lock:transactionid/tuple up to {max(row_locks):.0%} of samples): at "
+            f"scale {p['scale']} the clients queue on {p['scale']} pgbench_branches "
+            f"row{'s' if p['scale'] != 1 else ''}, so few commits "
+            "overlap and WALWriteLock is loaded less than the client count suggests; a larger scale "
+            "would load it harder."
+        )
+    md.append(
+        f'\n"Meaningfully above": the median share at least {SHARE_MARGIN * 100:.0f} percentage points higher '
+        "and every round above every round of stock."
+    )
     return md
 
 
@@ -638,25 +829,34 @@ def report(rows, p, out_dir):
     input_mb = [r["value"] for r in rows if r["metric"] == "input_mb"]
     table_mb = [r["value"] for r in rows if r["metric"] == "table_mb" and r.get("workload") == "copy"]
     pgbench_mb = p["scale"] * PGBENCH_MB_PER_SCALE
-    md = [f"Configurations: {', '.join(cfgs)}.  Per round and configuration, interleaved "
-          f"({p['repetitions']} rounds, configurations innermost): pgbench's TPC-B-like read/write "
-          f"transaction for {p['seconds']} s with {p['clients']} clients at scale {p['scale']} "
-          + (f"(about {pgbench_mb} MB, fits in shared_buffers = {p['shared_buffers_mb']} MB, so it measures "
-             "the WAL and commit path; " if pgbench_mb < p["shared_buffers_mb"] else
-             f"(about {pgbench_mb} MB, shared_buffers = {p['shared_buffers_mb']} MB; ")
-          + "synchronous_commit = on); a server-side `COPY ... FROM` of a generated CSV file "
-          f"({p['rows']:,} rows, {_fmt_median(input_mb, '{:,.0f}')} MB, generated once per run and read "
-          "by every configuration from the page cache) into the freshly truncated table "
-          f"(about {p['size_mb']:,} MB of heap; measured {_fmt_median(table_mb, '{:,.0f}')} MB); "
-          "`CREATE TABLE AS SELECT *` from it; `VACUUM FULL` of it.  Each bulk operation starts "
-          "after an untimed CHECKPOINT and is timed wall-clock from the client (one psql call); the "
-          "CHECKPOINT after it is timed separately.  Before the rounds, each cluster ran an untimed "
-          f"warm-up: {p['warmup_seconds']} s of tpcb and one COPY.  Medians; encrypted / stock of TPS or of "
-          "MB/s of table written, with 95% bootstrap CI.\n",
-          "| workload | " + " | ".join(cfgs) + " | "
-          + " | ".join(f"{c} / {base} (95% CI)" for c in encs) + " | target | "
-          + " | ".join(f"{c} vs target" for c in encs) + " |",
-          "|" + "---|" * (2 + len(cfgs) + 2 * len(encs))]
+    md = [
+        f"Configurations: {', '.join(cfgs)}.  Per round and configuration, interleaved "
+        f"({p['repetitions']} rounds, configurations innermost): pgbench's TPC-B-like read/write "
+        f"transaction for {p['seconds']} s with {p['clients']} clients at scale {p['scale']} "
+        + (
+            f"(about {pgbench_mb} MB, fits in shared_buffers = {p['shared_buffers_mb']} MB, so it measures "
+            "the WAL and commit path; "
+            if pgbench_mb < p["shared_buffers_mb"]
+            else f"(about {pgbench_mb} MB, shared_buffers = {p['shared_buffers_mb']} MB; "
+        )
+        + "synchronous_commit = on); a server-side `COPY ... FROM` of a generated CSV file "
+        f"({p['rows']:,} rows, {_fmt_median(input_mb, '{:,.0f}')} MB, generated once per run and read "
+        "by every configuration from the page cache) into the freshly truncated table "
+        f"(about {p['size_mb']:,} MB of heap; measured {_fmt_median(table_mb, '{:,.0f}')} MB); "
+        "`CREATE TABLE AS SELECT *` from it; `VACUUM FULL` of it.  Each bulk operation starts "
+        "after an untimed CHECKPOINT and is timed wall-clock from the client (one psql call); the "
+        "CHECKPOINT after it is timed separately.  Before the rounds, each cluster ran an untimed "
+        f"warm-up: {p['warmup_seconds']} s of tpcb and one COPY.  Medians; encrypted / stock of TPS or of "
+        "MB/s of table written, with 95% bootstrap CI.\n",
+        "| workload | "
+        + " | ".join(cfgs)
+        + " | "
+        + " | ".join(f"{c} / {base} (95% CI)" for c in encs)
+        + " | target | "
+        + " | ".join(f"{c} vs target" for c in encs)
+        + " |",
+        "|" + "---|" * (2 + len(cfgs) + 2 * len(encs)),
+    ]
     for w in WORKLOADS:
         cells = [LABELS[w]]
         for c in cfgs:
@@ -671,13 +871,22 @@ def report(rows, p, out_dir):
         cells.append(f"≥ {TARGETS[w]:.2f}")
         cells += [verdict(sums.get((w, c)), TARGETS[w]) for c in encs]
         md.append("| " + " | ".join(cells) + " |")
-    md.append("\n\"met\": the whole CI is at or above the target; \"met by the median\": the median ratio "
-              "is, but the CI reaches below it (more rounds would tell); \"not met\": the whole CI is below.")
+    md.append(
+        '\n"met": the whole CI is at or above the target; "met by the median": the median ratio '
+        'is, but the CI reaches below it (more rounds would tell); "not met": the whole CI is below.'
+    )
     # counting the checkpoint after each bulk operation
-    md.append("\nThe same bulk operations counting the CHECKPOINT that follows each (MB/s of table over "
-              "operation + checkpoint; the checkpoint writes and fsyncs what the operation left):\n")
-    md.append("| workload | " + " | ".join(f"{c} s + checkpoint s" for c in cfgs) + " | "
-              + " | ".join(f"{c} / {base} (95% CI)" for c in encs) + " |")
+    md.append(
+        "\nThe same bulk operations counting the CHECKPOINT that follows each (MB/s of table over "
+        "operation + checkpoint; the checkpoint writes and fsyncs what the operation left):\n"
+    )
+    md.append(
+        "| workload | "
+        + " | ".join(f"{c} s + checkpoint s" for c in cfgs)
+        + " | "
+        + " | ".join(f"{c} / {base} (95% CI)" for c in encs)
+        + " |"
+    )
     md.append("|" + "---|" * (1 + len(cfgs) + len(encs)))
     for w in WORKLOADS[1:]:
         cells = [LABELS[w]]
@@ -694,49 +903,73 @@ def report(rows, p, out_dir):
                 cells.append("–")
         md.append("| " + " | ".join(cells) + " |")
     # WAL volume: the same work should write the same WAL in every configuration
-    md.append("\nWAL written per measurement (median MB, from pg_current_wal_lsn(); for tpcb per run, so it "
-              "grows with the transactions run):\n")
+    md.append(
+        "\nWAL written per measurement (median MB, from pg_current_wal_lsn(); for tpcb per run, so it "
+        "grows with the transactions run):\n"
+    )
     md.append("| workload | " + " | ".join(cfgs) + " |")
     md.append("|" + "---|" * (1 + len(cfgs)))
     for w in WORKLOADS:
-        md.append(f"| {LABELS[w]} | " + " | ".join(_fmt_median(_values(rows, c, w, "wal_mb"), "{:,.1f}")
-                                                   for c in cfgs) + " |")
+        md.append(
+            f"| {LABELS[w]} | "
+            + " | ".join(_fmt_median(_values(rows, c, w, "wal_mb"), "{:,.1f}") for c in cfgs)
+            + " |"
+        )
     tpcb_ck = {c: _values(rows, c, "tpcb", "checkpoint_seconds") for c in cfgs}
     if any(tpcb_ck.values()):
-        md.append("\nCHECKPOINT after each tpcb run (median s; it writes the pages the run dirtied): "
-                  + ", ".join(f"{c} {_fmt_median(v, '{:.2f}')}" for c, v in tpcb_ck.items()) + ".")
+        md.append(
+            "\nCHECKPOINT after each tpcb run (median s; it writes the pages the run dirtied): "
+            + ", ".join(f"{c} {_fmt_median(v, '{:.2f}')}" for c, v in tpcb_ck.items())
+            + "."
+        )
     # what was encrypted, as seen by the servers and in pg_wal
     lines = []
     for c in cfgs:
         enc = [r.get("detail", "") for r in rows if r["config"] == c and r["metric"] == "input_mb"]
         walenc = [r["value"] for r in rows if r["config"] == c and r["metric"] == "wal_encrypted"]
-        lines.append(f"{c}: `{enc[0] if enc else '?'}`, WAL pages encrypted: "
-                     + ("?" if not walenc else "yes" if walenc[0] else "no"))
+        lines.append(
+            f"{c}: `{enc[0] if enc else '?'}`, WAL pages encrypted: "
+            + ("?" if not walenc else "yes" if walenc[0] else "no")
+        )
     wal_enc = [r["value"] for r in rows if r["metric"] == "wal_encrypted" and r["config"] != base]
-    md.append("\nWhat each configuration encrypts (its encryption settings, and whether the page header of "
-              "its current WAL segment carries pgcipher's XLP_ENCRYPTED flag): " + "; ".join(lines) + ".")
+    md.append(
+        "\nWhat each configuration encrypts (its encryption settings, and whether the page header of "
+        "its current WAL segment carries pgcipher's XLP_ENCRYPTED flag): " + "; ".join(lines) + "."
+    )
     if wal_enc and all(wal_enc):
-        md.append("The encrypted configurations encrypt every WAL page they write (the commit path of tpcb, "
-                  "the WAL of COPY, CTAS and VACUUM FULL) as well as data pages: written by COPY, CTAS and "
-                  "VACUUM FULL (through their ring buffers or bulk writes) and by the checkpoints, and read "
-                  "back from the OS cache and decrypted by CTAS and VACUUM FULL, whose scans of a table larger "
-                  "than a quarter of shared_buffers go through a small ring.")
+        md.append(
+            "The encrypted configurations encrypt every WAL page they write (the commit path of tpcb, "
+            "the WAL of COPY, CTAS and VACUUM FULL) as well as data pages: written by COPY, CTAS and "
+            "VACUUM FULL (through their ring buffers or bulk writes) and by the checkpoints, and read "
+            "back from the OS cache and decrypted by CTAS and VACUUM FULL, whose scans of a table larger "
+            "than a quarter of shared_buffers go through a small ring."
+        )
     elif wal_enc:
-        md.append("WAL is written in plaintext by the encrypted configurations marked \"no\": they pay only "
-                  "for data pages, written by COPY, CTAS and VACUUM FULL (through their ring buffers or bulk "
-                  "writes) and by the checkpoints, and read back from the OS cache and decrypted by CTAS and "
-                  "VACUUM FULL, whose scans of a table larger than a quarter of shared_buffers go through a "
-                  "small ring.")
-    md.append("\nTargets (from the issue; benchmarks, not tests): encrypted ≥ 0.98 of stock for tpcb, ≥ 0.97 "
-              "for COPY, ≥ 0.95 for CREATE TABLE AS and VACUUM FULL.")
+        md.append(
+            'WAL is written in plaintext by the encrypted configurations marked "no": they pay only '
+            "for data pages, written by COPY, CTAS and VACUUM FULL (through their ring buffers or bulk "
+            "writes) and by the checkpoints, and read back from the OS cache and decrypted by CTAS and "
+            "VACUUM FULL, whose scans of a table larger than a quarter of shared_buffers go through a "
+            "small ring."
+        )
+    md.append(
+        "\nTargets (from the issue; benchmarks, not tests): encrypted ≥ 0.98 of stock for tpcb, ≥ 0.97 "
+        "for COPY, ≥ 0.95 for CREATE TABLE AS and VACUUM FULL."
+    )
     if p["size_mb"] < 1024:
-        md.append(f"\nThis profile uses {p['size_mb']} MB instead of the issue's 1 GB to keep the run short; "
-                  "the full profile uses 1 GB.")
+        md.append(
+            f"\nThis profile uses {p['size_mb']} MB instead of the issue's 1 GB to keep the run short; "
+            "the full profile uses 1 GB."
+        )
     md += lock_report(rows, p, cfgs, base)
     pngs = []
     part = {((LABELS[w],), c): s for (w, c), s in sums.items()}
     targets = {(LABELS[w],): t for w, t in TARGETS.items()}
-    if plots.overhead_bars(part, os.path.join(out_dir, f"{NAME}-overhead.png"),
-                           "WAL-heavy: TPS / MB/s vs stock (95% CI), | = target", targets=targets):
+    if plots.overhead_bars(
+        part,
+        os.path.join(out_dir, f"{NAME}-overhead.png"),
+        "WAL-heavy: TPS / MB/s vs stock (95% CI), | = target",
+        targets=targets,
+    ):
         pngs.append(f"{NAME}-overhead.png")
     return "\n".join(md), pngs

@@ -1,9 +1,11 @@
 """alibaba-sysbench: the plan, the registration and the Lua script's
 statement templates (the report's, unchanged)."""
+
 import os
 
 from bench import cli
-from bench.scenarios import SCENARIOS, alibaba_sysbench as ab
+from bench.scenarios import SCENARIOS
+from bench.scenarios import alibaba_sysbench as ab
 
 
 def test_registered_and_needs_no_stock_build():
@@ -24,9 +26,15 @@ def test_plan_counts_every_run():
 def test_lua_has_the_reports_statements():
     with open(ab.LUA) as f:
         lua = f.read()
-    for sql in ("SELECT c FROM \" .. t .. \" WHERE id = ?", "SELECT SUM(k) FROM \" .. t .. \" WHERE id BETWEEN ? AND ?",
-                "SET k = k + 1 WHERE id = ?", "SET c = ? WHERE id = ?", "DELETE FROM \" .. t .. \" WHERE id = ?",
-                "INSERT INTO \" .. t .. \" (id, k, c, pad) VALUES (?, ?, ?, ?)",
-                "SELECT c FROM \" .. t .. \" WHERE k = ?", "SELECT SUM(k) FROM \" .. t .. \" WHERE k BETWEEN ? AND ?"):
+    for sql in (
+        'SELECT c FROM " .. t .. " WHERE id = ?',
+        'SELECT SUM(k) FROM " .. t .. " WHERE id BETWEEN ? AND ?',
+        "SET k = k + 1 WHERE id = ?",
+        "SET c = ? WHERE id = ?",
+        'DELETE FROM " .. t .. " WHERE id = ?',
+        'INSERT INTO " .. t .. " (id, k, c, pad) VALUES (?, ?, ?, ?)',
+        'SELECT c FROM " .. t .. " WHERE k = ?',
+        'SELECT SUM(k) FROM " .. t .. " WHERE k BETWEEN ? AND ?',
+    ):
         assert sql in lua, sql
     assert os.path.basename(os.path.dirname(ab.LUA)) == "sysbench"

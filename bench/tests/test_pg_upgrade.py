@@ -3,6 +3,7 @@ orphans), pg_upgrade's failure messages, report on synthetic rows (no server
 needed); and, when BENCH_SMOKE=1, the scenario for real at scale 2 (needs
 both builds and Debian's PostgreSQL 15; BENCH_STOCK=PREFIX points at a stock
 build elsewhere than build/stock/install)."""
+
 import json
 import os
 import resource
@@ -22,30 +23,54 @@ from bench.tests.test_smoke import _processes_mentioning
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DATA = os.path.join(os.path.dirname(__file__), "data", "tiny-results.json")
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SMOKE = pytest.mark.skipif(os.environ.get("BENCH_SMOKE") != "1",
-                           reason="set BENCH_SMOKE=1 (needs both builds and PostgreSQL 15)")
+SMOKE = pytest.mark.skipif(
+    os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds and PostgreSQL 15)"
+)
 
 # encrypted / stock per (mode, metric) in the synthetic rows
-FACTORS = {("copy", "elapsed_s"): 1.01, ("copy", "cpu_s"): 1.25, ("link", "elapsed_s"): 1.0,
-           ("link", "cpu_s"): 1.0}
+FACTORS = {
+    ("copy", "elapsed_s"): 1.01,
+    ("copy", "cpu_s"): 1.25,
+    ("link", "elapsed_s"): 1.0,
+    ("link", "cpu_s"): 1.0,
+}
 
 
 def synthetic_rows(configs=("stock", "aes-256"), reps=4, factors=FACTORS, link=True):
-    rows = [{"scenario": "pg-upgrade", "config": "old", "rep": 0, "metric": "old_mb", "value": 5600.0,
-             "mode": "setup", "detail": "PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu"}]
+    rows = [
+        {
+            "scenario": "pg-upgrade",
+            "config": "old",
+            "rep": 0,
+            "metric": "old_mb",
+            "value": 5600.0,
+            "mode": "setup",
+            "detail": "PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu",
+        }
+    ]
 
     def rec(cfg, rep, metric, value, mode, **kw):
-        rows.append(dict(scenario="pg-upgrade", config=cfg, rep=rep, metric=metric, value=value, mode=mode, **kw))
+        rows.append(
+            dict(scenario="pg-upgrade", config=cfg, rep=rep, metric=metric, value=value, mode=mode, **kw)
+        )
+
     for rep, cfg in pg_upgrade.abba(list(configs), reps):
         noise = 1 + 0.003 * (rep - 2)
-        for mode in (("copy", "link") if link else ("copy",)):
+        for mode in ("copy", "link") if link else ("copy",):
             secs = (60.0 if mode == "copy" else 3.0) * noise
             cpu = (30.0 if mode == "copy" else 0.8) * noise
             if cfg != "stock":
                 secs *= factors[(mode, "elapsed_s")]
                 cpu *= factors[(mode, "cpu_s")]
-            detail = {"detail": "none; data_checksums=on" if cfg == "stock"
-                      else "data_encryption=aes-256; data_checksums=on"} if mode == "copy" else {}
+            detail = (
+                {
+                    "detail": "none; data_checksums=on"
+                    if cfg == "stock"
+                    else "data_encryption=aes-256; data_checksums=on"
+                }
+                if mode == "copy"
+                else {}
+            )
             rec(cfg, rep, "elapsed_s", secs, mode, **detail)
             rec(cfg, rep, "cpu_s", cpu, mode)
             rec(cfg, rep, "user_s", cpu * 0.7, mode)
@@ -72,7 +97,7 @@ def test_plan(profile):
     p = pg_upgrade.plan(profile)
     assert p["configs"] == ["stock", "aes-256"] and p["link"]
     assert p["steps"] == 2 * p["repetitions"] * 2
-    assert p["repetitions"] % 2 == 0                 # whole ABBA pairs
+    assert p["repetitions"] % 2 == 0  # whole ABBA pairs
     assert p["old_prefix"] == "/usr/lib/postgresql/15"
     assert p["est_seconds"] > p["steps"]
     if profile == "full":
@@ -94,8 +119,11 @@ def test_abba_order():
 
 
 def _burn(seconds):
-    return [sys.executable, "-c",
-            f"import time\nt = time.process_time()\nwhile time.process_time() - t < {seconds}: pass"]
+    return [
+        sys.executable,
+        "-c",
+        f"import time\nt = time.process_time()\nwhile time.process_time() - t < {seconds}: pass",
+    ]
 
 
 def test_timed_run_counts_waited_children_not_orphans(tmp_path):
@@ -112,7 +140,7 @@ def test_timed_run_counts_waited_children_not_orphans(tmp_path):
     assert m["cpu_s"] == pytest.approx(m["user_s"] + m["sys_s"])
     assert m["elapsed_s"] >= 0.28 and m["maxrss_mb"] > 0
     delta = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    assert delta == pytest.approx(m["cpu_s"], abs=0.02)      # what RUSAGE_CHILDREN says too
+    assert delta == pytest.approx(m["cpu_s"], abs=0.02)  # what RUSAGE_CHILDREN says too
 
 
 def test_timed_run_kills_at_timeout(tmp_path):
@@ -157,21 +185,44 @@ def test_command_shown_with_names_and_no_ports(tmp_path):
     inst = _fake_pg_upgrade(tmp_path, "exit 0\n")
     run = _FakeRun()
     new = str(tmp_path / "new" / "data")
-    m = pg_upgrade.pg_upgrade(run, inst, "/old/bin", "/w/old-pg15/data", new, "copy", str(tmp_path / "scratch"),
-                              1, {"/w/old-pg15/data": "$OLD", new: "$NEW", str(tmp_path / "bin"): "$PGCIPHER/bin"})
+    m = pg_upgrade.pg_upgrade(
+        run,
+        inst,
+        "/old/bin",
+        "/w/old-pg15/data",
+        new,
+        "copy",
+        str(tmp_path / "scratch"),
+        1,
+        {"/w/old-pg15/data": "$OLD", new: "$NEW", str(tmp_path / "bin"): "$PGCIPHER/bin"},
+    )
     assert m["elapsed_s"] > 0
-    assert run.commands == ["cd $SCRATCH && $PGCIPHER/bin/pg_upgrade -b /old/bin -B $PGCIPHER/bin -d $OLD -D $NEW "
-                            "-U postgres -s $SCRATCH -p $PORT -P $PORT -j 1 --copy"]
+    assert run.commands == [
+        "cd $SCRATCH && $PGCIPHER/bin/pg_upgrade -b /old/bin -B $PGCIPHER/bin -d $OLD -D $NEW "
+        "-U postgres -s $SCRATCH -p $PORT -P $PORT -j 1 --copy"
+    ]
     assert not os.path.exists(tmp_path / "scratch"), "scratch directory left behind"
 
 
 def test_not_yet_is_said_clearly(tmp_path):
-    inst = _fake_pg_upgrade(tmp_path, "echo 'Checking cluster versions   ok'\n"
-                                      f"echo 'pg_upgrade {pg_upgrade.NOT_YET}: it copies data files as they are'\n"
-                                      "exit 1\n")
+    inst = _fake_pg_upgrade(
+        tmp_path,
+        "echo 'Checking cluster versions   ok'\n"
+        f"echo 'pg_upgrade {pg_upgrade.NOT_YET}: it copies data files as they are'\n"
+        "exit 1\n",
+    )
     with pytest.raises(RuntimeError, match="cannot write encrypted clusters yet .*rebuild pgcipher"):
-        pg_upgrade.pg_upgrade(_FakeRun(), inst, "/old/bin", "/old", str(tmp_path / "new"), "copy",
-                              str(tmp_path / "scratch"), 1, {})
+        pg_upgrade.pg_upgrade(
+            _FakeRun(),
+            inst,
+            "/old/bin",
+            "/old",
+            str(tmp_path / "new"),
+            "copy",
+            str(tmp_path / "scratch"),
+            1,
+            {},
+        )
 
 
 def test_other_failures_carry_pg_upgrade_logs(tmp_path):
@@ -181,7 +232,9 @@ def test_other_failures_carry_pg_upgrade_logs(tmp_path):
     (logs / "pg_upgrade_server.log").write_text("FATAL:  database files are incompatible with server\n")
     inst = _fake_pg_upgrade(tmp_path, "echo 'Failure, exiting'; exit 1\n")
     with pytest.raises(RuntimeError) as e:
-        pg_upgrade.pg_upgrade(_FakeRun(), inst, "/old/bin", "/old", str(new), "link", str(tmp_path / "s"), 1, {})
+        pg_upgrade.pg_upgrade(
+            _FakeRun(), inst, "/old/bin", "/old", str(new), "link", str(tmp_path / "s"), 1, {}
+        )
     text = str(e.value)
     assert "pg_upgrade --link" in text and "exit 1" in text and "Failure, exiting" in text
     assert "pg_upgrade_server.log" in text and "incompatible with server" in text
@@ -211,7 +264,9 @@ def test_summaries_are_time_ratios():
 def test_report_on_synthetic_rows(tmp_path):
     p = pg_upgrade.plan("full")
     text, pngs = pg_upgrade.report(synthetic_rows(), p, str(tmp_path))
-    lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| `--")}
+    lines = {
+        line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| `--")
+    }
     copy_elapsed, copy_cpu = lines["`--copy` elapsed"], lines["`--copy` CPU (user + sys)"]
     assert "1.010 (" in copy_elapsed and "1.003 (+0.3 %)" in copy_elapsed and "≤ 1.03" in copy_elapsed
     assert copy_elapsed.rstrip(" |").endswith("met")
@@ -232,8 +287,17 @@ def test_report_on_synthetic_rows(tmp_path):
 def test_report_with_link_skipped_and_quick(tmp_path):
     p = pg_upgrade.plan("quick")
     rows = [r for r in synthetic_rows() if not (r["config"] == "aes-256" and r["mode"] == "link")]
-    rows.append({"scenario": "pg-upgrade", "config": "aes-256", "rep": 1, "metric": "link_skipped", "value": 1,
-                 "mode": "link", "detail": "initdb does not know --encryption-keys-from"})
+    rows.append(
+        {
+            "scenario": "pg-upgrade",
+            "config": "aes-256",
+            "rep": 1,
+            "metric": "link_skipped",
+            "value": 1,
+            "mode": "link",
+            "detail": "initdb does not know --encryption-keys-from",
+        }
+    )
     text, _ = pg_upgrade.report(rows, p, str(tmp_path))
     assert "`--link` for aes-256 was skipped: initdb does not know --encryption-keys-from" in text
     link = next(line for line in text.splitlines() if line.startswith("| `--link` elapsed"))
@@ -246,9 +310,16 @@ def test_full_report_includes_pg_upgrade(tmp_path):
         data = json.load(f)
     p = pg_upgrade.plan("quick")
     meta = dict(data["meta"], scenarios={"pg-upgrade": p})
-    save_results(str(tmp_path), meta, synthetic_rows(),
-                 ["cd $SCRATCH && $PGCIPHER/bin/pg_upgrade -b /usr/lib/postgresql/15/bin -B $PGCIPHER/bin "
-                  "-d $OLD -D $NEW -U postgres -s $SCRATCH -p $PORT -P $PORT -j 1 --copy"], {})
+    save_results(
+        str(tmp_path),
+        meta,
+        synthetic_rows(),
+        [
+            "cd $SCRATCH && $PGCIPHER/bin/pg_upgrade -b /usr/lib/postgresql/15/bin -B $PGCIPHER/bin "
+            "-d $OLD -D $NEW -U postgres -s $SCRATCH -p $PORT -P $PORT -j 1 --copy"
+        ],
+        {},
+    )
     text = open(write_report(str(tmp_path))).read()
     assert "## pg-upgrade:" in text and "shared/seeds/000_" in text
     assert "![pg-upgrade-overhead.png](pg-upgrade-overhead.png)" in text
@@ -261,16 +332,39 @@ def test_pg_upgrade_smoke(tmp_path):
     copy and link, every metric, the checks, the report; nothing left
     behind."""
     out = tmp_path / "results"
-    work = tempfile.mkdtemp(prefix="pgb")     # short: Unix socket paths live here
+    work = tempfile.mkdtemp(prefix="pgb")  # short: Unix socket paths live here
     stock = ["--stock", os.environ["BENCH_STOCK"]] if os.environ.get("BENCH_STOCK") else []
-    r = subprocess.run([sys.executable, "-m", "bench", "run", "--profile", "quick", "--tiny", "--out", str(out),
-                        "--workdir", work, "--scenario", "pg-upgrade", *stock],
-                       cwd=TOP, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--profile",
+            "quick",
+            "--tiny",
+            "--out",
+            str(out),
+            "--workdir",
+            work,
+            "--scenario",
+            "pg-upgrade",
+            *stock,
+        ],
+        cwd=TOP,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     print(r.stdout[-4000:], r.stderr[-4000:])
     assert r.returncode == 0
     steps = [line.split("] ", 1)[1] for line in r.stdout.splitlines() if "left] pg-upgrade copy" in line]
-    assert [s.split(" round")[0] for s in steps] == ["pg-upgrade copy stock", "pg-upgrade copy aes-256",
-                                                     "pg-upgrade copy aes-256", "pg-upgrade copy stock"]
+    assert [s.split(" round")[0] for s in steps] == [
+        "pg-upgrade copy stock",
+        "pg-upgrade copy aes-256",
+        "pg-upgrade copy aes-256",
+        "pg-upgrade copy stock",
+    ]
     data = json.loads((out / "results.json").read_text())
     rows = [row for row in data["results"] if row["scenario"] == "pg-upgrade"]
     assert all(isinstance(row["value"], (int, float)) for row in rows)
@@ -284,12 +378,15 @@ def test_pg_upgrade_smoke(tmp_path):
     assert ("stock", "link", "elapsed_s") in got
     linked = [row["value"] for row in rows if row["metric"] == "files_linked"]
     assert linked and all(v == 1 for v in linked)
-    if ("aes-256", "link", "link_skipped") in got:       # initdb without --encryption-keys-from
+    if ("aes-256", "link", "link_skipped") in got:  # initdb without --encryption-keys-from
         assert "skipped: initdb does not know --encryption-keys-from" in r.stdout
     else:
         assert ("aes-256", "link", "elapsed_s") in got and len(linked) == 4
-    detail = [row["detail"] for row in rows if row["config"] == "aes-256" and row["metric"] == "elapsed_s"
-              and row.get("detail")]
+    detail = [
+        row["detail"]
+        for row in rows
+        if row["config"] == "aes-256" and row["metric"] == "elapsed_s" and row.get("detail")
+    ]
     assert detail and "aes-256" in detail[0] and "data_checksums=on" in detail[0]
     report = (out / "report.md").read_text()
     assert "## pg-upgrade:" in report and "aes-256 / stock (95% CI)" in report

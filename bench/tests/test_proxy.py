@@ -1,6 +1,7 @@
 """proxy: plan, /proc readings, the counting relay, the idle-connection
 client, PgBouncer's configuration and the report on synthetic rows (no
 server needed; test_smoke.py runs the scenario for real)."""
+
 import json
 import os
 import socket
@@ -28,8 +29,15 @@ def test_registered_needs_no_stock_build():
     assert cli.needed_installs(["proxy", "micro"]) == {"pgcipher", "stock"}
 
 
-@pytest.mark.parametrize("args,rc", [(["--scenario", "proxy"], 1), (["--scenario", "proxy", "--profile", "full"], 1),
-                                     (["--scenario", "proxy", "--scenario", "tproc-c"], 0), ([], 0)])
+@pytest.mark.parametrize(
+    "args,rc",
+    [
+        (["--scenario", "proxy"], 1),
+        (["--scenario", "proxy", "--profile", "full"], 1),
+        (["--scenario", "proxy", "--scenario", "tproc-c"], 0),
+        ([], 0),
+    ],
+)
 def test_needs_stock(args, rc):
     r = subprocess.run([sys.executable, "-m", "bench", "needs-stock", *args], cwd=TOP)
     assert r.returncode == rc
@@ -65,7 +73,7 @@ def test_settings_listen_on_tcp_for_direct_clients():
 def test_proc_readings_of_this_process():
     f = proxy.stat_fields(os.getpid())
     assert int(f[1]) == os.getppid()
-    sum(range(2_000_000))                      # burn a little CPU
+    sum(range(2_000_000))  # burn a little CPU
     assert proxy.process_cpu_s(os.getpid()) > 0
     assert proxy.tree_cpu_s(os.getpid()) >= proxy.process_cpu_s(os.getpid())
     assert proxy.rss_kib(os.getpid()) > 1000
@@ -74,8 +82,12 @@ def test_proc_readings_of_this_process():
 def test_stat_fields_with_spaces_and_parentheses_in_the_name(tmp_path, monkeypatch):
     line = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 3 11 13 20 0 1 0 100 1000 200\n"
     real_open = open
-    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(tmp_path / "stat", *a, **k)
-                        if path == "/proc/42/stat" else real_open(path, *a, **k))
+    monkeypatch.setattr(
+        "builtins.open",
+        lambda path, *a, **k: (
+            real_open(tmp_path / "stat", *a, **k) if path == "/proc/42/stat" else real_open(path, *a, **k)
+        ),
+    )
     (tmp_path / "stat").write_text(line)
     f = proxy.stat_fields(42)
     assert f[0] == "S" and f[1] == "1" and f[11:15] == ["7", "3", "11", "13"]
@@ -101,7 +113,9 @@ def _echo_server():
                         break
                     c.sendall(d * 2)
                 c.close()
+
             threading.Thread(target=echo, daemon=True).start()
+
     threading.Thread(target=serve, daemon=True).start()
     return srv
 
@@ -145,6 +159,7 @@ def _fake_postgres(messages):
         c.sendall(b"".join(messages))
         seen["after"] = c.recv(5)
         c.close()
+
     threading.Thread(target=serve, daemon=True).start()
     return srv, seen
 
@@ -154,8 +169,9 @@ def _msg(kind, payload):
 
 
 def test_idle_connection_reaches_ready_for_query():
-    srv, seen = _fake_postgres([_msg(b"R", struct.pack("!I", 0)), _msg(b"S", b"a\0b\0"),
-                                _msg(b"K", bytes(8)), _msg(b"Z", b"I")])
+    srv, seen = _fake_postgres(
+        [_msg(b"R", struct.pack("!I", 0)), _msg(b"S", b"a\0b\0"), _msg(b"K", bytes(8)), _msg(b"Z", b"I")]
+    )
     s = proxy.idle_connection(srv.getsockname()[1])
     proxy.close_connection(s)
     srv.close()
@@ -178,17 +194,34 @@ class FakeCluster:
 def test_pgbouncer_ini_session_trust_socket(tmp_path):
     ini = proxy.pgbouncer_ini(FakeCluster(str(tmp_path / "c")), 6544, str(tmp_path), 54)
     text = open(ini).read()
-    for line in ("pool_mode = session", "auth_type = trust", "listen_addr = 127.0.0.1", "listen_port = 6544",
-                 f"postgres = host={tmp_path / 'c'} port=5999 dbname=postgres", "default_pool_size = 54",
-                 "unix_socket_dir =\n"):
+    for line in (
+        "pool_mode = session",
+        "auth_type = trust",
+        "listen_addr = 127.0.0.1",
+        "listen_port = 6544",
+        f"postgres = host={tmp_path / 'c'} port=5999 dbname=postgres",
+        "default_pool_size = 54",
+        "unix_socket_dir =\n",
+    ):
         assert line in text
     assert (tmp_path / "userlist.txt").read_text() == '"postgres" ""\n'
 
 
 def test_proxy_args():
     args = proxy.proxy_args("/b/pgcipher-proxy", FakeCluster("/w/c"), 7000, "/w/c/cmk.hex", record="/w/r")
-    assert args == ["/b/pgcipher-proxy", "--listen", "127.0.0.1:7000", "--upstream", "host=/w/c port=5999",
-                    "--cmk-file", "/w/c/cmk.hex", "--cmk-name", "bench", "--record", "/w/r"]
+    assert args == [
+        "/b/pgcipher-proxy",
+        "--listen",
+        "127.0.0.1:7000",
+        "--upstream",
+        "host=/w/c port=5999",
+        "--cmk-file",
+        "/w/c/cmk.hex",
+        "--cmk-name",
+        "bench",
+        "--record",
+        "/w/r",
+    ]
 
 
 class FakeRun:
@@ -204,7 +237,9 @@ def test_missing_proxy_is_a_clear_error(tmp_path):
     inst = FakeInstall()
     inst.proxy = str(tmp_path / "pgcipher-proxy")
     inst.keys_tool = inst.pgbouncer = "/bin/true"
-    with pytest.raises(RuntimeError, match=r"pgcipher-proxy not found at .*pgcipher-proxy \(./pgcipher build"):
+    with pytest.raises(
+        RuntimeError, match=r"pgcipher-proxy not found at .*pgcipher-proxy \(./pgcipher build"
+    ):
         proxy.find_tools(FakeRun({"pgcipher": inst}))
     inst.proxy, inst.pgbouncer = "/bin/true", str(tmp_path / "pgbouncer")
     with pytest.raises(RuntimeError, match="pgbouncer not found .*Debian package pgbouncer"):
@@ -223,6 +258,7 @@ def synthetic_rows(reps=3, ps=PS):
 
     def rec(cfg, rep, metric, value, **kw):
         rows.append(dict(scenario="proxy", config=cfg, rep=rep, metric=metric, value=value, **kw))
+
     rec("pgbouncer", 0, "version_seen", 1, part="setup", detail="PgBouncer 1.18.0")
     for cfg in ("enc-proxy", "plain-proxy"):
         rec(cfg, 0, "load_rows_per_s", 50_000.0, part="load")
@@ -256,8 +292,12 @@ def synthetic_rows(reps=3, ps=PS):
         rec(cfg, 0, "bytes_client_to_proxy_per_connection", 758.0, **kw)
         rec(cfg, 0, "bytes_proxy_to_server_per_connection", 752.0, **kw)
     for name, (r0, r1, rk) in (("proxy", (17_000, 17_100, 19_060)), ("pgbouncer", (8_600, 8_640, 8_738))):
-        for metric, v in (("rss_kib_0", r0), ("rss_kib_1", r1), ("rss_kib_k", rk),
-                          ("rss_kib_per_connection", (rk - r1) / 49)):
+        for metric, v in (
+            ("rss_kib_0", r0),
+            ("rss_kib_1", r1),
+            ("rss_kib_k", rk),
+            ("rss_kib_per_connection", (rk - r1) / 49),
+        ):
             rec(name, 0, metric, v, part="memory", connections=50)
     return rows
 
@@ -269,7 +309,10 @@ def _line(text, start):
 def test_report_on_synthetic_rows(tmp_path):
     p = proxy.plan("quick")
     text, pngs = proxy.report(synthetic_rows(), p, str(tmp_path))
-    assert "| workload | mode | direct | proxy | pgbouncer | proxy / direct (95% CI) | pgbouncer / direct (95% CI) |" in text
+    assert (
+        "| workload | mode | direct | proxy | pgbouncer | proxy / direct (95% CI) | pgbouncer / direct (95% CI) |"
+        in text
+    )
     assert _line(text, "| select-only | prepared | 10,000 | 6,000 | 7,000 | 0.600 (")
     assert "proxy / pgbouncer (TPS, 95% CI): select-only prepared 0.857 (" in text
     assert "PgBouncer: PgBouncer 1.18.0." in text
@@ -291,8 +334,11 @@ def test_report_on_synthetic_rows(tmp_path):
 
 def test_report_target_not_met_and_missing_parts(tmp_path):
     p = proxy.plan("quick", {"ps_configs": ["enc-proxy", "plain-proxy", "plain-direct"]})
-    rows = [r for r in synthetic_rows(ps=dict(PS, **{"enc-proxy": 4_000}))
-            if r.get("part") not in ("bytes", "memory") and r["config"] != "enc-direct"]
+    rows = [
+        r
+        for r in synthetic_rows(ps=dict(PS, **{"enc-proxy": 4_000}))
+        if r.get("part") not in ("bytes", "memory") and r["config"] != "enc-direct"
+    ]
     text, _ = proxy.report(rows, p, str(tmp_path))
     assert _line(text, "| enc-proxy / plain-proxy | 0.667 (").rstrip(" |").endswith("not met")
     assert "enc-direct" not in text
@@ -304,8 +350,13 @@ def test_full_report_includes_proxy(tmp_path):
         data = json.load(f)
     p = proxy.plan("quick")
     meta = dict(data["meta"], scenarios={"proxy": p})
-    save_results(str(tmp_path), meta, synthetic_rows(), ["pgbench -h 127.0.0.1 -p 5432 -S"],
-                 {"proxy": proxy.settings(p)})
+    save_results(
+        str(tmp_path),
+        meta,
+        synthetic_rows(),
+        ["pgbench -h 127.0.0.1 -p 5432 -S"],
+        {"proxy": proxy.settings(p)},
+    )
     text = open(write_report(str(tmp_path))).read()
     assert "## proxy:" in text and "`listen_addresses = '127.0.0.1'`" in text
     assert "![proxy-tps.png](proxy-tps.png)" in text

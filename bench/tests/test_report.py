@@ -1,8 +1,8 @@
 """Report generation on recorded data (a --tiny run, committed)."""
+
 import csv
 import json
 import os
-import shutil
 
 from bench.report import write_report
 from bench.runner import save_results
@@ -27,7 +27,7 @@ def test_report_has_every_scenario_and_valid_plots(tmp_path):
         assert f"## {name}:" in text
     assert "| CPU |" in text and "AES-NI" in text
     assert "95% bootstrap" in text or "95% CI" in text
-    images = [line[line.index("(") + 1:-1] for line in text.splitlines() if line.startswith("![")]
+    images = [line[line.index("(") + 1 : -1] for line in text.splitlines() if line.startswith("![")]
     assert len(images) >= 4
     for img in images:
         with open(os.path.join(tmp_path, img), "rb") as f:

@@ -2,6 +2,7 @@
 is produced and well formed.  Needs both builds (and, for the proxy
 scenario, pgcipher-proxy and PgBouncer); runs when BENCH_SMOKE=1
 (./pgcipher test sets it), skipped otherwise."""
+
 import csv
 import json
 import os
@@ -16,7 +17,9 @@ from bench.scenarios import SCENARIOS
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-SMOKE = pytest.mark.skipif(os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)")
+SMOKE = pytest.mark.skipif(
+    os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)"
+)
 # proxy has a smoke run of its own below (it needs the proxy and PgBouncer);
 # pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15)
 OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade"}
@@ -24,10 +27,27 @@ OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade"}
 
 def _bench(tmp_path, *args, timeout=1800):
     out = tmp_path / "results"
-    work = tempfile.mkdtemp(prefix="pgb")     # short: Unix socket paths live here
-    r = subprocess.run([sys.executable, "-m", "bench", "run", "--profile", "quick", "--tiny",
-                        "--out", str(out), "--workdir", work, *args],
-                       cwd=TOP, capture_output=True, text=True, timeout=timeout)
+    work = tempfile.mkdtemp(prefix="pgb")  # short: Unix socket paths live here
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--profile",
+            "quick",
+            "--tiny",
+            "--out",
+            str(out),
+            "--workdir",
+            work,
+            *args,
+        ],
+        cwd=TOP,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     print(r.stdout[-3000:], r.stderr[-3000:])
     return r, out, work
 
@@ -37,11 +57,18 @@ def test_quick_profile_smoke(tmp_path):
     names = [n for n in SCENARIOS if n not in OWN_SMOKE]
     r, out, work = _bench(tmp_path, *[a for n in names for a in ("--scenario", n)])
     assert r.returncode == 0
-    assert "elapsed" in r.stdout and "left]" in r.stdout          # progress lines
+    assert "elapsed" in r.stdout and "left]" in r.stdout  # progress lines
     data = json.loads((out / "results.json").read_text())
     scenarios = set(data["meta"]["scenarios"])
-    assert scenarios == {"cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "micro", "columns-micro",
-                         "instructions"}
+    assert scenarios == {
+        "cybertec-pgbench",
+        "cybertec-1mb",
+        "tproc-c",
+        "wal-heavy",
+        "micro",
+        "columns-micro",
+        "instructions",
+    }
     assert {row["scenario"] for row in data["results"]} == scenarios
     assert all(isinstance(row["value"], (int, float)) for row in data["results"])
     with open(out / "results.csv") as f:
@@ -67,14 +94,20 @@ def test_quick_profile_smoke(tmp_path):
     assert ("MATCH", "candidates") in cols and ("text", "matches") in cols
     assert ("ORD", "client_us_per_value") in cols and ("RND", "datum_bytes") in cols
     ins = [row for row in data["results"] if row["scenario"] == "instructions"]
-    counted = {(row["config"], row["workload"]) for row in ins if row["metric"] == "instructions" and row["value"] > 0}
+    counted = {
+        (row["config"], row["workload"])
+        for row in ins
+        if row["metric"] == "instructions" and row["value"] > 0
+    }
     assert counted == {(c, w) for c in ("stock", "aes-256") for w in SCENARIOS["instructions"].WORKLOADS}
     assert all(row["value"] == 1 for row in ins if row["metric"] == "same_answers")
     spilled = [row["value"] for row in ins if row["metric"] == "temp_file_mb"]
-    assert spilled and all(v > 0 for v in spilled)                  # the sort wrote temporary files
+    assert spilled and all(v > 0 for v in spilled)  # the sort wrote temporary files
     assert not os.path.exists(os.path.join(work, "instructions")), "clusters left behind"
     # the cipher calibrated on both CPUs for XTS and the WAL's CTR; three limits in micro
-    calibrated = {row["case"] for row in ins if row["workload"] == "calibration" and row["config"] == "aes-256"}
+    calibrated = {
+        row["case"] for row in ins if row["workload"] == "calibration" and row["config"] == "aes-256"
+    }
     assert calibrated == set(SCENARIOS["instructions"].CASES)
     limits = {row["case"] for row in data["results"] if row["scenario"] == "micro"}
     assert {"openssl-speed", "openssl-wheel", "openssl-speed-ctr", "openssl-wheel-ctr"} <= limits
@@ -93,7 +126,7 @@ def test_proxy_smoke(tmp_path):
     data = json.loads((out / "results.json").read_text())
     rows = [row for row in data["results"] if row["scenario"] == "proxy"]
     assert set(data["meta"]["scenarios"]) == {"proxy"}
-    assert "stock" not in data["meta"]["system"]["installs"]      # runs without the stock build
+    assert "stock" not in data["meta"]["system"]["installs"]  # runs without the stock build
     assert all(isinstance(row["value"], (int, float)) for row in rows)
     got = {(row["config"], row["metric"], row.get("workload"), row.get("mode")) for row in rows}
     for w in ("select-only", "tpcb-like"):
@@ -107,13 +140,21 @@ def test_proxy_smoke(tmp_path):
         assert (cfg, "tps", "point-select", "prepared") in got
     assert ("enc-proxy", "hop_cpu_us_per_tx", "point-select", "prepared") in got
     assert [row["value"] for row in rows if row["metric"] == "decrypt_ok"] == [1]
-    for metric in ("bytes_client_to_proxy_per_tx", "bytes_proxy_to_server_per_tx", "bytes_proxy_to_client_per_tx"):
+    for metric in (
+        "bytes_client_to_proxy_per_tx",
+        "bytes_proxy_to_server_per_tx",
+        "bytes_proxy_to_client_per_tx",
+    ):
         values = [row["value"] for row in rows if row["metric"] == metric]
         assert len(values) == 6 and all(v > 0 for v in values)
     for name in ("proxy", "pgbouncer"):
         assert (name, "rss_kib_per_connection", None, None) in got
     report = (out / "report.md").read_text()
-    assert "## proxy:" in report and "proxy / direct (95% CI)" in report and "pgbouncer / direct (95% CI)" in report
+    assert (
+        "## proxy:" in report
+        and "proxy / direct (95% CI)" in report
+        and "pgbouncer / direct (95% CI)" in report
+    )
     assert "enc-proxy / plain-proxy" in report and "≥ 0.90" in report
     assert "![proxy-tps.png](proxy-tps.png)" in report
     assert (out / "proxy-tps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -161,7 +202,9 @@ def _processes_mentioning(text):
 
 @SMOKE
 def test_proxy_scenario_without_the_proxy_fails_clearly(tmp_path):
-    r, out, work = _bench(tmp_path, "--scenario", "proxy", "--proxy", str(tmp_path / "no-such-proxy"), timeout=120)
+    r, out, work = _bench(
+        tmp_path, "--scenario", "proxy", "--proxy", str(tmp_path / "no-such-proxy"), timeout=120
+    )
     assert r.returncode == 1
     assert f"pgcipher-proxy not found at {tmp_path / 'no-such-proxy'}" in r.stdout + r.stderr
     assert "proxy FAILED" in r.stdout

@@ -1,4 +1,5 @@
 """TPROC-C pieces that need no server: the mix, the checks, the counts."""
+
 import os
 
 from bench.scenarios import tprocc
@@ -17,8 +18,17 @@ def test_consistency_conditions_listed():
 
 
 def test_initial_counts_checked():
-    good = {"warehouse": 2, "district": 20, "customer": 60000, "history": 60000, "new_order": 18000,
-            "orders": 60000, "order_line": 600000, "item": 100000, "stock": 200000}
+    good = {
+        "warehouse": 2,
+        "district": 20,
+        "customer": 60000,
+        "history": 60000,
+        "new_order": 18000,
+        "orders": 60000,
+        "order_line": 600000,
+        "item": 100000,
+        "stock": 200000,
+    }
     assert tprocc.check_initial_counts({k: str(v) for k, v in good.items()}, 2) == {}
     bad = dict(good, stock=199999, order_line=10)
     problems = tprocc.check_initial_counts({k: str(v) for k, v in bad.items()}, 2)
@@ -27,6 +37,7 @@ def test_initial_counts_checked():
 
 def test_recorded_run_passed_its_checks():
     import json
+
     with open(os.path.join(os.path.dirname(__file__), "data", "tiny-results.json")) as f:
         rows = json.load(f)["results"]
     checks = [r for r in rows if r["scenario"] == "tproc-c" and r["metric"] == "consistency_ok"]

@@ -22,7 +22,8 @@
 #define ENC_TAG_SIZE		16
 #define ENC_MIN_PAYLOAD		(ENC_NONCE_SIZE + ENC_TAG_SIZE)
 #define ENC_BLOOM_SIZE		32	/* MATCH: 256-bit Bloom filter of trigrams */
-#define ENC_FLAG_QUERY		0x01	/* MATCH: a LIKE-pattern query, not a value */
+#define ENC_FLAG_QUERY		0x01	/* MATCH: a LIKE-pattern query, not a
+									 * value */
 
 typedef enum EncType
 {

@@ -81,7 +81,7 @@ unpack() {
     stamp=$(echo "$3 $4" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$ext/$name/.pgcipher-ext" 2>/dev/null)" != "$stamp" ]; then
         echo "extensions: unpacking $(basename "$orig") into $ext/$name"
-        rm -rf "$ext/$name" "$ext/$name.tmp"
+        rm -rf "${ext:?}/$name" "$ext/$name.tmp"
         mkdir -p "$ext/$name.tmp"
         tar -xf "$orig" -C "$ext/$name.tmp" --strip-components=1 --no-same-owner
         echo "$stamp" > "$ext/$name.tmp/.pgcipher-ext"

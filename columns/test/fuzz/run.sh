@@ -31,5 +31,5 @@ for values in groups.values():
         i += 1
 PY
 
-echo "fuzz: $seconds s, corpus $(ls "$work/corpus" | wc -l) seeds, work dir $work"
+echo "fuzz: $seconds s, corpus $(find "$work/corpus" -type f | wc -l) seeds, work dir $work"
 "$work/fuzz_compare" -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 "$work/corpus"

@@ -29,13 +29,16 @@ $node->safe_psql('postgres', 'CREATE EXTENSION pgcipher_columns');
 my ($stdout, $stderr);
 run_log([ $keys, 'new-cmk' ], '>', "$dir/cmk") or die "$keys new-cmk failed";
 my @cmk = ('--cmk-file', "$dir/cmk", '--cmk-name', 'test-cmk');
-IPC::Run::run([ $keys, 'new-cek', @cmk, '--key-name', 'k1' ], '>', \$stdout, '2>', \$stderr)
+IPC::Run::run([ $keys, 'new-cek', @cmk, '--key-name', 'k1' ],
+	'>', \$stdout, '2>', \$stderr)
   or die "new-cek failed: $stderr";
 $node->safe_psql('postgres', $stdout);
 my $wrapped = $node->safe_psql('postgres',
-	"SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'k1'");
+	"SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'k1'"
+);
 
-$node->safe_psql('postgres', q{
+$node->safe_psql(
+	'postgres', q{
 	CREATE TABLE public.leak (id int, secret enc_text, ranked enc_text_ord, searchable enc_text,
 							  control text);
 	SELECT pgcipher.encrypt_column('public.leak', 'secret', 'k1', 'EQ');
@@ -54,12 +57,17 @@ sub encrypt_lines
 	$level = 'MATCH' if $level eq 'PATTERN';
 	IPC::Run::run(
 		[
-			$keys, 'encrypt', @cmk, '--key-name', 'k1', '--wrapped-cek', $wrapped,
-			'--key-id', '1', '--type', 'text', '--level', $level, '--label', $label,
-			@pattern
+			$keys, 'encrypt', @cmk, '--key-name',
+			'k1', '--wrapped-cek', $wrapped, '--key-id',
+			'1', '--type', 'text', '--level',
+			$level, '--label', $label, @pattern
 		],
-		'<', \(join("\n", @lines) . "\n"), '>', \$out, '2>', \$err)
-	  or die "encrypt failed: $err";
+		'<',
+		\(join("\n", @lines) . "\n"),
+		'>',
+		\$out,
+		'2>',
+		\$err) or die "encrypt failed: $err";
 	return split /\n/, $out;
 }
 
@@ -70,29 +78,45 @@ my @ranked = map { sprintf('%05d-pgcipher-ord-marker', $_) } 1 .. $n;
 my @searchable = map { sprintf('pgcipher-match-marker-%05d', $_) } 1 .. $n;
 my @secret_ct = encrypt_lines('EQ', 'public.leak.secret', @secret);
 my @ranked_ct = encrypt_lines('ORD', 'public.leak.ranked', @ranked);
-my @searchable_ct = encrypt_lines('MATCH', 'public.leak.searchable', @searchable);
-is(scalar(@secret_ct) + scalar(@ranked_ct) + scalar(@searchable_ct), 3 * $n,
-	'client encrypted every marker');
+my @searchable_ct =
+  encrypt_lines('MATCH', 'public.leak.searchable', @searchable);
+is(scalar(@secret_ct) + scalar(@ranked_ct) + scalar(@searchable_ct),
+	3 * $n, 'client encrypted every marker');
 
-my $copy = join('', map {
-	sprintf("%d\t%s\t%s\t%s\tpgcipher-ctl-marker-%05d\n",
-		$_, $secret_ct[ $_ - 1 ], $ranked_ct[ $_ - 1 ], $searchable_ct[ $_ - 1 ], $_)
-} 1 .. $n);
+my $copy = join(
+	'',
+	map {
+		sprintf(
+			"%d\t%s\t%s\t%s\tpgcipher-ctl-marker-%05d\n",
+			$_,
+			$secret_ct[ $_ - 1 ],
+			$ranked_ct[ $_ - 1 ],
+			$searchable_ct[ $_ - 1 ], $_)
+	} 1 .. $n);
 $node->safe_psql('postgres', "COPY public.leak FROM STDIN;\n$copy\\.\n");
-$node->safe_psql('postgres', 'CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;');
+$node->safe_psql('postgres',
+	'CHECKPOINT; SELECT pg_switch_wal(); CHECKPOINT;');
 
 # The server answers order queries on the ciphertext.
-is($node->safe_psql('postgres',
-	'SELECT count(*) FROM public.leak a JOIN public.leak b ON a.ranked < b.ranked WHERE a.id < b.id'),
-	$n * ($n - 1) / 2, 'ORD column ordered like its plaintext');
+is( $node->safe_psql(
+		'postgres',
+		'SELECT count(*) FROM public.leak a JOIN public.leak b ON a.ranked < b.ranked WHERE a.id < b.id'
+	),
+	$n * ($n - 1) / 2,
+	'ORD column ordered like its plaintext');
 
 # ... and substring-search candidates through the GIN index.
-my ($query) = encrypt_lines('PATTERN', 'public.leak.searchable', '%marker-00042%');
+my ($query) =
+  encrypt_lines('PATTERN', 'public.leak.searchable', '%marker-00042%');
 # (candidates: keys are random per run, so a false positive may join row 42)
-like($node->safe_psql('postgres', qq{
+like(
+	$node->safe_psql(
+		'postgres', qq{
 	SET enable_seqscan = off;
-	SELECT string_agg(id::text, ',' ORDER BY id) FROM public.leak WHERE searchable @> '$query'}),
-	qr/(^|,)42(,|$)/, 'MATCH query finds its row among the candidates');
+	SELECT string_agg(id::text, ',' ORDER BY id) FROM public.leak WHERE searchable @> '$query'}
+	),
+	qr/(^|,)42(,|$)/,
+	'MATCH query finds its row among the candidates');
 
 # Scan every byte under the data directory.
 my %found;
@@ -105,7 +129,8 @@ find(
 			my $content = slurp_file($_);
 			for my $kind ('eq', 'ord', 'match', 'ctl')
 			{
-				$found{$kind}++ if index($content, "pgcipher-$kind-marker") >= 0;
+				$found{$kind}++
+				  if index($content, "pgcipher-$kind-marker") >= 0;
 			}
 		}
 	},
@@ -114,26 +139,41 @@ find(
 # on a TDE cluster (PG_TEST_INITDB_EXTRA_OPTS=--encryption=...) it must not.
 if (($ENV{PG_TEST_INITDB_EXTRA_OPTS} // '') =~ /--encryption=aes/)
 {
-	ok(!$found{ctl}, 'TDE: plaintext control column absent from the data directory too');
+	ok(!$found{ctl},
+		'TDE: plaintext control column absent from the data directory too');
 }
 else
 {
-	ok($found{ctl}, 'control: plaintext markers found in ' . ($found{ctl} // 0) . ' files');
+	ok($found{ctl},
+			'control: plaintext markers found in '
+		  . ($found{ctl} // 0)
+		  . ' files');
 }
 ok(!$found{eq}, 'EQ column markers absent from the data directory');
 ok(!$found{ord}, 'ORD column markers absent from the data directory');
 ok(!$found{match}, 'MATCH column markers absent from the data directory');
 
 # The client decrypts what the server returns.
-my $back = $node->safe_psql('postgres', 'SELECT secret FROM public.leak ORDER BY id');
+my $back =
+  $node->safe_psql('postgres', 'SELECT secret FROM public.leak ORDER BY id');
 my ($plain, $err);
 IPC::Run::run(
 	[
-		$keys, 'decrypt', @cmk, '--key-name', 'k1', '--wrapped-cek', $wrapped,
-		'--key-id', '1', '--type', 'text', '--level', 'EQ', '--label', 'public.leak.secret'
+		$keys, 'decrypt',
+		@cmk, '--key-name',
+		'k1', '--wrapped-cek',
+		$wrapped, '--key-id',
+		'1', '--type',
+		'text', '--level',
+		'EQ', '--label',
+		'public.leak.secret'
 	],
-	'<', \"$back\n", '>', \$plain, '2>', \$err)
-  or die "decrypt failed: $err";
+	'<',
+	\"$back\n",
+	'>',
+	\$plain,
+	'2>',
+	\$err) or die "decrypt failed: $err";
 is($plain, join("\n", @secret) . "\n", 'client decrypts the stored values');
 
 $node->stop;

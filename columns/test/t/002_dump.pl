@@ -13,7 +13,8 @@ use Test::More;
 my $node = PostgreSQL::Test::Cluster->new('dump');
 $node->init;
 $node->start;
-$node->safe_psql('postgres', q{
+$node->safe_psql(
+	'postgres', q{
 	CREATE ROLE alice LOGIN;
 	CREATE DATABASE d1 OWNER alice;
 	CREATE DATABASE d2 OWNER alice;
@@ -24,7 +25,8 @@ my $vectors = slurp_file('test/data/vectors.csv');    # prove runs in columns/
 my @ord = map { (split /,/)[7] } grep { /^int4,ORD,1,/ } split /\n/, $vectors;
 ok(@ord >= 10, 'int4 ORD vectors found');
 
-$node->safe_psql('d1', q{
+$node->safe_psql(
+	'd1', q{
 	CREATE EXTENSION pgcipher_columns;
 	SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
 	CREATE TABLE public.vec (v enc_int4_ord);
@@ -34,24 +36,38 @@ $node->safe_psql('d1', q{
 	extra_params => [ '-U', 'alice' ]);
 
 my $dump = PostgreSQL::Test::Utils::tempdir . '/d1.sql';
-$node->command_ok([ 'pg_dump', '-U', 'alice', '-d', $node->connstr('d1'), '-f', $dump ],
+$node->command_ok(
+	[ 'pg_dump', '-U', 'alice', '-d', $node->connstr('d1'), '-f', $dump ],
 	'pg_dump as the non-superuser database owner');
 $node->command_ok(
-	[ 'psql', '-X', '-v', 'ON_ERROR_STOP=1', '-U', 'alice', '-d', $node->connstr('d2'), '-f', $dump ],
+	[
+		'psql', '-X', '-v', 'ON_ERROR_STOP=1',
+		'-U', 'alice', '-d', $node->connstr('d2'),
+		'-f', $dump
+	],
 	'restore as the same owner');
 
 # ties (two encryptions of one plaintext) broken by the text form
-my $order = q{SELECT md5(string_agg(v::text, ',' ORDER BY v, v::text)) FROM public.vec};
-is($node->safe_psql('d2', $order), $node->safe_psql('d1', $order),
+my $order =
+  q{SELECT md5(string_agg(v::text, ',' ORDER BY v, v::text)) FROM public.vec};
+is( $node->safe_psql('d2', $order),
+	$node->safe_psql('d1', $order),
 	'restored ciphertexts sort the same way');
-is($node->safe_psql('d2',
-	'SELECT table_name, column_name, level, key_name, label FROM pgcipher.columns'),
-	'vec|v|ORD|k1|public.vec.v', 'binding restored');
-is($node->safe_psql('d2',
-	"SELECT pgcipher.add_column_key('k2', 'cmk', decode(repeat('02', 61), 'hex'))",
-	extra_params => [ '-U', 'alice' ]), '2', 'key ids continue after the restored ones');
+is( $node->safe_psql(
+		'd2',
+		'SELECT table_name, column_name, level, key_name, label FROM pgcipher.columns'
+	),
+	'vec|v|ORD|k1|public.vec.v',
+	'binding restored');
+is( $node->safe_psql(
+		'd2',
+		"SELECT pgcipher.add_column_key('k2', 'cmk', decode(repeat('02', 61), 'hex'))",
+		extra_params => [ '-U', 'alice' ]),
+	'2',
+	'key ids continue after the restored ones');
 my ($ret, $out, $err) = $node->psql('d2',
-	"INSERT INTO public.vec SELECT v FROM public.vec LIMIT 1; UPDATE public.vec SET v = NULL WHERE false;");
+	"INSERT INTO public.vec SELECT v FROM public.vec LIMIT 1; UPDATE public.vec SET v = NULL WHERE false;"
+);
 is($ret, 0, 'values of the column still pass its CHECK');
 
 $node->stop;

@@ -39,10 +39,12 @@ sub run_cluster
 	$node->init(extra => [ $encrypted ? encryption_options('aes-256') : () ]);
 	$node->append_conf('postgresql.conf', "autovacuum = off\n");
 	$node->start;
-	is($node->safe_psql('postgres', 'SHOW data_encryption'),
-		$encrypted ? 'aes-256' : 'off', "$label: data_encryption");
+	is( $node->safe_psql('postgres', 'SHOW data_encryption'),
+		$encrypted ? 'aes-256' : 'off',
+		"$label: data_encryption");
 
-	$node->safe_psql('postgres', qq{
+	$node->safe_psql(
+		'postgres', qq{
 		CREATE EXTENSION vector;
 		CREATE TABLE items (id bigint PRIMARY KEY, label text, embedding vector(8));
 		INSERT INTO items
@@ -52,25 +54,36 @@ sub run_cluster
 		CREATE INDEX items_hnsw ON items USING hnsw (embedding vector_l2_ops);
 		CREATE INDEX items_ivfflat ON items USING ivfflat (embedding vector_l2_ops) WITH (lists = 10);
 	});
-	is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
-		'0.8.0', "$label: pgvector 0.8.0 loaded");
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
+		'0.8.0',
+		"$label: pgvector 0.8.0 loaded");
 
 	# the marker row is the nearest neighbour of its own vector, through each index
 	for my $index ('items_hnsw', 'items_ivfflat')
 	{
 		my $other = $index eq 'items_hnsw' ? 'items_ivfflat' : 'items_hnsw';
-		my $query = "SELECT label FROM items ORDER BY embedding <-> '$vector_literal' LIMIT 1";
-		my $setup = "SET LOCAL enable_seqscan = off; SET LOCAL ivfflat.probes = 10; DROP INDEX $other;";
+		my $query =
+		  "SELECT label FROM items ORDER BY embedding <-> '$vector_literal' LIMIT 1";
+		my $setup =
+		  "SET LOCAL enable_seqscan = off; SET LOCAL ivfflat.probes = 10; DROP INDEX $other;";
 		my $result = $node->safe_psql('postgres',
 			"BEGIN; $setup EXPLAIN (COSTS OFF) $query; $query; ROLLBACK;");
-		like($result, qr/Index Scan using $index/, "$label: nearest neighbour through $index");
-		like($result, qr/\Q$text_marker\E$/, "$label: $index finds the marker row");
+		like(
+			$result,
+			qr/Index Scan using $index/,
+			"$label: nearest neighbour through $index");
+		like($result, qr/\Q$text_marker\E$/,
+			"$label: $index finds the marker row");
 	}
 
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	my %files = map {
-		$_ => realpath($node->data_dir . '/'
-			  . $node->safe_psql('postgres', "SELECT pg_relation_filepath('$_')"))
+		$_ => realpath(
+			$node->data_dir . '/'
+			  . $node->safe_psql(
+				'postgres', "SELECT pg_relation_filepath('$_')"))
 	} qw(items items_hnsw items_ivfflat);
 
 	my @markers = (
@@ -90,12 +103,18 @@ sub run_cluster
 				my ($name, $pattern) = @_;
 				return scalar grep { /$pattern/ } @{ $found->{$name} // [] };
 			};
-			ok($in->('text', qr/\Q$files{items}\E$/), "$label $when: text marker found in the table");
-			ok($in->('vector', qr/\Q$files{items}\E$/), "$label $when: vector marker found in the table");
-			ok($in->('vector', qr/\Q$files{items_hnsw}\E$/), "$label $when: vector marker found in the HNSW index");
-			ok($in->('vector', qr/\Q$files{items_ivfflat}\E$/), "$label $when: vector marker found in the IVFFlat index");
-			ok($in->('text', qr{/pg_wal/}), "$label $when: text marker found in pg_wal");
-			ok($in->('vector', qr{/pg_wal/}), "$label $when: vector marker found in pg_wal");
+			ok( $in->('text', qr/\Q$files{items}\E$/),
+				"$label $when: text marker found in the table");
+			ok( $in->('vector', qr/\Q$files{items}\E$/),
+				"$label $when: vector marker found in the table");
+			ok( $in->('vector', qr/\Q$files{items_hnsw}\E$/),
+				"$label $when: vector marker found in the HNSW index");
+			ok( $in->('vector', qr/\Q$files{items_ivfflat}\E$/),
+				"$label $when: vector marker found in the IVFFlat index");
+			ok($in->('text', qr{/pg_wal/}),
+				"$label $when: text marker found in pg_wal");
+			ok($in->('vector', qr{/pg_wal/}),
+				"$label $when: vector marker found in pg_wal");
 		}
 	}
 }

@@ -48,7 +48,7 @@ fail=0
 stmts=$(grep -c ';$' "$here/ops.sql" || true)
 if ! diff -u "$dir/out-plain.norm" "$dir/out-enc.norm" > "$dir/ops.diff"; then
     echo "psql: enc_t and plain_t differ (- plain_t, + enc_t):"; head -n 150 "$dir/ops.diff"; fail=1
-else echo "check: ops.sql ($stmts statements: \\copy in/out text+csv, INSERT/UPDATE/DELETE, =, <>, IN, BETWEEN, <, >, LIKE, ORDER BY, GROUP BY, DISTINCT, count, MIN/MAX, IS NULL, self-join, ROLLBACK, SAVEPOINT, \\gset, \\bind): $(wc -l < "$dir/out-enc.log") output lines identical on enc_t and plain_t"
+else printf '%s\n' "check: ops.sql ($stmts statements: \\copy in/out text+csv, INSERT/UPDATE/DELETE, =, <>, IN, BETWEEN, <, >, LIKE, ORDER BY, GROUP BY, DISTINCT, count, MIN/MAX, IS NULL, self-join, ROLLBACK, SAVEPOINT, \\gset, \\bind): $(wc -l < "$dir/out-enc.log") output lines identical on enc_t and plain_t"
 fi
 copy_bad=0
 for ext in txt csv; do

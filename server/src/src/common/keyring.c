@@ -64,8 +64,8 @@
 #define KEYRING_MAX_FILE	4096
 
 static void
-set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
-		  const char *fmt,...) pg_attribute_printf(4, 5);
+			set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
+					  const char *fmt,...) pg_attribute_printf(4, 5);
 
 static void
 set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
@@ -82,7 +82,7 @@ set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
 }
 
 static void
-set_detail(KeyringError *err, const char *fmt,...) pg_attribute_printf(2, 3);
+			set_detail(KeyringError *err, const char *fmt,...) pg_attribute_printf(2, 3);
 
 static void
 set_detail(KeyringError *err, const char *fmt,...)

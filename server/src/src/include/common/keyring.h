@@ -53,9 +53,9 @@
 typedef enum KeyringErrorKind
 {
 	KEYRING_OK = 0,
-	KEYRING_ERR_COMMAND_FAILED,	/* could not run, or non-zero exit */
+	KEYRING_ERR_COMMAND_FAILED, /* could not run, or non-zero exit */
 	KEYRING_ERR_COMMAND_TIMEOUT,	/* did not finish in time */
-	KEYRING_ERR_COMMAND_OUTPUT,	/* printed something unusable */
+	KEYRING_ERR_COMMAND_OUTPUT, /* printed something unusable */
 	KEYRING_ERR_FILE_MISSING,	/* no key ring file */
 	KEYRING_ERR_FILE_CORRUPT,	/* bad magic, version, size or CRC */
 	KEYRING_ERR_WRONG_KEY,		/* KEK does not unwrap the data keys */
@@ -88,7 +88,7 @@ typedef struct Keyring
 	uint32		scrypt_p;
 	unsigned char salt[KEYRING_SALT_LEN];
 	uint32		version;		/* of the file it was read from */
-	unsigned char kek_fingerprint[KEK_FINGERPRINT_LEN];	/* zeros in v1 */
+	unsigned char kek_fingerprint[KEK_FINGERPRINT_LEN]; /* zeros in v1 */
 	int64		wrapped_at;		/* Unix time of wrapping; 0 in v1 */
 	bool		from_next;		/* keyring_load() used KEYRING_NEXT_FILE */
 	uint32		nkeys;
@@ -135,6 +135,7 @@ extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);
 #ifdef FRONTEND
 /* The frontend programs' one way to report a key ring error */
 extern void keyring_log_error(const KeyringError *err);
+
 /* The cipher a data directory's key ring header names, OFF without one */
 extern int	keyring_file_cipher(const char *datadir);
 #endif

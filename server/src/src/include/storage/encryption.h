@@ -43,7 +43,7 @@ extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
 extern void InitializeDataEncryption(bool bootstrap);
 extern void CheckDataEncryptionMatchesControlFile(void);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
-extern int	KeyringErrorCode(int kind);	/* KeyringErrorKind -> SQLSTATE */
+extern int	KeyringErrorCode(int kind); /* KeyringErrorKind -> SQLSTATE */
 extern const struct Keyring *DataEncryptionKeyring(void);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */

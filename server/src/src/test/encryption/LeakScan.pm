@@ -34,7 +34,8 @@ sub scan_for_markers
 				return unless defined $content;
 				foreach my $m (@$markers)
 				{
-					push @{ $found{ $m->{name} } }, realpath($File::Find::name)
+					push @{ $found{ $m->{name} } },
+					  realpath($File::Find::name)
 					  if index($content, $m->{bytes}) >= 0;
 				}
 			}
@@ -51,8 +52,8 @@ sub markers_nowhere
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	foreach my $m (@$markers)
 	{
-		is_deeply($found->{ $m->{name} } // [], [],
-			"$what: $m->{name} marker nowhere in the data directory");
+		is_deeply($found->{ $m->{name} } // [],
+			[], "$what: $m->{name} marker nowhere in the data directory");
 	}
 }
 

@@ -157,7 +157,10 @@ run_case(Ciphers *ciphers, Case c, double seconds, char *pages, char *out, int n
 					break;
 				case READ_PATH:
 					{
-						/* verify, decrypt a copy (the ciphertext must survive the loop) */
+						/*
+						 * verify, decrypt a copy (the ciphertext must survive
+						 * the loop)
+						 */
 						char		plain[BLCKSZ] pg_attribute_aligned(16);
 
 						if (pg_checksum_page(dst, blk) != ((PageHeader) dst)->pd_checksum)
@@ -270,7 +273,8 @@ int
 main(int argc, char **argv)
 {
 	double		seconds = argc > 1 ? atof(argv[1]) : 1.0;
-	int			npages = 64;	/* 512 kB: stays in L2, like a hot write buffer */
+	int			npages = 64;	/* 512 kB: stays in L2, like a hot write
+								 * buffer */
 	char	   *pages = aligned_alloc(4096, (size_t) npages * BLCKSZ);
 	char	   *out = aligned_alloc(4096, (size_t) npages * BLCKSZ);
 	unsigned char key[64];

@@ -48,7 +48,7 @@ static int	tests_run = 0;
 static int	tests_failed = 0;
 
 static void
-check(bool ok, const char *fmt,...) pg_attribute_printf(2, 3);
+			check(bool ok, const char *fmt,...) pg_attribute_printf(2, 3);
 
 static void
 check(bool ok, const char *fmt,...)
@@ -88,9 +88,16 @@ typedef struct Record
 {
 	char		comment[256];
 	char		cipher[32];
-	unsigned char key[64], tweak[16], kek[32];
-	unsigned char plaintext[1024], ciphertext[1032];
-	int			keylen, tweaklen, keklen, ptlen, ctlen;
+	unsigned char key[64],
+				tweak[16],
+				kek[32];
+	unsigned char plaintext[1024],
+				ciphertext[1032];
+	int			keylen,
+				tweaklen,
+				keklen,
+				ptlen,
+				ctlen;
 } Record;
 
 static bool
@@ -236,16 +243,20 @@ test_ctr_vectors(void)
 	}			v[] = {
 		{DATA_ENCRYPTION_AES128, "2b7e151628aed2a6abf7158809cf4f3c",
 			"874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff"
-			"5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee"},
+		"5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee"},
 		{DATA_ENCRYPTION_AES256,
 			"603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4",
 			"601ec313775789a5b7a7f504bbf3d228f443e3ca4d62b59aca84e990cacaf5c5"
-			"2b0930daa23de94ce87017ba2d84988ddfc9c58db67aada613c2dd08457941a6"},
+		"2b0930daa23de94ce87017ba2d84988ddfc9c58db67aada613c2dd08457941a6"},
 	};
 	const char *pt_hex =
 		"6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
 		"30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
-	unsigned char iv[16], pt[64], ct[64], key[32], out[64];
+	unsigned char iv[16],
+				pt[64],
+				ct[64],
+				key[32],
+				out[64];
 
 	unhex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", iv, sizeof(iv));
 	unhex(pt_hex, pt, sizeof(pt));
@@ -295,7 +306,9 @@ static void
 test_wal_pages(void)
 {
 	unsigned char key[64];
-	char		page[XLOG_BLCKSZ], enc[XLOG_BLCKSZ], enc2[XLOG_BLCKSZ],
+	char		page[XLOG_BLCKSZ],
+				enc[XLOG_BLCKSZ],
+				enc2[XLOG_BLCKSZ],
 				dec[XLOG_BLCKSZ];
 	XLogRecPtr	lsn = UINT64CONST(0x123456789A000);
 	int			valid = 5000;
@@ -423,7 +436,8 @@ test_xts_sequential_tweaks(void)
 static void
 test_xts_properties(void)
 {
-	unsigned char key[64], tweak[16] = {0}, page[8176], enc[8176], dec[8176];
+	unsigned char key[64],
+				tweak[16] = {0}, page[8176], enc[8176], dec[8176];
 	XtsCipher  *xts;
 
 	for (int i = 0; i < 64; i++)
@@ -468,8 +482,10 @@ test_keyring_format(void)
 	Keyring		ring,
 				back;
 	KeyringError err;
-	unsigned char kek[KEK_LEN], wrong[KEK_LEN];
-	unsigned char file[4096], copy[4096];
+	unsigned char kek[KEK_LEN],
+				wrong[KEK_LEN];
+	unsigned char file[4096],
+				copy[4096];
 	size_t		len;
 	int			undetected = 0,
 				misreported = 0;
@@ -558,7 +574,8 @@ test_keyring_fingerprint_and_format_1(void)
 	KeyringError err;
 	unsigned char kek[KEK_LEN];
 	unsigned char fp[KEK_FINGERPRINT_LEN];
-	unsigned char file[4096], v1[4096];
+	unsigned char file[4096],
+				v1[4096];
 	char		hex[2 * KEK_FINGERPRINT_LEN + 16];
 	size_t		len;
 	pg_crc32c	crc;
@@ -581,7 +598,10 @@ test_keyring_fingerprint_and_format_1(void)
 	/* format 1: the same without bytes 48..63, version 1, its own CRC */
 	memcpy(v1, file, 48);
 	memcpy(v1 + 48, file + 64, len - 64 - 4);
-	v1[8] = 0; v1[9] = 0; v1[10] = 0; v1[11] = 1;
+	v1[8] = 0;
+	v1[9] = 0;
+	v1[10] = 0;
+	v1[11] = 1;
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, v1, len - 16 - 4);
 	FIN_CRC32C(crc);
@@ -599,7 +619,8 @@ test_kek_from_output(void)
 {
 	Keyring		ring;
 	KeyringError err;
-	unsigned char kek[KEK_LEN], kek2[KEK_LEN];
+	unsigned char kek[KEK_LEN],
+				kek2[KEK_LEN];
 	const char *hex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
 
 	memset(&ring, 0, sizeof(ring));

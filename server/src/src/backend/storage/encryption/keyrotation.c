@@ -164,9 +164,9 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 
 	/*
 	 * A key ring left by a rotation that stopped after it saved its command
-	 * (its last rename failed, or its backend was killed while the server
-	 * ran on) may be the only one the saved command opens: never overwrite
-	 * it.  Start-up completes or removes it.
+	 * (its last rename failed, or its backend was killed while the server ran
+	 * on) may be the only one the saved command opens: never overwrite it.
+	 * Start-up completes or removes it.
 	 */
 	if (access(KEYRING_NEXT_FILE, F_OK) == 0)
 		ereport(ERROR,
@@ -206,9 +206,9 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 	PG_END_TRY();
 
 	/*
-	 * ALTER SYSTEM can fail after it renamed postgresql.auto.conf (its fsync):
-	 * keyring.next stays whatever happens, for start-up to decide by the
-	 * command it finds
+	 * ALTER SYSTEM can fail after it renamed postgresql.auto.conf (its
+	 * fsync): keyring.next stays whatever happens, for start-up to decide by
+	 * the command it finds
 	 */
 	save_key_command(command);
 	crash_point("command-saved");

@@ -63,7 +63,8 @@ typedef struct EncryptedTempFile
 
 static EncryptedTempFile *files = NULL;
 static int	nfiles = 0;
-static bool raw_io = false;		/* our own I/O on the file: no hooks (raw_call) */
+static bool raw_io = false;		/* our own I/O on the file: no hooks
+								 * (raw_call) */
 static XtsCipher *unit_cipher = NULL;
 
 static off_t logical_size_on_disk(File file);
@@ -439,7 +440,7 @@ store_region(File file, off_t new, off_t a, off_t e, const unsigned char *plain,
 	if (new < 16)
 	{
 		Assert(plain == buf);
-		memset(buf + new, 0, 16 - new);	/* padding */
+		memset(buf + new, 0, 16 - new); /* padding */
 		tiny_length_block(buf + 16, f->nonce, (int) new, true);
 		len = TINY_PHYSICAL;
 	}
@@ -483,8 +484,8 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	if (whole && iovcnt == 1 && new >= 16)
 	{
 		/*
-		 * Whole units from one buffer (a BufFile block): nothing to read
-		 * back or copy, encrypted straight from the caller's buffer.
+		 * Whole units from one buffer (a BufFile block): nothing to read back
+		 * or copy, encrypted straight from the caller's buffer.
 		 */
 		r = store_region(file, new, a, e, iov[0].iov_base, buf,
 						 wait_event_info);

@@ -17,8 +17,11 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my ($stdout, $stderr);
-my $ok = IPC::Run::run([ 'test_cipher', 'vectors' ], '>', \$stdout, '2>', \$stderr);
-like($stdout, qr/^# linked with OpenSSL 3\.([5-9]|\d\d)\./m,
+my $ok =
+  IPC::Run::run([ 'test_cipher', 'vectors' ], '>', \$stdout, '2>', \$stderr);
+like(
+	$stdout,
+	qr/^# linked with OpenSSL 3\.([5-9]|\d\d)\./m,
 	'test_cipher runs with the pinned OpenSSL (3.5 or later)');
 
 my @lines = split /\n/, $stdout;
@@ -30,17 +33,23 @@ note $stderr if $stderr;
 ok($ok, 'test_cipher exits with status 0');
 is(scalar(@failed), 0, 'no crypto check failed');
 cmp_ok(scalar(@passed), '>=', 100, 'at least 100 crypto checks ran');
-ok((grep { /XTS encrypt .*Vector 10/ } @passed), 'XTS-AES-256 IEEE 1619 vector 10 checked');
-ok((grep { /XTS encrypt .*Vector 4\b/ } @passed), 'XTS-AES-128 IEEE 1619 vector 4 checked');
+ok( (grep { /XTS encrypt .*Vector 10/ } @passed),
+	'XTS-AES-256 IEEE 1619 vector 10 checked');
+ok( (grep { /XTS encrypt .*Vector 4\b/ } @passed),
+	'XTS-AES-128 IEEE 1619 vector 4 checked');
 ok((grep { /KWP wrap.*RFC 5649/ } @passed), 'RFC 5649 vectors checked');
-ok((grep { /single-bit flips detected/ } @passed), 'key ring bit flips checked');
-is(scalar(grep { /known output aes-\d+ \S+ unchanged/ } @passed), 10,
-	'the known outputs of pages, XTS lengths, CTR, WAL pages and temporary files are unchanged');
+ok((grep { /single-bit flips detected/ } @passed),
+	'key ring bit flips checked');
+is( scalar(grep { /known output aes-\d+ \S+ unchanged/ } @passed),
+	10,
+	'the known outputs of pages, XTS lengths, CTR, WAL pages and temporary files are unchanged'
+);
 
 # The same checks with the machine's OpenSSL (Debian 12's libssl3)
 # (its directory from the dynamic linker's cache, which lists only the
 # machine's libraries, e.g. /usr/lib/x86_64-linux-gnu)
-my ($system_lib) = (`/sbin/ldconfig -p 2>/dev/null` // '') =~ m{\slibcrypto\.so\.3 \(.*\) => (/\S+)/libcrypto\.so\.3$}m;
+my ($system_lib) = (`/sbin/ldconfig -p 2>/dev/null` // '') =~
+  m{\slibcrypto\.so\.3 \(.*\) => (/\S+)/libcrypto\.so\.3$}m;
 $system_lib //= '/usr/lib/x86_64-linux-gnu';
 SKIP:
 {
@@ -48,13 +57,15 @@ SKIP:
 	  unless -e "$system_lib/libcrypto.so.3";
 	local $ENV{LD_LIBRARY_PATH} = $system_lib;
 	my ($out2, $err2);
-	my $ok2 = IPC::Run::run([ 'test_cipher', 'vectors' ], '>', \$out2, '2>', \$err2);
+	my $ok2 =
+	  IPC::Run::run([ 'test_cipher', 'vectors' ], '>', \$out2, '2>', \$err2);
 	my ($ours) = $stdout =~ /^# linked with (.*)$/m;
 	my ($system) = $out2 =~ /^# linked with (.*)$/m;
-	isnt($system, $ours, "test_cipher also ran with the system's library ($system)");
+	isnt($system, $ours,
+		"test_cipher also ran with the system's library ($system)");
 	ok($ok2, 'every check passes with the system\'s OpenSSL too');
-	is(scalar(grep { /^ok \d+ - known output/ } split /\n/, $out2), 10,
-		'the system\'s OpenSSL gives the same known outputs');
+	is(scalar(grep { /^ok \d+ - known output/ } split /\n/, $out2),
+		10, 'the system\'s OpenSSL gives the same known outputs');
 }
 
 done_testing();

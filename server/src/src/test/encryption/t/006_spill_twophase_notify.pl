@@ -45,7 +45,8 @@ sub run_scenario
 		extra => $encrypted
 		? [ '--encryption=aes-256', "--encryption-key-command=cat $keyfile" ]
 		: []);
-	$node->append_conf('postgresql.conf', qq(
+	$node->append_conf(
+		'postgresql.conf', qq(
 max_prepared_transactions = 5
 logical_decoding_work_mem = 64kB
 autovacuum = off
@@ -54,11 +55,14 @@ shared_preload_libraries = 'pg_stat_statements'
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE TABLE t (v text)');
 	$node->safe_psql('postgres',
-		"SELECT pg_create_logical_replication_slot('spill', 'test_decoding')");
+		"SELECT pg_create_logical_replication_slot('spill', 'test_decoding')"
+	);
 
 	# two-phase state file
 	my $gid = $marker->('gid', 'pg_twophase');
-	$node->safe_psql('postgres', "BEGIN; INSERT INTO t VALUES ('x'); PREPARE TRANSACTION '$gid'; CHECKPOINT;");
+	$node->safe_psql('postgres',
+		"BEGIN; INSERT INTO t VALUES ('x'); PREPARE TRANSACTION '$gid'; CHECKPOINT;"
+	);
 
 	# NOTIFY queue with a listener that stays in a transaction
 	my $listener = $node->background_psql('postgres');
@@ -66,23 +70,34 @@ shared_preload_libraries = 'pg_stat_statements'
 	$listener->query_safe('BEGIN');
 	$listener->query_safe('SELECT 1');
 	my $payload = $marker->('notify', 'pg_notify');
-	$node->safe_psql('postgres', qq(
-DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('c', '$payload' || i || repeat('n', 900)); END LOOP; END \$\$;));
-	ok($node->safe_psql('postgres', 'SELECT pg_notification_queue_usage() > 0') eq 't',
+	$node->safe_psql(
+		'postgres', qq(
+DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('c', '$payload' || i || repeat('n', 900)); END LOOP; END \$\$;)
+	);
+	ok( $node->safe_psql('postgres',
+			'SELECT pg_notification_queue_usage() > 0') eq 't',
 		"$label: notifications queued behind the listener");
 
 	# a large open transaction decoded by a walsender spills to disk
 	my $spill = $marker->('spill', 'pg_replslot');
 	my $writer = $node->background_psql('postgres');
 	$writer->query_safe('BEGIN');
-	$writer->query_safe("INSERT INTO t SELECT '$spill' || g FROM generate_series(1, 20000) g");
+	$writer->query_safe(
+		"INSERT INTO t SELECT '$spill' || g FROM generate_series(1, 20000) g"
+	);
 	my ($out, $err) = ('', '');
 	my $recv = IPC::Run::start(
-		[ 'pg_recvlogical', '-d', $node->connstr('postgres'), '-S', 'spill',
-		  '--start', '--no-loop', '-f', '-' ],
-		'>', \$out, '2>', \$err);
+		[
+			'pg_recvlogical', '-d', $node->connstr('postgres'),
+			'-S', 'spill', '--start', '--no-loop', '-f', '-'
+		],
+		'>',
+		\$out,
+		'2>',
+		\$err);
 	my $slotdir = $node->data_dir . '/pg_replslot/spill';
 	my $spilled = 0;
+
 	foreach (1 .. 300)
 	{
 		opendir(my $dh, $slotdir) or last;
@@ -95,17 +110,22 @@ DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('c', '$payload' || i || r
 
 	# temporary files
 	my $tmpm = $marker->('temp', 'pgsql_tmp');
-	$node->safe_psql('postgres', qq(
+	$node->safe_psql(
+		'postgres', qq(
 CREATE TABLE big AS SELECT g AS k, '$tmpm' || g AS v FROM generate_series(1, 30000) g;
 CREATE TABLE bigger AS SELECT g % 30000 AS k, g AS w FROM generate_series(1, 300000) g;
 ANALYZE big, bigger;));
 	my $cur = $node->background_psql('postgres', on_error_stop => 0);
 	$cur->query_safe(
-		"SET work_mem = '64kB'; SET enable_mergejoin = off; SET enable_nestloop = off; SET max_parallel_workers_per_gather = 0");
+		"SET work_mem = '64kB'; SET enable_mergejoin = off; SET enable_nestloop = off; SET max_parallel_workers_per_gather = 0"
+	);
 	$cur->query_safe('BEGIN');
-	$cur->query_safe('DECLARE s CURSOR FOR SELECT v FROM big ORDER BY v DESC');
+	$cur->query_safe(
+		'DECLARE s CURSOR FOR SELECT v FROM big ORDER BY v DESC');
 	$cur->query_safe('FETCH 1 FROM s');
-	$cur->query_safe('DECLARE h CURSOR FOR SELECT a.v, b.v FROM big a JOIN big b ON a.k = b.k');
+	$cur->query_safe(
+		'DECLARE h CURSOR FOR SELECT a.v, b.v FROM big a JOIN big b ON a.k = b.k'
+	);
 	$cur->query_safe('FETCH 1 FROM h');
 	$cur->query_safe('DECLARE m CURSOR WITH HOLD FOR SELECT v FROM big');
 	$cur->query_safe('COMMIT');
@@ -114,24 +134,32 @@ ANALYZE big, bigger;));
 	# back decrypted, and files written afterwards must still be encrypted
 	$cur->query_safe("SET temp_file_limit = '64kB'");
 	$cur->query('SELECT v FROM big ORDER BY v DESC OFFSET 29999');
-	like($cur->{stderr}, qr/temporary file size exceeds temp_file_limit/,
+	like(
+		$cur->{stderr},
+		qr/temporary file size exceeds temp_file_limit/,
 		"$label: a sort stopped by temp_file_limit");
-	$cur->{stderr} = '';	# query() leaves the error for the next query
+	$cur->{stderr} = '';    # query() leaves the error for the next query
 	$cur->query_safe('RESET temp_file_limit');
 	is($cur->query_safe('FETCH 2 FROM m'), "${tmpm}1\n${tmpm}2",
-		"$label: the held cursor reads back after temp_file_limit stopped a sort");
+		"$label: the held cursor reads back after temp_file_limit stopped a sort"
+	);
 	$cur->query_safe('BEGIN');
 	$cur->query_safe('DECLARE s2 CURSOR FOR SELECT v FROM big ORDER BY v');
 	$cur->query_safe('FETCH 1 FROM s2');
 	my ($pout, $perr) = ('', '');
 	my $parallel = IPC::Run::start(
-		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', qq(
+		[
+			'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', qq(
 SET work_mem = '64kB'; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 2;
 SET enable_mergejoin = off; SET enable_nestloop = off;
 SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
- WHERE pg_sleep(CASE WHEN b.w = 1 THEN 6 ELSE 0 END) IS NOT NULL;) ],
-		'>', \$pout, '2>', \$perr);
+ WHERE pg_sleep(CASE WHEN b.w = 1 THEN 6 ELSE 0 END) IS NOT NULL;)
+		],
+		'>',
+		\$pout,
+		'2>',
+		\$perr);
 	my $tmpdir = $node->data_dir . '/base/pgsql_tmp';
 	my $filesets = 0;
 	foreach (1 .. 300)
@@ -150,19 +178,22 @@ SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
 	my $pgss = $marker->('pgss', 'pg_stat');
 	$node->safe_psql('postgres', "CREATE EXTENSION pg_stat_statements");
 	$node->safe_psql('postgres', "CREATE TABLE \"$pgss\" (i int)");
-	is($node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%$pgss%'"), '1',
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%$pgss%'"
+		),
+		'1',
 		"$label: pg_stat_statements reads its (encrypted) text file");
 
 	my $found = scan_for_markers(\@markers, $node->data_dir);
 
 	$parallel->finish;
 	is($pout, "299990\n", "$label: parallel hash join result");
-	is($cur->query_safe('FETCH 1 FROM s2'), "${tmpm}10",
-		"$label: the spilled sort reads back");
+	is($cur->query_safe('FETCH 1 FROM s2'),
+		"${tmpm}10", "$label: the spilled sort reads back");
 	$cur->query_safe('COMMIT');
-	is(scalar(split(/\n/, $cur->query_safe('FETCH ALL FROM m'))), 29998,
-		"$label: the held cursor reads back");
+	is(scalar(split(/\n/, $cur->query_safe('FETCH ALL FROM m'))),
+		29998, "$label: the held cursor reads back");
 	$cur->quit;
 
 	$writer->query_safe('COMMIT');
@@ -170,15 +201,18 @@ SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
 	$listener->quit;
 	$recv->kill_kill;
 	$node->safe_psql('postgres', "COMMIT PREPARED '$gid'");
-	is($node->safe_psql('postgres', "SELECT count(*) FROM t"), '20001',
-		"$label: prepared and spilled transactions committed");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM t"),
+		'20001', "$label: prepared and spilled transactions committed");
 	# a clean shutdown dumps the texts into pg_stat/; a start reads them back
 	$node->stop;
 	my $dumped = scan_for_markers(\@markers, $node->data_dir . '/pg_stat');
 	push @{ $found->{$_} }, @{ $dumped->{$_} } foreach keys %$dumped;
 	$node->start;
-	is($node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%$pgss%'"), '1',
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%$pgss%'"
+		),
+		'1',
 		"$label: pg_stat_statements texts survive a restart");
 	$node->stop;
 	return (\@markers, $found, \%where);
@@ -187,14 +221,16 @@ SELECT count(*) FROM bigger b JOIN big a ON a.k = b.k
 my ($markers, $found, $where) = run_scenario(0);
 foreach my $m (@$markers)
 {
-	ok((grep { m{/$where->{$m->{name}}/} } @{ $found->{ $m->{name} } // [] }),
+	ok( (grep { m{/$where->{$m->{name}}/} }
+			  @{ $found->{ $m->{name} } // [] }),
 		"control: marker $m->{name} found in $where->{$m->{name}}");
 }
 
 ($markers, $found) = run_scenario(1);
 foreach my $m (@$markers)
 {
-	ok(!$found->{ $m->{name} }, "encrypted: marker $m->{name} on disk nowhere")
+	ok(!$found->{ $m->{name} },
+		"encrypted: marker $m->{name} on disk nowhere")
 	  or diag(join("\n", @{ $found->{ $m->{name} } }));
 }
 

@@ -33,63 +33,85 @@ sub cmd { return "cat $keydir/$_[0]"; }
 my $node = PostgreSQL::Test::Cluster->new('rotate');
 $node->init(
 	allows_streaming => 1,
-	extra => [ '--data-checksums', '--encryption=aes-256',
+	extra => [
+		'--data-checksums', '--encryption=aes-256',
 		'--encryption-key-command=' . cmd('k1'), '--allow-group-access',
-		'--encryption-key-command-timeout=45' ]);
-$node->append_conf("postgresql.conf", "wal_log_hints = on\nwal_keep_size = 256MB\n");
+		'--encryption-key-command-timeout=45'
+	]);
+$node->append_conf("postgresql.conf",
+	"wal_log_hints = on\nwal_keep_size = 256MB\n");
 $node->start;
-$node->safe_psql('postgres',
+$node->safe_psql(
+	'postgres',
 	"CREATE TABLE t (id int PRIMARY KEY, v text);
 	 INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 1000) g;");
 my $pgdata = $node->data_dir;
-my $rows = sub { $_[0]->safe_psql('postgres', 'SELECT count(*), sum(id) FROM t') };
+my $rows =
+  sub { $_[0]->safe_psql('postgres', 'SELECT count(*), sum(id) FROM t') };
 my $expected_rows = $rows->($node);
 
 # --- refusals: nothing written ---
-my ($ret, $out, $err) = $node->psql('postgres',
-	"SELECT pg_rotate_encryption_key('')");
-like($err, qr/the new key command must not be empty/, 'empty command refused');
-($ret, $out, $err) = $node->psql('postgres',
-	"SELECT pg_rotate_encryption_key('exit 3')");
-like($err, qr/encryption key command "exit 3" failed/,
+my ($ret, $out, $err) =
+  $node->psql('postgres', "SELECT pg_rotate_encryption_key('')");
+like($err, qr/the new key command must not be empty/,
+	'empty command refused');
+($ret, $out, $err) =
+  $node->psql('postgres', "SELECT pg_rotate_encryption_key('exit 3')");
+like(
+	$err,
+	qr/encryption key command "exit 3" failed/,
 	'failing new command refused with its own error');
 $node->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
-($ret, $out, $err) = $node->psql('postgres',
+($ret, $out, $err) = $node->psql(
+	'postgres',
 	"SELECT pg_rotate_encryption_key('" . cmd('k2') . "')",
 	extra_params => [ '-U', 'alice' ]);
-like($err, qr/permission denied to rotate the key-encryption key/,
+like(
+	$err,
+	qr/permission denied to rotate the key-encryption key/,
 	'only superusers rotate');
 # a keyring.next left by a rotation that did not complete is never overwritten
-PostgreSQL::Test::Utils::append_to_file("$pgdata/pg_encryption/keyring.next", 'pending');
+PostgreSQL::Test::Utils::append_to_file("$pgdata/pg_encryption/keyring.next",
+	'pending');
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT pg_rotate_encryption_key('" . cmd('k2') . "')");
-like($err, qr/an earlier rotation of the key-encryption key did not complete/,
+like(
+	$err,
+	qr/an earlier rotation of the key-encryption key did not complete/,
 	'a pending keyring.next is refused, not overwritten');
-is(slurp_file("$pgdata/pg_encryption/keyring.next"), 'pending', 'and left as it was');
+is(slurp_file("$pgdata/pg_encryption/keyring.next"),
+	'pending', 'and left as it was');
 unlink "$pgdata/pg_encryption/keyring.next";
-ok(!-e "$pgdata/pg_encryption/keyring.next", 'refusals leave no keyring.next');
-is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k1'),
-	'refusals leave the key command alone');
+ok(!-e "$pgdata/pg_encryption/keyring.next",
+	'refusals leave no keyring.next');
+is($node->safe_psql('postgres', 'SHOW encryption_key_command'),
+	cmd('k1'), 'refusals leave the key command alone');
 
 # --- a rotation: milliseconds, data keys unchanged ---
 my $t0 = [ Time::HiRes::gettimeofday() ];
 my $fp2 = $node->safe_psql('postgres',
 	"SELECT pg_rotate_encryption_key('" . cmd('k2') . "')");
 my $ms = 1000 * Time::HiRes::tv_interval($t0);
-like($fp2, qr/^[0-9a-f]{16}$/, "rotation returns the new KEK's fingerprint ($fp2)");
-note sprintf('rotation (hex KEK to passphrase, scrypt included) took %.0f ms', $ms);
-is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k1'),
+like($fp2, qr/^[0-9a-f]{16}$/,
+	"rotation returns the new KEK's fingerprint ($fp2)");
+note sprintf('rotation (hex KEK to passphrase, scrypt included) took %.0f ms',
+	$ms);
+is( $node->safe_psql('postgres', 'SHOW encryption_key_command'),
+	cmd('k1'),
 	'the running server keeps the setting it started with (postmaster-only)');
-like(slurp_file("$pgdata/postgresql.auto.conf"),
+like(
+	slurp_file("$pgdata/postgresql.auto.conf"),
 	qr/encryption_key_command = '\Q@{[cmd('k2')]}\E'/,
 	'the new command is saved with ALTER SYSTEM');
-is(sprintf('%04o', (stat("$pgdata/pg_encryption/keyring"))[2] & 07777), '0640',
-	'the rotated key ring keeps the data directory\'s group access (initdb -g)');
+is( sprintf('%04o', (stat("$pgdata/pg_encryption/keyring"))[2] & 07777),
+	'0640',
+	'the rotated key ring keeps the data directory\'s group access (initdb -g)'
+);
 $node->restart;
-is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k2'),
-	'after a restart the new command is in effect');
-is($node->safe_psql('postgres', 'SHOW encryption_key_command_timeout'), '45s',
-	'initdb --encryption-key-command-timeout is in postgresql.conf');
+is($node->safe_psql('postgres', 'SHOW encryption_key_command'),
+	cmd('k2'), 'after a restart the new command is in effect');
+is($node->safe_psql('postgres', 'SHOW encryption_key_command_timeout'),
+	'45s', 'initdb --encryption-key-command-timeout is in postgresql.conf');
 is($rows->($node), $expected_rows, 'data readable under the new KEK');
 
 # the old KEK opens nothing any more, and the error says which KEK it wants
@@ -102,7 +124,8 @@ close $fh;
 my $logstart = (-s $node->logfile) // 0;
 ok(!$node->start(fail_ok => 1), 'the old KEK no longer starts the cluster');
 my $log = substr(slurp_file($node->logfile), $logstart);
-like($log,
+like(
+	$log,
 	qr/wrong key-encryption key.*\n.*DETAIL:  The key ring was wrapped on \S+ \S+ UTC under the key-encryption key with fingerprint $fp2; the key command's key has fingerprint [0-9a-f]{16}\./,
 	'the start-up error names the fingerprint the key ring expects');
 open($fh, '>', "$pgdata/postgresql.auto.conf") or die;
@@ -128,7 +151,7 @@ sub start_after_crash
 	for (1 .. 50)
 	{
 		return if $n->start(fail_ok => 1);
-		usleep(200_000);	# children of the killed postmaster still exiting
+		usleep(200_000);    # children of the killed postmaster still exiting
 	}
 	die 'server did not start after the crash';
 }
@@ -141,7 +164,8 @@ my %new_after = (
 	'completed' => 1);
 my $current = 'k2';
 my $next = 'k3';
-for my $step ('command', 'next-written', 'next-installed', 'command-saved',
+for my $step (
+	'command', 'next-written', 'next-installed', 'command-saved',
 	'completed')
 {
 	local $ENV{PGCIPHER_TEST_KEY_ROTATION_CRASH_AT} = $step;
@@ -151,38 +175,46 @@ for my $step ('command', 'next-written', 'next-installed', 'command-saved',
 		"SELECT pg_rotate_encryption_key('" . cmd($next) . "')");
 	isnt($ret, 0, "kill -9 at step $step: the rotation did not return");
 	wait_for_death($pid);
-	$node->kill9;	# (already dead) the node object forgets the pid
+	$node->kill9;    # (already dead) the node object forgets the pid
 	delete $ENV{PGCIPHER_TEST_KEY_ROTATION_CRASH_AT};
 
 	$logstart = (-s $node->logfile) // 0;
 	start_after_crash($node);
 	my $want = $new_after{$step} ? $next : $current;
-	is($node->safe_psql('postgres', 'SHOW encryption_key_command'),
+	is( $node->safe_psql('postgres', 'SHOW encryption_key_command'),
 		cmd($want),
-		"kill -9 at step $step: starts with the " . ($new_after{$step} ? 'new' : 'old') . ' KEK');
+		"kill -9 at step $step: starts with the "
+		  . ($new_after{$step} ? 'new' : 'old') . ' KEK');
 	is($rows->($node), $expected_rows, "kill -9 at step $step: data intact");
 	ok( !-e "$pgdata/pg_encryption/keyring.next"
 		  && !-e "$pgdata/pg_encryption/keyring.next.tmp"
 		  && !-e "$pgdata/pg_encryption/keyring.tmp",
 		"kill -9 at step $step: start-up leaves only the key ring");
 	$log = substr(slurp_file($node->logfile), $logstart);
+
 	if ($step eq 'next-installed')
 	{
-		like($log, qr/removed the key ring of an interrupted rotation/,
+		like(
+			$log,
+			qr/removed the key ring of an interrupted rotation/,
 			'start-up says it removed the interrupted rotation');
 	}
 	if ($step eq 'command-saved')
 	{
-		like($log, qr/completed an interrupted rotation of the key-encryption key/,
+		like(
+			$log,
+			qr/completed an interrupted rotation of the key-encryption key/,
 			'start-up says it completed the interrupted rotation');
 	}
 	($current, $next) = ($next, $current) if $new_after{$step};
 }
 
 # a stale keyring.tmp (a crash of initdb or of an older tool) is removed
-PostgreSQL::Test::Utils::append_to_file("$pgdata/pg_encryption/keyring.tmp", 'garbage');
+PostgreSQL::Test::Utils::append_to_file("$pgdata/pg_encryption/keyring.tmp",
+	'garbage');
 $node->restart;
-ok(!-e "$pgdata/pg_encryption/keyring.tmp", 'a stale keyring.tmp is removed at start');
+ok( !-e "$pgdata/pg_encryption/keyring.tmp",
+	'a stale keyring.tmp is removed at start');
 
 # --- standbys and base backups ---
 $node->backup('before');
@@ -196,8 +228,9 @@ $node->restart;
 $current = 'k4';
 $node->safe_psql('postgres', "INSERT INTO t VALUES (1001, 'after rotation')");
 $node->wait_for_catchup($standby);
-is($standby->safe_psql('postgres', 'SELECT v FROM t WHERE id = 1001'),
-	'after rotation', 'the standby replays across its primary\'s rotation');
+is( $standby->safe_psql('postgres', 'SELECT v FROM t WHERE id = 1001'),
+	'after rotation',
+	'the standby replays across its primary\'s rotation');
 $standby->restart;
 is($standby->safe_psql('postgres', 'SHOW encryption_key_command'),
 	cmd($before_cmd), 'the standby keeps its own key ring and command');
@@ -206,7 +239,8 @@ my $fp_standby = $standby->safe_psql('postgres',
 $standby->restart;
 is($standby->safe_psql('postgres', 'SHOW encryption_key_command'),
 	cmd('k4'), 'a hot standby rotates on its own with the same function');
-is($rows->($standby), $rows->($node), 'standby data intact after its rotation');
+is($rows->($standby), $rows->($node),
+	'standby data intact after its rotation');
 
 $node->backup('after');
 my $from_after = PostgreSQL::Test::Cluster->new('from_after');
@@ -220,15 +254,19 @@ $from_after->stop;
 my $restored = PostgreSQL::Test::Cluster->new('restored_old');
 $restored->init_from_backup($node, 'before');
 rename("$keydir/$before_cmd", "$keydir/$before_cmd.kept") or die;
-PostgreSQL::Test::Utils::append_to_file("$keydir/$before_cmd", ('ee' x 32) . "\n");
+PostgreSQL::Test::Utils::append_to_file("$keydir/$before_cmd",
+	('ee' x 32) . "\n");
 $logstart = (-s $restored->logfile) // 0;
-ok(!$restored->start(fail_ok => 1), 'an older backup does not start once its KEK is gone');
-like(substr(slurp_file($restored->logfile), $logstart),
+ok(!$restored->start(fail_ok => 1),
+	'an older backup does not start once its KEK is gone');
+like(
+	substr(slurp_file($restored->logfile), $logstart),
 	qr/The key ring was wrapped on .* under the key-encryption key with fingerprint [0-9a-f]{16}; the key command's key has fingerprint/,
 	'and its error names the fingerprint of the KEK it needs');
 rename("$keydir/$before_cmd.kept", "$keydir/$before_cmd") or die;
 $restored->start;
-is($rows->($restored), $expected_rows, 'with the kept old KEK the older backup restores');
+is($rows->($restored), $expected_rows,
+	'with the kept old KEK the older backup restores');
 $restored->stop;
 
 # --- pg_rewind: the rewound node takes its source's key ring and command ---
@@ -244,23 +282,28 @@ $node->stop;
 copy("$pgdata/postgresql.conf", "$pgdata/../postgresql.conf.kept") or die;
 command_ok(
 	[
-		'pg_rewind', '--target-pgdata' => $pgdata,
+		'pg_rewind',
+		'--target-pgdata' => $pgdata,
 		'--source-server' => $standby->connstr('postgres'),
 		'--no-sync'
 	],
 	'pg_rewind from a promoted standby that rotated');
-is(slurp_file("$pgdata/pg_encryption/keyring"),
+is( slurp_file("$pgdata/pg_encryption/keyring"),
 	slurp_file($standby->data_dir . '/pg_encryption/keyring'),
 	'the rewound node holds its source\'s key ring');
 copy("$pgdata/../postgresql.conf.kept", "$pgdata/postgresql.conf") or die;
 $node->enable_streaming($standby);
 $node->start;
-is($node->safe_psql('postgres', 'SHOW encryption_key_command'), cmd('k1'),
-	'and its source\'s key command (postgresql.auto.conf), and starts with it');
+is( $node->safe_psql('postgres', 'SHOW encryption_key_command'),
+	cmd('k1'),
+	'and its source\'s key command (postgresql.auto.conf), and starts with it'
+);
 $standby->safe_psql('postgres', "INSERT INTO t VALUES (2001, 'streamed')");
 $standby->wait_for_catchup($node);
-is($node->safe_psql('postgres', 'SELECT count(*) FROM t WHERE id IN (2000, 2001, 3000)'),
-	'2', 'the rewound node follows its new primary (its diverged row is gone)');
+is( $node->safe_psql(
+		'postgres', 'SELECT count(*) FROM t WHERE id IN (2000, 2001, 3000)'),
+	'2',
+	'the rewound node follows its new primary (its diverged row is gone)');
 
 # --- a KMS rolled the KEK: the command now prints a new key ---
 my $kms = "$keydir/kms";
@@ -269,7 +312,7 @@ $standby->safe_psql('postgres',
 	"SELECT pg_rotate_encryption_key('cat $kms')");
 $standby->restart;
 open($fh, '>', $kms) or die;
-print $fh (('f0' x 32) . "\n");	# the KMS rolled: the old version is gone
+print $fh (('f0' x 32) . "\n");    # the KMS rolled: the old version is gone
 close $fh;
 # the server still runs with its keys; the rotation never runs the old command
 $standby->safe_psql('postgres',

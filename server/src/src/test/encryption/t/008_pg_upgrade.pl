@@ -40,9 +40,11 @@ use Test::More;
 
 my $stock_bindir = $ENV{PGCIPHER_STOCK_BINDIR};
 my $pg15_bindir = $ENV{PGCIPHER_PG15_BINDIR};
-plan skip_all => 'PGCIPHER_STOCK_BINDIR and PGCIPHER_PG15_BINDIR are not set (suite pg_upgrade sets them)'
+plan skip_all =>
+  'PGCIPHER_STOCK_BINDIR and PGCIPHER_PG15_BINDIR are not set (suite pg_upgrade sets them)'
   unless $stock_bindir && $pg15_bindir;
-die "no stock PostgreSQL 17 in $stock_bindir" unless -x "$stock_bindir/postgres";
+die "no stock PostgreSQL 17 in $stock_bindir"
+  unless -x "$stock_bindir/postgres";
 die "no PostgreSQL 15 in $pg15_bindir" unless -x "$pg15_bindir/postgres";
 
 my $newbin;    # our bin directory, from the first pgcipher node
@@ -65,7 +67,8 @@ sub load_dataset
 		$node->safe_psql('postgres', "CREATE TABLESPACE ts2 LOCATION '$ts'");
 	}
 	my $tablespace = $with_tablespace ? 'TABLESPACE ts2' : '';
-	$node->safe_psql('postgres', qq(
+	$node->safe_psql(
+		'postgres', qq(
 CREATE TABLE heap_t (id int PRIMARY KEY, v text, big text);
 INSERT INTO heap_t SELECT g, '$m{heap} ' || g,
   CASE WHEN g % 50 = 0 THEN '$m{toast}' || (SELECT string_agg(md5(g::text || x::text), '') FROM generate_series(1, 200) x) END
@@ -87,7 +90,8 @@ CREATE TABLE big_t AS SELECT g AS id, md5(g::text) || ' $m{heap}' AS v FROM gene
 CREATE TABLE locked (id int PRIMARY KEY, v int);
 INSERT INTO locked SELECT g, g FROM generate_series(1, 10) g;
 CREATE DATABASE db2;));
-	$node->safe_psql('db2', qq(
+	$node->safe_psql(
+		'db2', qq(
 CREATE TABLE other (id int PRIMARY KEY, v text);
 INSERT INTO other SELECT g, '$m{db2} ' || g FROM generate_series(1, 300) g;));
 
@@ -95,8 +99,8 @@ INSERT INTO other SELECT g, '$m{db2} ' || g FROM generate_series(1, 300) g;));
 	# multixacts: (after VACUUM, which would clear them) rows share-locked by several transactions at once
 	my @s = map { $node->background_psql('postgres') } 1 .. 3;
 	$_->query_safe('BEGIN; SELECT * FROM locked FOR SHARE;') for @s;
-	$_->query_safe('COMMIT;') for @s;
-	$_->quit for @s;
+	$_->query_safe('COMMIT;')                                for @s;
+	$_->quit                                                 for @s;
 	$node->safe_psql('postgres', 'CHECKPOINT');
 }
 
@@ -106,30 +110,66 @@ sub answers
 {
 	my ($node) = @_;
 	my $q = sub { $node->safe_psql($_[0], $_[1]) };
-	return join("\n",
-		$q->('postgres', "SELECT md5(string_agg(t::text, '|' ORDER BY id)) FROM heap_t t"),
+	return join(
+		"\n",
+		$q->(
+			'postgres',
+			"SELECT md5(string_agg(t::text, '|' ORDER BY id)) FROM heap_t t"),
 		# 8 MB: more than pg_upgrade's in-memory chunks, so it goes through the
 		# two-thread pipeline
-		$q->('postgres', "SELECT pg_relation_size('big_t') > 4 * 1024 * 1024, md5(string_agg(v, '|' ORDER BY id)) FROM big_t"),
-		$q->('postgres', "SET enable_seqscan = off; SELECT count(*), min(k), max(k) FROM keyed WHERE k > '$m{btree}_000100'"),
-		$q->('postgres', "SET enable_seqscan = off; SELECT count(*) FROM keyed WHERE to_tsvector('simple', doc) @@ to_tsquery('simple', '1999')"),
-		$q->('postgres', "SET enable_seqscan = off; SET enable_bitmapscan = on; SELECT count(*) FROM keyed WHERE h = 42"),
+		$q->(
+			'postgres',
+			"SELECT pg_relation_size('big_t') > 4 * 1024 * 1024, md5(string_agg(v, '|' ORDER BY id)) FROM big_t"
+		),
+		$q->(
+			'postgres',
+			"SET enable_seqscan = off; SELECT count(*), min(k), max(k) FROM keyed WHERE k > '$m{btree}_000100'"
+		),
+		$q->(
+			'postgres',
+			"SET enable_seqscan = off; SELECT count(*) FROM keyed WHERE to_tsvector('simple', doc) @@ to_tsquery('simple', '1999')"
+		),
+		$q->(
+			'postgres',
+			"SET enable_seqscan = off; SET enable_bitmapscan = on; SELECT count(*) FROM keyed WHERE h = 42"
+		),
 		$q->('postgres', "SELECT last_value FROM seq"),
-		$q->('postgres', "SELECT md5(string_agg(v, '|' ORDER BY id)) FROM mv"),
+		$q->(
+			'postgres', "SELECT md5(string_agg(v, '|' ORDER BY id)) FROM mv"),
 		$q->('postgres', "SELECT md5(lo_get(424242))"),
-		$q->('postgres', "SELECT count(*), md5(string_agg(v, '|' ORDER BY id)) FROM unlogged_t"),
-		$q->('postgres', "SELECT count(*), md5(string_agg(v, '|' ORDER BY id)) FROM in_ts2"),
+		$q->(
+			'postgres',
+			"SELECT count(*), md5(string_agg(v, '|' ORDER BY id)) FROM unlogged_t"
+		),
+		$q->(
+			'postgres',
+			"SELECT count(*), md5(string_agg(v, '|' ORDER BY id)) FROM in_ts2"
+		),
 		# read from pg_multixact: 10 rows, each locked by a multixact of 3
-		$q->('postgres', "SELECT count(*), string_agg(DISTINCT m.mode, ',') FROM locked l, pg_get_multixact_members(l.xmax) m"),
-		$q->('db2', "SELECT count(*), md5(string_agg(v, '|' ORDER BY id)) FROM other"));
+		$q->(
+			'postgres',
+			"SELECT count(*), string_agg(DISTINCT m.mode, ',') FROM locked l, pg_get_multixact_members(l.xmax) m"
+		),
+		$q->(
+			'db2',
+			"SELECT count(*), md5(string_agg(v, '|' ORDER BY id)) FROM other")
+	);
 }
 
 sub data_dump
 {
 	my ($node, $db) = @_;
 	my ($out, $err);
-	IPC::Run::run([ "$newbin/pg_dump", '--data-only', '--no-sync', '-d', $node->connstr($db) ],
-		'>', \$out, '2>', \$err) or die "pg_dump failed: $err";
+	IPC::Run::run(
+		[
+			"$newbin/pg_dump", '--data-only',
+			'--no-sync', '-d',
+			$node->connstr($db)
+		],
+		'>',
+		\$out,
+		'2>',
+		\$err) or die "pg_dump failed: $err";
 	# the server version and the random \restrict key differ by design
 	$out =~ s/^-- Dumped from database version .*$//mg;
 	$out =~ s/^\\(un)?restrict .*$//mg;
@@ -140,11 +180,17 @@ sub digest_tree
 {
 	my ($dir) = @_;
 	my %d;
-	find({ no_chdir => 1, wanted => sub {
-		return unless -f $_;
-		open(my $fh, '<:raw', $_) or return;
-		$d{ substr($_, length($dir)) } = Digest::MD5->new->addfile($fh)->hexdigest;
-	} }, $dir);
+	find(
+		{
+			no_chdir => 1,
+			wanted => sub {
+				return unless -f $_;
+				open(my $fh, '<:raw', $_) or return;
+				$d{ substr($_, length($dir)) } =
+				  Digest::MD5->new->addfile($fh)->hexdigest;
+			}
+		},
+		$dir);
 	return \%d;
 }
 
@@ -159,11 +205,19 @@ sub upgrade
 	my $ok = IPC::Run::run(
 		[
 			"$newbin/pg_upgrade", '--no-sync',
-			'-d', $old->data_dir, '-D', $new->data_dir,
-			'-b', $old->config_data('--bindir'), '-B', $new->config_data('--bindir'),
-			'-s', $new->host, '-p', $old->port, '-P', $new->port, @opts
+			'-d', $old->data_dir,
+			'-D', $new->data_dir,
+			'-b', $old->config_data('--bindir'),
+			'-B', $new->config_data('--bindir'),
+			'-s', $new->host,
+			'-p', $old->port,
+			'-P', $new->port,
+			@opts
 		],
-		'>', \$out, '2>', \$err);
+		'>',
+		\$out,
+		'2>',
+		\$err);
 	chdir $cwd;
 	return ($ok, $out . $err);
 }
@@ -181,27 +235,36 @@ sub check_upgraded
 {
 	my ($label, $new, $expected, $expected_dump, $encrypted) = @_;
 	$new->start;
-	is(answers($new), $expected, "$label: every answer matches the old cluster");
-	is(data_dump($new, 'postgres'), $expected_dump, "$label: pg_dump --data-only matches the old cluster");
+	is(answers($new), $expected,
+		"$label: every answer matches the old cluster");
+	is(data_dump($new, 'postgres'),
+		$expected_dump,
+		"$label: pg_dump --data-only matches the old cluster");
 	$new->safe_psql('postgres', 'CREATE EXTENSION IF NOT EXISTS amcheck');
-	is($new->safe_psql('postgres', q{
+	is( $new->safe_psql(
+			'postgres', q{
 		SELECT count(*) FROM (SELECT bt_index_check(c.oid, true)
 		  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 		  JOIN pg_am a ON a.oid = c.relam
-		  WHERE a.amname = 'btree' AND c.relpersistence <> 't') s}) > 0 ? 'ok' : 'none',
-		'ok', "$label: amcheck (heapallindexed) passes on every btree");
+		  WHERE a.amname = 'btree' AND c.relpersistence <> 't') s}
+		) > 0 ? 'ok' : 'none',
+		'ok',
+		"$label: amcheck (heapallindexed) passes on every btree");
 	$new->stop;
-	command_ok([ "$newbin/pg_checksums", '--check', '-D', $new->data_dir ],
+	command_ok(
+		[ "$newbin/pg_checksums", '--check', '-D', $new->data_dir ],
 		"$label: pg_checksums verifies every page of the new cluster");
 	if ($encrypted)
 	{
-		my $found = scan_for_markers(\@markers, $new->data_dir, $new->basedir . '/ts2');
+		my $found =
+		  scan_for_markers(\@markers, $new->data_dir, $new->basedir . '/ts2');
 		markers_nowhere($found, \@markers, "$label: new cluster");
 	}
 }
 
 # ---------------------------------------------------------------- 15 → aes-256
-my $old15 = PostgreSQL::Test::Cluster->new('old15', install_path => ($pg15_bindir =~ s{/bin/?$}{}r));
+my $old15 = PostgreSQL::Test::Cluster->new('old15',
+	install_path => ($pg15_bindir =~ s{/bin/?$}{}r));
 $old15->init(extra => ['--data-checksums']);
 $old15->append_conf('postgresql.conf', "autovacuum = off\n");
 $old15->start;
@@ -211,18 +274,24 @@ load_dataset($old15, 1);
 # column's options, which no PostgreSQL 17 accepts: our pg_dump leaves it
 # out as 15.20's own does (patch 0022), and a column option a user set
 # survives the upgrade
-$old15->safe_psql('postgres', q{
+$old15->safe_psql(
+	'postgres', q{
 CREATE TABLE attopts (a int, b text);
 INSERT INTO attopts SELECT g, 'v' || g FROM generate_series(1, 100) g;
 ALTER TABLE attopts ALTER COLUMN a SET (n_distinct = 5);});
 my $pg15_version = $old15->safe_psql('postgres', 'SHOW server_version_num');
 my $attver_columns = $old15->safe_psql('postgres',
-	q{SELECT count(*) FROM pg_attribute WHERE array_to_string(attoptions, ',') ~ 'pg_attver='});
+	q{SELECT count(*) FROM pg_attribute WHERE array_to_string(attoptions, ',') ~ 'pg_attver='}
+);
 SKIP:
 {
-	skip "Debian's PostgreSQL 15 here is $pg15_version, older than 15.20: no pg_attver to upgrade", 1
+	skip
+	  "Debian's PostgreSQL 15 here is $pg15_version, older than 15.20: no pg_attver to upgrade",
+	  1
 	  if $pg15_version < 150020;
-	ok($attver_columns > 0, "the old cluster ($pg15_version) has pg_attver in $attver_columns columns' options");
+	ok( $attver_columns > 0,
+		"the old cluster ($pg15_version) has pg_attver in $attver_columns columns' options"
+	);
 }
 
 my $enc_a = new_cluster('enc_from15', encryption_options('aes-256'));
@@ -231,23 +300,30 @@ my $expected = answers($old15);
 my $expected_dump = data_dump($old15, 'postgres');
 $old15->stop;
 
-my $found = scan_for_markers(\@markers, $old15->data_dir, $old15->basedir . '/ts2');
-is_deeply([ sort grep { @{ $found->{$_} // [] } } map { $_->{name} } @markers ],
+my $found =
+  scan_for_markers(\@markers, $old15->data_dir, $old15->basedir . '/ts2');
+is_deeply(
+	[ sort grep { @{ $found->{$_} // [] } } map { $_->{name} } @markers ],
 	[ sort map { $_->{name} } @markers ],
 	'control: every marker is found in the unencrypted old cluster');
 
 my $old_digest = digest_tree($old15->data_dir);
 my ($ok, $out) = upgrade($old15, $enc_a, '--link', '--check');
 ok(!$ok, '15 → aes-256 --link --check is refused');
-like($out, qr/The old cluster is not encrypted and the new one is, so every block must be encrypted as it is copied: --link cannot be used\.\nUse --copy \(the default\) instead\./,
+like(
+	$out,
+	qr/The old cluster is not encrypted and the new one is, so every block must be encrypted as it is copied: --link cannot be used\.\nUse --copy \(the default\) instead\./,
 	'and the refusal names the mode that works');
 ($ok, $out) = upgrade($old15, $enc_a, '--link');
 ok(!$ok, '15 → aes-256 --link is refused');
-is_deeply(digest_tree($old15->data_dir), $old_digest, 'the refused --link changed nothing in the old cluster');
+is_deeply(digest_tree($old15->data_dir),
+	$old_digest, 'the refused --link changed nothing in the old cluster');
 
 ($ok, $out) = upgrade($old15, $enc_a, '--check');
 ok($ok, '15 → aes-256 --check passes');
-like($out, qr/Data encryption: off to aes-256; copy mode encrypts every block of the old cluster\./,
+like(
+	$out,
+	qr/Data encryption: off to aes-256; copy mode encrypts every block of the old cluster\./,
 	'--check reports that copy mode encrypts every block');
 
 # kill -9 of pg_upgrade while it copies: the old cluster is left as it was
@@ -258,12 +334,20 @@ like($out, qr/Data encryption: off to aes-256; copy mode encrypts every block of
 	my ($o, $e) = ('', '');
 	my $h = IPC::Run::start(
 		[
-			"$newbin/pg_upgrade", '--no-sync', '--verbose',
-			'-d', $old15->data_dir, '-D', $enc_a->data_dir,
-			'-b', $old15->config_data('--bindir'), '-B', $newbin,
-			'-s', $enc_a->host, '-p', $old15->port, '-P', $enc_a->port
+			"$newbin/pg_upgrade", '--no-sync',
+			'--verbose', '-d',
+			$old15->data_dir, '-D',
+			$enc_a->data_dir, '-b',
+			$old15->config_data('--bindir'), '-B',
+			$newbin, '-s',
+			$enc_a->host, '-p',
+			$old15->port, '-P',
+			$enc_a->port
 		],
-		'>', \$o, '2>', \$e);
+		'>',
+		\$o,
+		'2>',
+		\$e);
 	my $seen = 0;
 	for (1 .. 1200)
 	{
@@ -277,10 +361,15 @@ like($out, qr/Data encryption: off to aes-256; copy mode encrypts every block of
 	eval { $h->finish };
 	chdir $cwd;
 	# a server it may have left running is stopped by the next pg_ctl calls
-	system("$pg15_bindir/pg_ctl", '-D', $old15->data_dir, '-m', 'immediate', 'stop');
-	system("$newbin/pg_ctl", '-D', $enc_a->data_dir, '-m', 'immediate', 'stop');
+	system("$pg15_bindir/pg_ctl", '-D', $old15->data_dir, '-m', 'immediate',
+		'stop');
+	system(
+		"$newbin/pg_ctl", '-D', $enc_a->data_dir,
+		'-m', 'immediate', 'stop');
 	$old15->start;
-	is(answers($old15), $expected, 'after kill -9 of pg_upgrade the old cluster starts and answers as before');
+	is(answers($old15), $expected,
+		'after kill -9 of pg_upgrade the old cluster starts and answers as before'
+	);
 	$old15->stop;
 	# the interrupted new cluster is discarded with its tablespace
 	# directories, as pg_upgrade's documentation says
@@ -294,13 +383,18 @@ like($out, qr/Data encryption: off to aes-256; copy mode encrypts every block of
 ok($ok, '15 → aes-256 in copy mode') or diag($out);
 check_upgraded('15 → aes-256', $enc_a, $expected, $expected_dump, 1);
 $enc_a->start;
-is($enc_a->safe_psql('postgres', q{
+is( $enc_a->safe_psql(
+		'postgres', q{
 	SELECT string_agg(attname || ' ' || coalesce(array_to_string(attoptions, ','), '-'), '; ' ORDER BY attnum)
 	FROM pg_attribute WHERE attrelid = 'attopts'::regclass AND attnum > 0}),
-	'a n_distinct=5; b -', '15 → aes-256: the user\'s column option kept, pg_attver left out');
-is($enc_a->safe_psql('postgres',
-	q{SELECT count(*) FROM pg_attribute WHERE array_to_string(attoptions, ',') ~ 'pg_attver='}),
-	'0', '15 → aes-256: no pg_attver in the new cluster');
+	'a n_distinct=5; b -',
+	'15 → aes-256: the user\'s column option kept, pg_attver left out');
+is( $enc_a->safe_psql(
+		'postgres',
+		q{SELECT count(*) FROM pg_attribute WHERE array_to_string(attoptions, ',') ~ 'pg_attver='}
+	),
+	'0',
+	'15 → aes-256: no pg_attver in the new cluster');
 $enc_a->stop;
 
 # pg_xact and pg_multixact were encrypted: none of their pages is left as it was
@@ -326,11 +420,13 @@ sub slru_pages_changed
 for my $sub ('pg_xact', 'pg_multixact/offsets', 'pg_multixact/members')
 {
 	my ($same, $total) = slru_pages_changed($old15, $enc_a, $sub);
-	ok($total > 0 && $same == 0, "15 → aes-256: all $total used pages of $sub encrypted");
+	ok($total > 0 && $same == 0,
+		"15 → aes-256: all $total used pages of $sub encrypted");
 }
 
 # ------------------------------------------------------- stock 17 → aes-256
-my $old17 = PostgreSQL::Test::Cluster->new('old17', install_path => ($stock_bindir =~ s{/bin/?$}{}r));
+my $old17 = PostgreSQL::Test::Cluster->new('old17',
+	install_path => ($stock_bindir =~ s{/bin/?$}{}r));
 $old17->init(extra => ['--data-checksums']);
 $old17->append_conf('postgresql.conf', "autovacuum = off\n");
 $old17->start;
@@ -341,7 +437,8 @@ $old17->stop;
 my $enc_b = new_cluster('enc_from17', encryption_options('aes-256'));
 ($ok, $out) = upgrade($old17, $enc_b);
 ok($ok, 'stock 17 → aes-256 in copy mode') or diag($out);
-check_upgraded('stock 17 → aes-256', $enc_b, $expected17, $expected17_dump, 1);
+check_upgraded('stock 17 → aes-256', $enc_b, $expected17, $expected17_dump,
+	1);
 
 # ---------------------------------------- aes-256 → aes-256, new data keys
 # $enc_b (from stock 17) is the old cluster of the re-key; copy mode leaves
@@ -349,11 +446,17 @@ check_upgraded('stock 17 → aes-256', $enc_b, $expected17, $expected17_dump, 1)
 my $rekeyed = new_cluster('rekeyed', encryption_options('aes-256'));
 ($ok, $out) = upgrade($enc_b, $rekeyed, '--link');
 ok(!$ok, 'aes-256 → aes-256 with new keys: --link is refused');
-like($out, qr/The old and new clusters are encrypted with different data keys, so every block must be re-encrypted as it is copied: --link cannot be used\.\nUse --copy to re-encrypt every block under the new keys, or create the new cluster with initdb --encryption-keys-from=/,
+like(
+	$out,
+	qr/The old and new clusters are encrypted with different data keys, so every block must be re-encrypted as it is copied: --link cannot be used\.\nUse --copy to re-encrypt every block under the new keys, or create the new cluster with initdb --encryption-keys-from=/,
 	'and the refusal says how to re-key or keep the keys');
 ($ok, $out) = upgrade($enc_b, $rekeyed, '--copy');
-ok($ok, 'aes-256 → aes-256 with new keys in copy mode (the offline re-key)') or diag($out);
-like($out, qr/copy mode re-encrypts every block under the new cluster's keys/, 'pg_upgrade says it re-encrypts');
+ok($ok, 'aes-256 → aes-256 with new keys in copy mode (the offline re-key)')
+  or diag($out);
+like(
+	$out,
+	qr/copy mode re-encrypts every block under the new cluster's keys/,
+	'pg_upgrade says it re-encrypts');
 check_upgraded('re-key', $rekeyed, $expected17, $expected17_dump, 1);
 
 # no page of the re-keyed cluster is still under the old key: relfilenumbers
@@ -362,60 +465,81 @@ check_upgraded('re-key', $rekeyed, $expected17, $expected17_dump, 1);
 {
 	my ($same_pages, $pages, $files) = (0, 0, 0);
 	my $olddir = $enc_b->data_dir . '/base';
-	find({ no_chdir => 1, wanted => sub {
-		return unless -f $_ && m{/base/\d+/\d+(_fsm|_vm)?(\.\d+)?$};
-		my $rel = substr($_, length($olddir));
-		my $newfile = $rekeyed->data_dir . "/base$rel";
-		return unless -f $newfile;
-		my $a = slurp_file($_);
-		my $b = slurp_file($newfile);
-		return if length($a) != length($b);
-		$files++;
-		for (my $off = 0; $off < length($a); $off += 8192)
+	find(
 		{
-			my $pa = substr($a, $off, 8192);
-			next if $pa =~ /^\0*$/;
-			$pages++;
-			$same_pages++ if substr($pa, 16) eq substr($b, $off + 16, 8176);
-		}
-	} }, $olddir);
-	ok($pages > 100 && $same_pages == 0,
-		"re-key: none of the $pages pages in $files relation files is left under the old key");
+			no_chdir => 1,
+			wanted => sub {
+				return unless -f $_ && m{/base/\d+/\d+(_fsm|_vm)?(\.\d+)?$};
+				my $rel = substr($_, length($olddir));
+				my $newfile = $rekeyed->data_dir . "/base$rel";
+				return unless -f $newfile;
+				my $a = slurp_file($_);
+				my $b = slurp_file($newfile);
+				return if length($a) != length($b);
+				$files++;
+
+				for (my $off = 0; $off < length($a); $off += 8192)
+				{
+					my $pa = substr($a, $off, 8192);
+					next if $pa =~ /^\0*$/;
+					$pages++;
+					$same_pages++
+					  if substr($pa, 16) eq substr($b, $off + 16, 8176);
+				}
+			}
+		},
+		$olddir);
+	ok( $pages > 100 && $same_pages == 0,
+		"re-key: none of the $pages pages in $files relation files is left under the old key"
+	);
 }
 
 # ------------------------------------- aes-256 → aes-256, same relation key
-my $same = new_cluster('same_keys', encryption_options('aes-256'),
+my $same = new_cluster(
+	'same_keys',
+	encryption_options('aes-256'),
 	'--encryption-keys-from=' . $enc_b->data_dir);
 ($ok, $out) = upgrade($enc_b, $same, '--check', '--link');
-ok($ok, 'aes-256 → aes-256 with the old relation key: --link --check passes') or diag($out);
-like($out, qr/both clusters have the same relation key: files are transferred as they are/,
+ok($ok, 'aes-256 → aes-256 with the old relation key: --link --check passes')
+  or diag($out);
+like(
+	$out,
+	qr/both clusters have the same relation key: files are transferred as they are/,
 	'--check says the files move as they are');
 my $t0 = time();
 ($ok, $out) = upgrade($enc_b, $same, '--link');
 ok($ok, 'aes-256 → aes-256 with --link') or diag($out);
 note sprintf('pg_upgrade --link took %d s', time() - $t0);
-check_upgraded('aes-256 → aes-256 --link', $same, $expected17, $expected17_dump, 1);
+check_upgraded('aes-256 → aes-256 --link',
+	$same, $expected17, $expected17_dump, 1);
 
 # -------------------------------------------------- aes-256 → unencrypted
 my $plain = new_cluster('plain_again');
 ($ok, $out) = upgrade($rekeyed, $plain, '--link');
 ok(!$ok, 'aes-256 → unencrypted: --link is refused');
-like($out, qr/The old cluster is encrypted and the new one is not, so every block must be decrypted as it is copied: --link cannot be used\./,
+like(
+	$out,
+	qr/The old cluster is encrypted and the new one is not, so every block must be decrypted as it is copied: --link cannot be used\./,
 	'and the refusal says why');
 ($ok, $out) = upgrade($rekeyed, $plain);
 ok($ok, 'aes-256 → unencrypted in copy mode decrypts') or diag($out);
-check_upgraded('aes-256 → unencrypted', $plain, $expected17, $expected17_dump, 0);
+check_upgraded('aes-256 → unencrypted',
+	$plain, $expected17, $expected17_dump, 0);
 $found = scan_for_markers(\@markers, $plain->data_dir);
-ok(scalar(grep { @{ $found->{$_->{name}} // [] } } @markers) >= 8,
+ok( scalar(grep { @{ $found->{ $_->{name} } // [] } } @markers) >= 8,
 	'the decrypted cluster holds the plaintext again (markers found)');
 
 # ------------------------------ a damaged page is not hidden by the rewrite
 {
-	my $bad = PostgreSQL::Test::Cluster->new('damaged', install_path => ($stock_bindir =~ s{/bin/?$}{}r));
+	my $bad = PostgreSQL::Test::Cluster->new('damaged',
+		install_path => ($stock_bindir =~ s{/bin/?$}{}r));
 	$bad->init(extra => ['--data-checksums']);
 	$bad->start;
-	$bad->safe_psql('postgres', "CREATE TABLE d AS SELECT g FROM generate_series(1, 1000) g; CHECKPOINT;");
-	my $file = $bad->data_dir . '/' . $bad->safe_psql('postgres', "SELECT pg_relation_filepath('d')");
+	$bad->safe_psql('postgres',
+		"CREATE TABLE d AS SELECT g FROM generate_series(1, 1000) g; CHECKPOINT;"
+	);
+	my $file = $bad->data_dir . '/'
+	  . $bad->safe_psql('postgres', "SELECT pg_relation_filepath('d')");
 	$bad->stop;
 	open(my $fh, '+<:raw', $file) or die;
 	seek($fh, 4000, 0);
@@ -424,7 +548,9 @@ ok(scalar(grep { @{ $found->{$_->{name}} // [] } } @markers) >= 8,
 	my $target = new_cluster('from_damaged', encryption_options('aes-256'));
 	($ok, $out) = upgrade($bad, $target);
 	ok(!$ok, 'an old page failing its checksum stops the upgrade');
-	like($out, qr/block 0 of file ".*" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it/,
+	like(
+		$out,
+		qr/block 0 of file ".*" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it/,
 		'and says which block, instead of re-checksumming the damage');
 }
 

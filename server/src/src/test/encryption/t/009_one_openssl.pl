@@ -20,14 +20,18 @@ my $keyfile = "$tmp/kek";
 PostgreSQL::Test::Utils::append_to_file($keyfile, ('cd' x 32) . "\n");
 
 # a self-signed certificate, made by the machine's openssl tool
-system_or_bail('openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes',
-	'-subj', '/CN=localhost', '-days', '2',
-	'-keyout', "$tmp/server.key", '-out', "$tmp/server.crt");
+system_or_bail(
+	'openssl', 'req', '-x509', '-newkey',
+	'rsa:2048', '-nodes', '-subj', '/CN=localhost',
+	'-days', '2', '-keyout', "$tmp/server.key",
+	'-out', "$tmp/server.crt");
 chmod 0600, "$tmp/server.key";
 
 my $node = PostgreSQL::Test::Cluster->new('tls');
-$node->init(extra => [ '--encryption=aes-256', "--encryption-key-command=cat $keyfile" ]);
-$node->append_conf('postgresql.conf', qq{
+$node->init(extra =>
+	  [ '--encryption=aes-256', "--encryption-key-command=cat $keyfile" ]);
+$node->append_conf(
+	'postgresql.conf', qq{
 listen_addresses = '127.0.0.1'
 ssl = on
 ssl_cert_file = '$tmp/server.crt'
@@ -36,11 +40,13 @@ ssl_key_file = '$tmp/server.key'
 $node->append_conf('pg_hba.conf', 'hostssl all all 127.0.0.1/32 trust');
 $node->start;
 
-my $tls = 'host=127.0.0.1 port=' . $node->port . ' dbname=postgres sslmode=require';
+my $tls =
+  'host=127.0.0.1 port=' . $node->port . ' dbname=postgres sslmode=require';
 $node->safe_psql('postgres', 'CREATE EXTENSION pgcrypto');
 
 # A TLS session that uses pgcrypto, then reports on itself
-my $out = $node->safe_psql('postgres', q{
+my $out = $node->safe_psql(
+	'postgres', q{
 SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid();
 SELECT encode(digest('pgcipher', 'sha256'), 'hex');
 SELECT pg_read_file('/proc/self/maps');
@@ -61,16 +67,23 @@ sub mapped
 my $maps = join "\n", @lines[ 2 .. $#lines ];
 my @crypto = mapped($maps, 'libcrypto');
 my @ssl = mapped($maps, 'libssl');
-is(scalar(@crypto), 1, 'the TLS backend with pgcrypto maps one libcrypto: ' . join(', ', @crypto));
+is(scalar(@crypto), 1,
+	'the TLS backend with pgcrypto maps one libcrypto: '
+	  . join(', ', @crypto));
 is(scalar(@ssl), 1, 'and one libssl: ' . join(', ', @ssl));
-unlike($crypto[0] // '', qr{^/usr/lib/}, 'the libcrypto is the build\'s, not the system\'s');
+unlike($crypto[0] // '',
+	qr{^/usr/lib/}, 'the libcrypto is the build\'s, not the system\'s');
 my ($dir) = ($crypto[0] // '') =~ m{^(.*)/[^/]+$};
 like($ssl[0] // '', qr{^\Q$dir\E/}, 'libssl comes from the same directory');
 
-my $checkpointer_maps = slurp_file('/proc/' . $node->safe_psql('postgres',
-		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'}) . '/maps');
-is_deeply([ mapped($checkpointer_maps, 'libcrypto') ], \@crypto,
-	'an auxiliary process maps the same single libcrypto');
+my $checkpointer_maps = slurp_file(
+	'/proc/'
+	  . $node->safe_psql('postgres',
+		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'}
+	  )
+	  . '/maps');
+is_deeply([ mapped($checkpointer_maps, 'libcrypto') ],
+	\@crypto, 'an auxiliary process maps the same single libcrypto');
 
 # psql's libpq and the server binary resolve to the same library
 my $bindir = $node->config_data('--bindir');
@@ -78,7 +91,8 @@ for my $program ("$bindir/psql", "$bindir/postgres")
 {
 	my ($ldd) = run_command([ 'ldd', $program ]);
 	my ($resolved) = $ldd =~ /libcrypto\.so\.3 => (\S+)/;
-	is($resolved, $crypto[0], "$program resolves libcrypto.so.3 to the build's");
+	is($resolved, $crypto[0],
+		"$program resolves libcrypto.so.3 to the build's");
 }
 
 $node->stop;

@@ -22,7 +22,8 @@ for my $encrypted (0, 1)
 {
 	my $label = $encrypted ? 'encrypted' : 'plain';
 	my $node = PostgreSQL::Test::Cluster->new("node_$label");
-	$node->init(extra => $encrypted
+	$node->init(
+		extra => $encrypted
 		? [ '--encryption=aes-256', "--encryption-key-command=cat $keyfile" ]
 		: []);
 	$node->start;
@@ -31,7 +32,10 @@ for my $encrypted (0, 1)
 	# (seed, operations, largest size): files of a few blocks, and of a few
 	# bytes, where the short forms and joined remainders come up most
 	my ($short, $joined) = (0, 0);
-	for my $run ([ 1, 3000, 65536 ], [ 2, 3000, 200000 ], [ 3, 4000, 40 ],
+	for my $run (
+		[ 1, 3000, 65536 ],
+		[ 2, 3000, 200000 ],
+		[ 3, 4000, 40 ],
 		[ 4, 3000, 9000 ])
 	{
 		my ($seed, $nops, $max) = @$run;
@@ -39,21 +43,30 @@ for my $encrypted (0, 1)
 		{
 			my ($ret, $out, $err) = $node->psql('postgres',
 				"SELECT test_tempcrypt_random($seed, $nops, $max, $shared)");
-			is($err, '', "$label, seed $seed, max $max, shared $shared: every read and size as the model says");
+			is($err, '',
+				"$label, seed $seed, max $max, shared $shared: every read and size as the model says"
+			);
 			my ($size) = $out =~ /final size (\d+)/;
-			$short += $1 if $out =~ /(\d+) times under 16 bytes/;
+			$short  += $1 if $out =~ /(\d+) times under 16 bytes/;
 			$joined += $1 if $out =~ /(\d+) with a remainder under 16 bytes/;
 			if (defined $size && $size >= 16)
 			{
-				like($out, $encrypted ? qr/disk differs from the data/ : qr/disk equals the data/,
+				like(
+					$out,
+					$encrypted
+					? qr/disk differs from the data/
+					: qr/disk equals the data/,
 					"$label, seed $seed, shared $shared: the file on disk "
 					  . ($encrypted ? 'is not the data' : 'is the data')
 					  . " ($out)");
 			}
 		}
 	}
-	cmp_ok($short, '>', 0, "$label: files under 16 bytes came up ($short times)");
-	cmp_ok($joined, '>', 0, "$label: remainders under 16 bytes past a block came up ($joined times)");
+	cmp_ok($short, '>', 0,
+		"$label: files under 16 bytes came up ($short times)");
+	cmp_ok($joined, '>', 0,
+		"$label: remainders under 16 bytes past a block came up ($joined times)"
+	);
 	$node->stop;
 }
 

@@ -36,7 +36,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $stock_bindir = $ENV{PGCIPHER_STOCK_BINDIR};
-plan skip_all => 'PGCIPHER_STOCK_BINDIR (a stock PostgreSQL 17 build) is not set'
+plan skip_all =>
+  'PGCIPHER_STOCK_BINDIR (a stock PostgreSQL 17 build) is not set'
   unless $stock_bindir;
 die "no stock postgres in $stock_bindir" unless -x "$stock_bindir/postgres";
 
@@ -55,14 +56,16 @@ sub crc32c
 {
 	my ($bytes) = @_;
 	my $crc = 0xFFFFFFFF;
-	$crc = $crc_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack('C*', $bytes);
+	$crc = $crc_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8)
+	  for unpack('C*', $bytes);
 	return $crc ^ 0xFFFFFFFF;
 }
 
 sub control_bytes
 {
 	my ($datadir) = @_;
-	open(my $fh, '<:raw', "$datadir/global/pg_control") or die "pg_control: $!";
+	open(my $fh, '<:raw', "$datadir/global/pg_control")
+	  or die "pg_control: $!";
 	local $/;
 	my $bytes = <$fh>;
 	close $fh;
@@ -76,7 +79,9 @@ sub crc_offset
 	my ($bytes) = @_;
 	for (my $o = 4; $o <= RECORD_OFFSET - 4; $o += 4)
 	{
-		return $o if unpack('V', substr($bytes, $o, 4)) == crc32c(substr($bytes, 0, $o));
+		return $o
+		  if unpack('V', substr($bytes, $o, 4)) ==
+		  crc32c(substr($bytes, 0, $o));
 	}
 	return -1;
 }
@@ -104,7 +109,10 @@ sub snapshot
 sub differences
 {
 	my ($before, $after) = @_;
-	return [ grep { ($before->{$_} // '') ne ($after->{$_} // '') } sort keys %{ { %$before, %$after } } ];
+	my %all = (%$before, %$after);
+	my @changed =
+	  grep { ($before->{$_} // '') ne ($after->{$_} // '') } sort keys %all;
+	return \@changed;
 }
 
 sub controldata
@@ -116,87 +124,135 @@ sub controldata
 }
 
 # A stock cluster: the layout to compare with
-my $stock = PostgreSQL::Test::Cluster->new('stock', install_path => ($stock_bindir =~ s{/bin/?$}{}r));
+my $stock = PostgreSQL::Test::Cluster->new('stock',
+	install_path => ($stock_bindir =~ s{/bin/?$}{}r));
 $stock->init;
 my $stock_bytes = control_bytes($stock->data_dir);
 my $crc_at = crc_offset($stock_bytes);
-ok($crc_at > 0, "stock pg_control: CRC-32C of the struct found at offset $crc_at");
+ok($crc_at > 0,
+	"stock pg_control: CRC-32C of the struct found at offset $crc_at");
 is(length($stock_bytes), CONTROL_SIZE, 'stock pg_control is 8192 bytes');
-ok($stock_bytes =~ /^.{$crc_at}.{4}\0+$/s, 'stock pg_control: zeros after the CRC');
+ok( $stock_bytes =~ /^.{$crc_at}.{4}\0+$/s,
+	'stock pg_control: zeros after the CRC');
 my ($stock_out) = controldata($stock_bindir, $stock->data_dir);
-like($stock_out, qr/^pg_control version number:\s+1700$/m, 'stock pg_control version is 1700');
+like(
+	$stock_out,
+	qr/^pg_control version number:\s+1700$/m,
+	'stock pg_control version is 1700');
 
 my %clusters;
 foreach my $cipher ('aes-256', 'aes-128', 'off')
 {
 	my $node = PostgreSQL::Test::Cluster->new("pgcipher_$cipher");
-	$node->init(extra => [ $cipher eq 'off' ? () : encryption_options($cipher), '--data-checksums' ]);
+	$node->init(
+		extra => [
+			$cipher eq 'off' ? () : encryption_options($cipher),
+			'--data-checksums'
+		]);
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE TABLE t AS SELECT g, md5(g::text) AS m FROM generate_series(1, 2000) g');
+	$node->safe_psql('postgres',
+		'CREATE TABLE t AS SELECT g, md5(g::text) AS m FROM generate_series(1, 2000) g'
+	);
 	$node->stop;
 	$clusters{$cipher} = $node;
 	my $bytes = control_bytes($node->data_dir);
 
-	is(length($bytes), CONTROL_SIZE, "$cipher: pg_control is 8192 bytes, as stock");
-	is(crc_offset($bytes), $crc_at, "$cipher: the CRC is valid at stock's offset");
+	is(length($bytes), CONTROL_SIZE,
+		"$cipher: pg_control is 8192 bytes, as stock");
+	is(crc_offset($bytes), $crc_at,
+		"$cipher: the CRC is valid at stock's offset");
 	ok(substr($bytes, $crc_at + 4, RECORD_OFFSET - $crc_at - 4) =~ /^\0*$/,
 		"$cipher: zeros between the struct and the record");
-	ok(substr($bytes, RECORD_OFFSET + RECORD_SIZE) =~ /^\0*$/, "$cipher: zeros after the record");
+	ok(substr($bytes, RECORD_OFFSET + RECORD_SIZE) =~ /^\0*$/,
+		"$cipher: zeros after the record");
 	my $record = substr($bytes, RECORD_OFFSET, RECORD_SIZE);
+
 	if ($cipher eq 'off')
 	{
-		is($record, "\0" x RECORD_SIZE, 'off: no record, the padding as stock writes it');
+		is( $record,
+			"\0" x RECORD_SIZE,
+			'off: no record, the padding as stock writes it');
 	}
 	else
 	{
 		my ($magic, $version, $code, $crc) = unpack('a8 n n N', $record);
 		is($magic, 'PGCIPHER', "$cipher: the record's magic");
 		is($version, 1, "$cipher: record version 1");
-		is($code, $cipher eq 'aes-128' ? 1 : 2, "$cipher: the record names the cipher");
-		is($crc, crc32c(substr($record, 0, 12)), "$cipher: the record's CRC-32C");
+		is( $code,
+			$cipher eq 'aes-128' ? 1 : 2,
+			"$cipher: the record names the cipher");
+		is( $crc,
+			crc32c(substr($record, 0, 12)),
+			"$cipher: the record's CRC-32C");
 	}
 
 	my ($out, $err) = controldata($stock_bindir, $node->data_dir);
-	unlike($err, qr/WARNING|CRC/, "$cipher: stock pg_controldata reads it without a warning");
-	like($out, qr/^pg_control version number:\s+1700$/m, "$cipher: version 1700 for stock pg_controldata");
+	unlike($err, qr/WARNING|CRC/,
+		"$cipher: stock pg_controldata reads it without a warning");
+	like(
+		$out,
+		qr/^pg_control version number:\s+1700$/m,
+		"$cipher: version 1700 for stock pg_controldata");
 	my ($ours) = run_command([ 'pg_controldata', '-D', $node->data_dir ]);
-	like($ours, qr/^Data encryption:\s+\Q$cipher\E$/m, "$cipher: pg_controldata shows the cipher");
-	is($out, $ours =~ s/\n?^Data encryption:.*$//mr, "$cipher: stock pg_controldata prints what ours prints");
+	like(
+		$ours,
+		qr/^Data encryption:\s+\Q$cipher\E$/m,
+		"$cipher: pg_controldata shows the cipher");
+	is( $out,
+		$ours =~ s/\n?^Data encryption:.*$//mr,
+		"$cipher: stock pg_controldata prints what ours prints");
 }
 
 my $node = $clusters{'aes-256'};
 my $datadir = $node->data_dir;
 
 # pg_checksums rewrites pg_control: the record is carried over
-command_ok([ 'pg_checksums', '--disable', '-D', $datadir ], 'pg_checksums --disable on aes-256');
-command_ok([ 'pg_checksums', '--enable', '-D', $datadir ], 'pg_checksums --enable on aes-256');
-is(substr(control_bytes($datadir), RECORD_OFFSET, 8), 'PGCIPHER', 'pg_checksums kept the record');
+command_ok([ 'pg_checksums', '--disable', '-D', $datadir ],
+	'pg_checksums --disable on aes-256');
+command_ok([ 'pg_checksums', '--enable', '-D', $datadir ],
+	'pg_checksums --enable on aes-256');
+is(substr(control_bytes($datadir), RECORD_OFFSET, 8),
+	'PGCIPHER', 'pg_checksums kept the record');
 $node->start;
-is($node->safe_psql('postgres', 'SHOW data_encryption'), 'aes-256', 'the cluster starts encrypted after pg_checksums');
-is($node->safe_psql('postgres', 'SELECT count(*) FROM t'), '2000', 'and reads its table');
+is($node->safe_psql('postgres', 'SHOW data_encryption'),
+	'aes-256', 'the cluster starts encrypted after pg_checksums');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM t'),
+	'2000', 'and reads its table');
 $node->stop;
 
 # A stock tool that rewrites pg_control drops the record (it writes the
 # padding as zeros): the server refuses, and pgcipher's pg_resetwal
 # restores the record from the key ring
-command_ok([ "$stock_bindir/pg_checksums", '--disable', '-D', $datadir ],
-	'stock pg_checksums --disable rewrites pg_control of the aes-256 cluster');
-is(substr(control_bytes($datadir), RECORD_OFFSET, RECORD_SIZE), "\0" x RECORD_SIZE,
+command_ok(
+	[ "$stock_bindir/pg_checksums", '--disable', '-D', $datadir ],
+	'stock pg_checksums --disable rewrites pg_control of the aes-256 cluster'
+);
+is( substr(control_bytes($datadir), RECORD_OFFSET, RECORD_SIZE),
+	"\0" x RECORD_SIZE,
 	'the stock tool dropped the record');
 {
 	my ($stdout, $stderr) = ('', '');
-	my $ok = IPC::Run::run([ 'postgres', '-D', $datadir, '-p', $node->port, '-k', $node->host ],
+	my $ok = IPC::Run::run(
+		[ 'postgres', '-D', $datadir, '-p', $node->port, '-k', $node->host ],
 		'>', \$stdout, '2>', \$stderr);
 	ok(!$ok, 'the server refuses the cluster whose record was dropped');
-	like($stderr, qr/FATAL:  cluster is not encrypted, but it contains an encryption key file/, 'with its message');
-	like($stderr, qr/HINT:  If a program without pgcipher rewrote pg_control, pgcipher's pg_resetwal restores/,
+	like(
+		$stderr,
+		qr/FATAL:  cluster is not encrypted, but it contains an encryption key file/,
+		'with its message');
+	like(
+		$stderr,
+		qr/HINT:  If a program without pgcipher rewrote pg_control, pgcipher's pg_resetwal restores/,
 		'and the way back in its hint');
 }
 command_ok([ 'pg_resetwal', '-D', $datadir ], "pgcipher's pg_resetwal");
-is(substr(control_bytes($datadir), RECORD_OFFSET, 8), 'PGCIPHER', 'restored the record from the key ring');
-command_ok([ 'pg_checksums', '--enable', '-D', $datadir ], 'pg_checksums --enable again');
+is(substr(control_bytes($datadir), RECORD_OFFSET, 8),
+	'PGCIPHER', 'restored the record from the key ring');
+command_ok([ 'pg_checksums', '--enable', '-D', $datadir ],
+	'pg_checksums --enable again');
 $node->start;
-is($node->safe_psql('postgres', 'SELECT count(*) FROM t'), '2000', 'the cluster starts and reads its table');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM t'),
+	'2000', 'the cluster starts and reads its table');
 $node->stop;
 
 # A damaged record stops the server before it writes; pg_resetwal rebuilds it
@@ -205,25 +261,35 @@ $node->stop;
 	PostgreSQL::Test::RecursiveCopy::copypath($datadir, $copy);
 	chmod 0700, $copy;
 	my $bytes = control_bytes($copy);
-	substr($bytes, RECORD_OFFSET + 10, 1) = "\x07";    # cipher code, CRC not fixed
+	substr($bytes, RECORD_OFFSET + 10, 1) =
+	  "\x07";    # cipher code, CRC not fixed
 	open(my $fh, '>:raw', "$copy/global/pg_control") or die;
 	print $fh $bytes;
 	close $fh;
 	my ($out) = run_command([ 'pg_controldata', '-D', $copy ]);
-	like($out, qr/^Data encryption:\s+damaged record$/m, 'pg_controldata: a damaged record');
+	like(
+		$out,
+		qr/^Data encryption:\s+damaged record$/m,
+		'pg_controldata: a damaged record');
 	my $before = snapshot($copy);
 	my ($ok, $stdout, $stderr) = (0, '', '');
-	$ok = IPC::Run::run([ 'postgres', '-D', $copy, '-p', $node->port, '-k', $node->host ],
+	$ok = IPC::Run::run(
+		[ 'postgres', '-D', $copy, '-p', $node->port, '-k', $node->host ],
 		'>', \$stdout, '2>', \$stderr);
 	ok(!$ok, 'the server refuses a damaged record');
-	like($stderr, qr/FATAL:  pg_control's record of the encryption cipher is damaged/,
+	like(
+		$stderr,
+		qr/FATAL:  pg_control's record of the encryption cipher is damaged/,
 		'with its message');
 	like($stderr, qr/HINT:  .*pg_resetwal/, 'and a hint');
-	is_deeply(differences($before, snapshot($copy)), [],
-		'the data directory is byte-identical after the refusal');
+	is_deeply(differences($before, snapshot($copy)),
+		[], 'the data directory is byte-identical after the refusal');
 	command_ok([ 'pg_resetwal', '-f', '-D', $copy ], 'pg_resetwal -f');
 	($out) = run_command([ 'pg_controldata', '-D', $copy ]);
-	like($out, qr/^Data encryption:\s+aes-256$/m, 'pg_resetwal rebuilt the record from the key ring');
+	like(
+		$out,
+		qr/^Data encryption:\s+aes-256$/m,
+		'pg_resetwal rebuilt the record from the key ring');
 	rmtree($copy);
 }
 
@@ -234,29 +300,42 @@ sub stock_start
 	my ($stdout, $stderr) = ('', '');
 	my $ok = IPC::Run::run(
 		[
-			"$stock_bindir/postgres", '-D', $dir, '-p', $node->port, '-k', $node->host,
-			'-c', "listen_addresses=",
+			"$stock_bindir/postgres", '-D', $dir, '-p',
+			$node->port, '-k', $node->host, '-c',
+			"listen_addresses=",
 		],
-		'>', \$stdout, '2>', \$stderr, IPC::Run::timeout(120));
+		'>',
+		\$stdout,
+		'2>',
+		\$stderr,
+		IPC::Run::timeout(120));
 	return ($ok, $stderr);
 }
 
 my $before = snapshot($datadir);
 my ($ok, $err) = stock_start($datadir);
 ok(!$ok, 'stock postgres refuses the encrypted cluster');
-like($err, qr/unrecognized configuration parameter "encryption_key_command"/,
+like(
+	$err,
+	qr/unrecognized configuration parameter "encryption_key_command"/,
 	'because it does not know encryption_key_command');
-is_deeply(differences($before, snapshot($datadir)), [],
-	'every file of the data directory is byte-identical, and no lock file is left');
+is_deeply(
+	differences($before, snapshot($datadir)),
+	[],
+	'every file of the data directory is byte-identical, and no lock file is left'
+);
 
 foreach my $state ('shut down', 'crashed')
 {
 	# the cluster with the setting removed, as a DBA might try
-	my $copy = PostgreSQL::Test::Utils::tempdir() . '/stock_' . ($state =~ s/ /_/r);
+	my $copy =
+	  PostgreSQL::Test::Utils::tempdir() . '/stock_' . ($state =~ s/ /_/r);
 	if ($state eq 'crashed')
 	{
 		$node->start;
-		$node->safe_psql('postgres', 'INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 500) g');
+		$node->safe_psql('postgres',
+			'INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 500) g'
+		);
 		$node->stop('immediate');
 	}
 	PostgreSQL::Test::RecursiveCopy::copypath($datadir, $copy);
@@ -272,11 +351,18 @@ foreach my $state ('shut down', 'crashed')
 	my $skip = qr{^postmaster\.opts$};
 	my $snap = snapshot($copy, $skip);
 	($ok, $err) = stock_start($copy);
-	ok(!$ok, "$state, without encryption_key_command: stock postgres refuses it");
-	like($err, qr/invalid info bits 00.. in WAL segment/, "$state: the WAL page's XLP_ENCRYPTED stops it");
-	like($err, qr/PANIC:  could not locate a valid checkpoint record/, "$state: before redo");
-	is_deeply(differences($snap, snapshot($copy, $skip)), [],
-		"$state: every file but postmaster.opts is byte-identical");
+	ok(!$ok,
+		"$state, without encryption_key_command: stock postgres refuses it");
+	like(
+		$err,
+		qr/invalid info bits 00.. in WAL segment/,
+		"$state: the WAL page's XLP_ENCRYPTED stops it");
+	like(
+		$err,
+		qr/PANIC:  could not locate a valid checkpoint record/,
+		"$state: before redo");
+	is_deeply(differences($snap, snapshot($copy, $skip)),
+		[], "$state: every file but postmaster.opts is byte-identical");
 	ok(!-e "$copy/postmaster.pid", "$state: no lock file left");
 	rmtree($copy);
 }
@@ -288,13 +374,33 @@ $stock->stop;
 {
 	my $stock_dir = $stock->data_dir;
 	my $stdout;
-	command_ok([ 'pg_ctl', '-D', $stock_dir, '-w', '-l', $stock->logfile, '-o', '-p ' . $stock->port, 'start' ],
+	command_ok(
+		[
+			'pg_ctl', '-D',
+			$stock_dir, '-w',
+			'-l', $stock->logfile,
+			'-o', '-p ' . $stock->port,
+			'start'
+		],
 		'pgcipher starts a cluster made by stock initdb');
-	($stdout) = run_command([ 'psql', '-X', '-At', '-h', $stock->host, '-p', $stock->port, '-d', 'postgres',
-		'-c', "SELECT current_setting('data_encryption') || ' ' || (SELECT count(*) FROM s)" ]);
+	($stdout) = run_command(
+		[
+			'psql',
+			'-X',
+			'-At',
+			'-h',
+			$stock->host,
+			'-p',
+			$stock->port,
+			'-d',
+			'postgres',
+			'-c',
+			"SELECT current_setting('data_encryption') || ' ' || (SELECT count(*) FROM s)"
+		]);
 	is($stdout, 'off 1', 'as an unencrypted cluster');
 	command_ok([ 'pg_ctl', '-D', $stock_dir, '-w', 'stop' ], 'and stops it');
-	is(substr(control_bytes($stock_dir), RECORD_OFFSET, RECORD_SIZE), "\0" x RECORD_SIZE,
+	is( substr(control_bytes($stock_dir), RECORD_OFFSET, RECORD_SIZE),
+		"\0" x RECORD_SIZE,
 		'no record written into a stock cluster');
 }
 
