@@ -31,6 +31,7 @@ build=${PGCIPHER_BUILD:-$top/build}
 patches=$here/patches
 # Fixed identity and abbreviation: the same commits give the same files.
 git_id=(-c user.name=pgcipher -c user.email=pgcipher@localhost -c core.abbrev=12
+        -c safe.directory="*"	# the build tree may belong to the user "pgcipher"
         -c core.autocrlf=false -c advice.detachedHead=false)
 
 die() { echo "patches: $*" >&2; exit 1; }

@@ -163,6 +163,7 @@ control_cipher_carry(const char *datadir, char *image)
 #ifdef FRONTEND
 	control_cipher_stamp(image, control_cipher_of_cluster(datadir));
 #else
+	(void) datadir;				/* the server knows what it loaded */
 	control_cipher_stamp(image, data_encryption_cipher);
 #endif
 }

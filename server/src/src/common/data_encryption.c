@@ -451,6 +451,49 @@ slru_encryption_tweak(unsigned char *tweak, const char *dir, int64 pageno)
 }
 
 /*
+ * Whether a relation page is all zeros, as a page that was never written
+ * is: pd_upper (bytes 14-15) is zero on such a page, so a written page
+ * fails at once
+ */
+bool
+page_is_all_zeros(const char *page)
+{
+	if (page[14] != 0 || page[15] != 0)
+		return false;
+	return data_encryption_is_zero(page, BLCKSZ);
+}
+
+/*
+ * The page rule (design section 4), the one implementation the server
+ * (pagecrypt.c) and pg_upgrade share: a page of all zeros stays zeros in
+ * clear; any other keeps its first PAGE_ENCRYPTION_OFFSET bytes in clear
+ * and has the rest encrypted (or decrypted) with AES-XTS under its
+ * location's tweak.  in and out may be the same buffer.  Checksums are the
+ * caller's.  Returns false if OpenSSL fails.
+ */
+bool
+page_crypt(XtsCipher *xts, bool encrypt, uint32 relnumber, int forknum,
+		   uint32 blocknum, const char *in, char *out)
+{
+	unsigned char tweak[XTS_TWEAK_LEN];
+	const unsigned char *from = (const unsigned char *) in + PAGE_ENCRYPTION_OFFSET;
+	unsigned char *to = (unsigned char *) out + PAGE_ENCRYPTION_OFFSET;
+
+	if (page_is_all_zeros(in))
+	{
+		if (out != in)
+			memcpy(out, in, BLCKSZ);
+		return true;
+	}
+	if (out != in)
+		memcpy(out, in, PAGE_ENCRYPTION_OFFSET);
+	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
+	return encrypt ?
+		xts_encrypt(xts, tweak, from, to, BLCKSZ - PAGE_ENCRYPTION_OFFSET) :
+		xts_decrypt(xts, tweak, from, to, BLCKSZ - PAGE_ENCRYPTION_OFFSET);
+}
+
+/*
  * Whether a unit is all zeros: what mdzeroextend(), holes in files and the
  * pg_resetwal recipes leave, which every module stores as zeros in clear.
  * Shared by the SLRU code and pg_upgrade, which must agree.

@@ -56,6 +56,7 @@
 #include "common/keyring.h"
 #ifdef FRONTEND
 #include "common/logging.h"
+#include "common/string.h"
 #endif
 #include "port/pg_crc32c.h"
 
@@ -308,6 +309,73 @@ is_hex_key(const char *s, size_t len)
 }
 
 /*
+ * What the key command printed (one trailing newline dropped) must be one
+ * line of printable ASCII.  Errors say what is wrong and where, never what
+ * was printed: it may be most of a key.
+ */
+static bool
+output_is_one_printable_line(const char *out, size_t outlen, const char *hint,
+							 KeyringError *err)
+{
+	for (size_t i = 0; i < outlen; i++)
+	{
+		unsigned char c = (unsigned char) out[i];
+
+		if (c == '\n' || c == '\r')
+		{
+			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+					  "encryption key command printed more than one line");
+			set_detail(err, "Byte %zu of the output ends a line, and more follows.", i + 1);
+			return false;
+		}
+		if (c < 0x20 || c == 0x7f)
+		{
+			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+					  "encryption key command printed a control character");
+			set_detail(err, "Byte %zu of the output is a control character.", i + 1);
+			return false;
+		}
+		if (c > 0x7f)
+		{
+			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+					  "encryption key command printed a byte that is not ASCII");
+			set_detail(err, "Byte %zu of the output is not an ASCII character.", i + 1);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* For a cluster keyed by a hexadecimal KEK: exactly 64 hexadecimal digits */
+static bool
+output_is_hex_key(const char *out, size_t outlen, const char *hint,
+				  KeyringError *err)
+{
+	if (outlen != KEK_LEN * 2)
+	{
+		set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+				  outlen < KEK_LEN * 2 ?
+				  "encryption key command printed a key that is too short" :
+				  "encryption key command printed a key that is too long");
+		set_detail(err, "The cluster was initialized with a hexadecimal key of %d digits; the command printed %zu characters.",
+				   KEK_LEN * 2, outlen);
+		return false;
+	}
+	for (size_t i = 0; i < outlen; i++)
+	{
+		if (hexval(out[i]) < 0)
+		{
+			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+					  "encryption key command printed a key with a character that is not a hexadecimal digit");
+			set_detail(err, "Character %zu of the %d is not a hexadecimal digit (0-9, a-f, A-F).",
+					   i + 1, KEK_LEN * 2);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
  * Turn what the key command printed into the KEK.  One trailing newline is
  * dropped; what is left must be one line of printable ASCII.  With
  * choose_source (initdb) 64 hex digits select KEK_SOURCE_HEX and anything
@@ -331,18 +399,8 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 				  "encryption key command printed nothing");
 		return false;
 	}
-	for (size_t i = 0; i < outlen; i++)
-	{
-		unsigned char c = (unsigned char) out[i];
-
-		if (c < 0x20 || c > 0x7e)
-		{
-			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-					  "encryption key command printed invalid output");
-			set_detail(err, "Byte %zu of the output is 0x%02x, which is not a printable character.", i + 1, c);
-			return false;
-		}
-	}
+	if (!output_is_one_printable_line(out, outlen, hint, err))
+		return false;
 
 	if (choose_source)
 	{
@@ -371,13 +429,8 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 
 	if (ring->kek_source == KEK_SOURCE_HEX)
 	{
-		if (!is_hex_key(out, outlen))
-		{
-			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-					  "encryption key command printed invalid output");
-			set_detail(err, "The cluster was initialized with a hexadecimal key; expected 64 hexadecimal digits, got %zu characters.", outlen);
+		if (!output_is_hex_key(out, outlen, hint, err))
 			return false;
-		}
 		for (int i = 0; i < KEK_LEN; i++)
 			kek[i] = (hexval(out[2 * i]) << 4) | hexval(out[2 * i + 1]);
 		return true;
@@ -1041,5 +1094,99 @@ keyring_file_cipher(const char *datadir)
 		return DATA_ENCRYPTION_OFF;
 	keyring_log_error(&err);
 	exit(1);
+}
+
+/*
+ * encryption_key_command_timeout as "postgres -C" shows it ("30s", "2min",
+ * or a bare number of seconds), in whole seconds; -1 if it is none of those
+ */
+int
+keyring_parse_timeout(const char *value)
+{
+	static const struct
+	{
+		const char *unit;
+		double		seconds;
+	}			units[] = {{"", 1}, {"ms", 0.001}, {"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}};
+	char	   *end;
+	double		n;
+
+	errno = 0;
+	n = strtod(value, &end);
+	if (errno != 0 || end == value || n < 0)
+		return -1;
+	for (int i = 0; i < lengthof(units); i++)
+	{
+		if (strcmp(end, units[i].unit) == 0)
+		{
+			double		seconds = n * units[i].seconds;
+
+			return seconds > 86400 ? -1 : (int) (seconds + 0.5);
+		}
+	}
+	return -1;
+}
+
+/* One setting of a cluster, read with "postgres -C"; NULL on failure */
+static char *
+cluster_setting(const char *postgres, const char *configdir, const char *name,
+				KeyringError *err)
+{
+	char		cmd[MAXPGPATH * 2 + 64];
+	char	   *value;
+
+	snprintf(cmd, sizeof(cmd), "\"%s\" -D \"%s\" -C %s", postgres, configdir, name);
+	fflush(NULL);
+	value = pipe_read_line(cmd);
+	if (value == NULL)
+	{
+		set_error(err, KEYRING_ERR_COMMAND_FAILED,
+				  "Give the key command on the command line, where the program takes one.",
+				  "could not read the setting \"%s\" of the cluster in \"%s\"", name, configdir);
+		set_detail(err, "The command \"%s\" printed nothing.", cmd);
+		return NULL;
+	}
+	(void) pg_strip_crlf(value);
+	return value;
+}
+
+/*
+ * A cluster's encryption_key_command and encryption_key_command_timeout, as
+ * its own server would take them from its configuration in configdir, read
+ * with that server's "postgres -C" (postgres: the path of the program).
+ * With *command already set (given on a command line), only the timeout is
+ * read.  The one way every frontend program finds a cluster's key command.
+ */
+bool
+keyring_cluster_settings(const char *postgres, const char *configdir,
+						 char **command, int *timeout_s, KeyringError *err)
+{
+	char	   *timeout;
+
+	if (*command == NULL || (*command)[0] == '\0')
+	{
+		if ((*command = cluster_setting(postgres, configdir, "encryption_key_command", err)) == NULL)
+			return false;
+		if ((*command)[0] == '\0')
+		{
+			set_error(err, KEYRING_ERR_COMMAND_FAILED,
+					  "Set encryption_key_command in the cluster's configuration, or give the key command on the command line.",
+					  "the cluster in \"%s\" is encrypted, but no encryption_key_command is set", configdir);
+			return false;
+		}
+	}
+	if ((timeout = cluster_setting(postgres, configdir, "encryption_key_command_timeout", err)) == NULL)
+		return false;
+	*timeout_s = keyring_parse_timeout(timeout);
+	if (*timeout_s < 1)
+	{
+		set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+				  "invalid encryption_key_command_timeout of the cluster in \"%s\"", configdir);
+		set_detail(err, "\"postgres -C\" printed \"%s\".", timeout);
+		free(timeout);
+		return false;
+	}
+	free(timeout);
+	return true;
 }
 #endif							/* FRONTEND */

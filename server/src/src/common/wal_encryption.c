@@ -228,19 +228,20 @@ wal_decrypt_page(char *page, XLogRecPtr pageptr, int len)
  * Load the WAL key of the cluster in datadir for a frontend program.  No
  * key ring there: nothing to load (the WAL is not encrypted).  The key
  * command is the one given, or encryption_key_command from the cluster's
- * configuration, read with "postgres -C" like pg_rewind reads
- * restore_command.  On failure, errbuf says why.
+ * configuration; its timeout is the cluster's (both read with the
+ * cluster's "postgres -C": keyring_cluster_settings()).  On failure, err
+ * says why, for keyring_log_error().
  */
 bool
 wal_encryption_load_keys(const char *datadir, const char *argv0,
-						 const char *command, const char *progname,
-						 char *errbuf, size_t errsize)
+						 const char *command, KeyringError *err)
 {
 	char		path[MAXPGPATH];
-	char	   *conf_command = NULL;
+	char		postgres[MAXPGPATH];
+	char	   *cmd = command ? pg_strdup(command) : NULL;
+	int			timeout_s = KEY_COMMAND_DEFAULT_TIMEOUT_S;
 	struct stat st;
 	Keyring    *ring;
-	KeyringError err;
 	const KeyringKey *key;
 	bool		ok;
 
@@ -248,54 +249,43 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 	if (stat(path, &st) != 0)
 		return true;
 
-	if (command == NULL || command[0] == '\0')
+	memset(err, 0, sizeof(*err));
+	err->kind = KEYRING_ERR_COMMAND_FAILED;
+	if (find_other_exec(argv0, "postgres", PG_BACKEND_VERSIONSTR, postgres) < 0)
 	{
-		char		postgres[MAXPGPATH];
-		char		cmd[MAXPGPATH * 2 + 64];
-
-		if (find_other_exec(argv0, "postgres", PG_BACKEND_VERSIONSTR,
-							postgres) < 0)
+		if (cmd == NULL || cmd[0] == '\0')
 		{
-			snprintf(errbuf, errsize,
-					 "WAL in \"%s\" is encrypted and program \"postgres\" was not found to read encryption_key_command; give --encryption-key-command",
+			snprintf(err->message, sizeof(err->message),
+					 "the WAL in \"%s\" is encrypted, and program \"postgres\" was not found to read encryption_key_command",
 					 datadir);
+			strlcpy(err->hint, "Give --encryption-key-command.", sizeof(err->hint));
 			return false;
 		}
-		snprintf(cmd, sizeof(cmd), "\"%s\" -D \"%s\" -C encryption_key_command",
-				 postgres, datadir);
-		conf_command = pipe_read_line(cmd);
-		if (conf_command != NULL)
-			(void) pg_strip_crlf(conf_command);
-		if (conf_command == NULL || conf_command[0] == '\0')
-		{
-			snprintf(errbuf, errsize,
-					 "WAL in \"%s\" is encrypted and no encryption_key_command is set in its configuration; give --encryption-key-command",
-					 datadir);
-			free(conf_command);
-			return false;
-		}
-		command = conf_command;
+		/* the command given, with the setting's default timeout */
 	}
+	else if (!keyring_cluster_settings(postgres, datadir, &cmd, &timeout_s, err))
+		return false;
 
 	ring = pg_malloc0(sizeof(Keyring));
-	ok = keyring_load(datadir, command, 30, ring, &err);
-	if (!ok)
-		snprintf(errbuf, errsize, "%s%s%s", err.message,
-				 err.detail[0] ? ": " : "", err.detail);
-	else if ((key = keyring_get_key(ring, KEY_WAL)) == NULL)
+	ok = keyring_load(datadir, cmd, timeout_s, ring, err);
+	if (ok && (key = keyring_get_key(ring, KEY_WAL)) == NULL)
 	{
-		snprintf(errbuf, errsize, "key file \"%s\" has no WAL key", path);
+		err->kind = KEYRING_ERR_FILE_CORRUPT;
+		snprintf(err->message, sizeof(err->message), "key file \"%s\" has no WAL key", path);
+		err->detail[0] = err->hint[0] = '\0';
 		ok = false;
 	}
-	else if (!wal_encryption_set_key(ring->cipher, key->key))
+	else if (ok && !wal_encryption_set_key(ring->cipher, key->key))
 	{
-		snprintf(errbuf, errsize, "could not set up the WAL cipher");
+		err->kind = KEYRING_ERR_CRYPTO;
+		snprintf(err->message, sizeof(err->message), "could not set up the WAL cipher");
+		strlcpy(err->detail, data_encryption_error_reason(), sizeof(err->detail));
+		err->hint[0] = '\0';
 		ok = false;
 	}
 	data_encryption_wipe(ring, sizeof(Keyring));
 	free(ring);
-	free(conf_command);
-	(void) progname;
+	free(cmd);
 	return ok;
 }
 
@@ -306,8 +296,7 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
  */
 bool
 wal_encryption_load_keys_for_waldir(const char *waldir, const char *argv0,
-									const char *command, const char *progname,
-									char *errbuf, size_t errsize)
+									const char *command, KeyringError *err)
 {
 	char		datadir[MAXPGPATH];
 	char		keyring[MAXPGPATH];
@@ -318,8 +307,7 @@ wal_encryption_load_keys_for_waldir(const char *waldir, const char *argv0,
 	snprintf(keyring, sizeof(keyring), "%s/%s", datadir, KEYRING_FILE);
 	if (stat(keyring, &st) != 0 && pgdata != NULL)
 		strlcpy(datadir, pgdata, sizeof(datadir));
-	return wal_encryption_load_keys(datadir, argv0, command, progname,
-									errbuf, errsize);
+	return wal_encryption_load_keys(datadir, argv0, command, err);
 }
 
 #endif							/* FRONTEND */

@@ -52,8 +52,6 @@
 #include "storage/checksum.h"
 #include "storage/checksum_impl.h"
 
-/* Bytes of a page left in clear (storage/encryption.h, a backend header) */
-#define PAGE_ENCRYPTION_OFFSET	16
 /* Pages per SLRU segment file (access/slru.h, a backend header) */
 #define SLRU_PAGES_PER_SEGMENT	32
 /*
@@ -101,63 +99,41 @@ data_encryption_from_controldata(const char *value)
 	return cipher;
 }
 
-/* A setting of cluster, read with its own "postgres -C" */
-static char *
-server_setting(ClusterInfo *cluster, const char *name)
-{
-	char		cmd[MAXPGPATH * 2 + 64];
-	char		line[4096];
-	FILE	   *output;
-	size_t		len;
-
-	snprintf(cmd, sizeof(cmd), "\"%s/postgres\" -D \"%s\" -C %s",
-			 cluster->bindir, cluster->pgconfig, name);
-	fflush(NULL);
-	if ((output = popen(cmd, "r")) == NULL ||
-		fgets(line, sizeof(line), output) == NULL)
-		pg_fatal("could not read the setting \"%s\" of the %s cluster with \"%s\"",
-				 name, CLUSTER_NAME(cluster), cmd);
-	if (pclose(output) != 0)
-		pg_fatal("could not read the setting \"%s\" of the %s cluster with \"%s\"",
-				 name, CLUSTER_NAME(cluster), cmd);
-	len = strlen(line);
-	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-		line[--len] = '\0';
-	return pg_strdup(line);
-}
-
 /*
- * Load cluster's key ring with its own key command, run in its data
+ * Load cluster's key ring with its own key command and timeout (read with
+ * its own "postgres -C": keyring_cluster_settings()), run in its data
  * directory as the server runs it.
  */
 static void
 load_cluster_keyring(ClusterInfo *cluster, Keyring *ring)
 {
-	char	   *command = server_setting(cluster, "encryption_key_command");
-	char	   *timeout = server_setting(cluster, "encryption_key_command_timeout");
+	char		postgres[MAXPGPATH];
+	char	   *command = NULL;
+	int			timeout_s;
 	char		cwd[MAXPGPATH];
 	KeyringError err;
 	bool		ok;
 
+	snprintf(postgres, sizeof(postgres), "%s/postgres", cluster->bindir);
+	if (!keyring_cluster_settings(postgres, cluster->pgconfig, &command, &timeout_s, &err))
+	{
+		keyring_log_error(&err);
+		pg_fatal("could not read the key command of the %s cluster", CLUSTER_NAME(cluster));
+	}
 	if (getcwd(cwd, sizeof(cwd)) == NULL)
 		pg_fatal("could not determine current directory: %m");
 	if (chdir(cluster->pgdata) != 0)
 		pg_fatal("could not change directory to \"%s\": %m", cluster->pgdata);
-	ok = keyring_load(".", command, atoi(timeout), ring, &err);
+	ok = keyring_load(".", command, timeout_s, ring, &err);
 	if (chdir(cwd) != 0)
 		pg_fatal("could not change directory to \"%s\": %m", cwd);
 	if (!ok)
 	{
-		pg_log(PG_REPORT, "\n%s", err.message);
-		if (err.detail[0])
-			pg_log(PG_REPORT, "DETAIL:  %s", err.detail);
-		if (err.hint[0])
-			pg_log(PG_REPORT, "HINT:  %s", err.hint);
+		keyring_log_error(&err);
 		pg_fatal("could not load the encryption keys of the %s cluster in \"%s\"",
 				 CLUSTER_NAME(cluster), cluster->pgdata);
 	}
-	pg_free(command);
-	pg_free(timeout);
+	free(command);
 }
 
 static const unsigned char *
@@ -294,6 +270,7 @@ transfer_transforms_blocks(void)
 	return transform_blocks;
 }
 
+/* One SLRU page, in place */
 static void
 crypt_unit(XtsCipher *xts, bool encrypt, const unsigned char *tweak,
 		   char *buf, int len, const char *file)
@@ -318,11 +295,7 @@ static void
 transform_page(const Transformer *t, char *page, RelFileNumber relnumber,
 			   int forknum, BlockNumber blocknum, const char *file)
 {
-	unsigned char tweak[XTS_TWEAK_LEN];
-	char	   *body = page + PAGE_ENCRYPTION_OFFSET;
-	int			bodylen = BLCKSZ - PAGE_ENCRYPTION_OFFSET;
-
-	if (data_encryption_is_zero(page, BLCKSZ))
+	if (page_is_all_zeros(page))
 		return;
 
 	/*
@@ -337,11 +310,15 @@ transform_page(const Transformer *t, char *page, RelFileNumber relnumber,
 		pg_fatal("block %u of file \"%s\" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it\n"
 				 "Check the old cluster with pg_checksums --check and restore the damaged relation before upgrading.",
 				 blocknum, file);
-	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
-	if (t->decrypt)
-		crypt_unit(t->decrypt, false, tweak, body, bodylen, file);
-	if (t->encrypt)
-		crypt_unit(t->encrypt, true, tweak, body, bodylen, file);
+	/* the server's own rule, common/data_encryption.c */
+	if (t->decrypt &&
+		!page_crypt(t->decrypt, false, relnumber, forknum, blocknum, page, page))
+		pg_fatal("could not decrypt block %u of file \"%s\": %s",
+				 blocknum, file, data_encryption_error_reason());
+	if (t->encrypt &&
+		!page_crypt(t->encrypt, true, relnumber, forknum, blocknum, page, page))
+		pg_fatal("could not encrypt block %u of file \"%s\": %s",
+				 blocknum, file, data_encryption_error_reason());
 	if (new_cluster.controldata.data_checksum_version != 0 &&
 		!PageIsNew((Page) page))
 		((PageHeader) page)->pd_checksum = pg_checksum_page(page, blocknum);

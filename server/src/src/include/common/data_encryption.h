@@ -98,6 +98,19 @@ extern void slru_encryption_tweak(unsigned char *tweak, const char *dir,
 /* A unit of all zeros stays zeros in clear (see design section 4) */
 extern bool data_encryption_is_zero(const char *buf, size_t len);
 
+/*
+ * Bytes at the start of every encrypted page that stay in clear: pd_lsn,
+ * pd_checksum, pd_flags, pd_lower and pd_upper.  Tools that work without the
+ * key (pg_checksums, base backup checksum checks, pg_rewind) need the LSN,
+ * the checksum and PageIsNew(); see docs/design.md for what this leaks.
+ */
+#define PAGE_ENCRYPTION_OFFSET	16
+
+/* The page rule, shared by the server and pg_upgrade (design section 4) */
+extern bool page_is_all_zeros(const char *page);
+extern bool page_crypt(XtsCipher *xts, bool encrypt, uint32 relnumber,
+					   int forknum, uint32 blocknum, const char *in, char *out);
+
 /* Overwrite secret memory in a way the compiler cannot optimise away */
 extern void data_encryption_wipe(void *ptr, size_t len);
 

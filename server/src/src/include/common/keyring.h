@@ -95,6 +95,9 @@ typedef struct Keyring
 	KeyringKey	keys[KEYRING_MAX_KEYS];
 } Keyring;
 
+/* encryption_key_command_timeout's default, in seconds */
+#define KEY_COMMAND_DEFAULT_TIMEOUT_S	30
+
 /* Running the key command and turning its output into a KEK */
 extern bool run_key_command(const char *command, int timeout_s,
 							char *out, size_t outsize, size_t *outlen,
@@ -138,6 +141,15 @@ extern void keyring_log_error(const KeyringError *err);
 
 /* The cipher a data directory's key ring header names, OFF without one */
 extern int	keyring_file_cipher(const char *datadir);
+
+/*
+ * A cluster's encryption_key_command and its timeout as its server runs
+ * them, read with "postgres -C" (pg_upgrade, pg_waldump, pg_rewind)
+ */
+extern bool keyring_cluster_settings(const char *postgres, const char *configdir,
+									 char **command, int *timeout_s,
+									 KeyringError *err);
+extern int	keyring_parse_timeout(const char *value);
 #endif
 
 #endif							/* KEYRING_H */

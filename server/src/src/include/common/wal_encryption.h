@@ -57,14 +57,14 @@ extern void wal_encrypt_page_cached(WALPartialPage *last, const char *src,
 extern bool wal_decrypt_page(char *page, XLogRecPtr pageptr, int len);
 
 #ifdef FRONTEND
+struct KeyringError;			/* common/keyring.h */
 extern bool wal_encryption_load_keys(const char *datadir, const char *argv0,
-									 const char *command, const char *progname,
-									 char *errbuf, size_t errsize);
+									 const char *command,
+									 struct KeyringError *err);
 extern bool wal_encryption_load_keys_for_waldir(const char *waldir,
 												const char *argv0,
 												const char *command,
-												const char *progname,
-												char *errbuf, size_t errsize);
+												struct KeyringError *err);
 #endif
 
 #endif							/* WAL_ENCRYPTION_H */

@@ -24,27 +24,28 @@
 #include "storage/block.h"
 #include "storage/relfilelocator.h"
 
-/* GUC variables */
+/* GUC variables (state.c) */
 extern PGDLLIMPORT char *encryption_key_command;
 extern PGDLLIMPORT int encryption_key_command_timeout;
 extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
 
 #define DataEncryptionEnabled() (data_encryption_cipher != DATA_ENCRYPTION_OFF)
 
-/*
- * Bytes at the start of every encrypted page that stay in clear: pd_lsn,
- * pd_checksum, pd_flags, pd_lower and pd_upper.  Tools that work without the
- * key (pg_checksums, base backup checksum checks, pg_rewind) need the LSN,
- * the checksum and PageIsNew(); see docs/design.md for what this leaks.
- */
-#define PAGE_ENCRYPTION_OFFSET	16
-
 /* encryption.c: start-up, the one place that loads keys */
 extern void InitializeDataEncryption(bool bootstrap);
 extern void CheckDataEncryptionMatchesControlFile(void);
-extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
-extern int	KeyringErrorCode(int kind); /* KeyringErrorKind -> SQLSTATE */
+
+/*
+ * state.c: what the modules read back, beneath them all: the key ring's
+ * memory, the server's one way to report a key ring error, buffers
+ * (common/keyring.h defines the structs)
+ */
+struct Keyring;
+struct KeyringError;
+extern struct Keyring *DataEncryptionKeyringMemory(void);
 extern const struct Keyring *DataEncryptionKeyring(void);
+extern void ReportKeyringError(int elevel, const struct KeyringError *err);
+extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */
 extern void CompleteKeyRotation(bool loaded_from_next);
@@ -94,7 +95,7 @@ extern bool ReadStatementTextsDumpNonce(FILE *file, uint64 *nonce);
 /* tempcrypt.c: fd.c's hooks for temporary files */
 extern bool TempFileIsEncrypted(File file);
 extern void RegisterEncryptedTempFile(File file, const char *path);
-extern void ForgetEncryptedTempFile(File file, bool deleted);
+extern void ForgetEncryptedTempFile(File file);
 extern off_t EncryptedTempFileSize(File file);
 extern ssize_t ReadEncryptedTempFile(File file, const struct iovec *iov,
 									 int iovcnt, off_t offset,

@@ -638,15 +638,45 @@ test_kek_from_output(void)
 	check(!kek_from_command_output("", 0, &ring, true, kek, &err) &&
 		  err.kind == KEYRING_ERR_COMMAND_OUTPUT, "empty output is refused: %s", err.message);
 	check(!kek_from_command_output("\x01\x02\xff garbage", 11, &ring, true, kek, &err) &&
-		  err.kind == KEYRING_ERR_COMMAND_OUTPUT, "binary output is refused: %s", err.message);
+		  err.kind == KEYRING_ERR_COMMAND_OUTPUT &&
+		  strcmp(err.message, "encryption key command printed a control character") == 0 &&
+		  strcmp(err.detail, "Byte 1 of the output is a control character.") == 0,
+		  "a control character is named with its position: %s", err.detail);
+	check(!kek_from_command_output("caf\xc3\xa9 au lait", 14, &ring, true, kek, &err) &&
+		  strcmp(err.message, "encryption key command printed a byte that is not ASCII") == 0 &&
+		  strcmp(err.detail, "Byte 4 of the output is not an ASCII character.") == 0,
+		  "a byte that is not ASCII is named with its position: %s", err.detail);
 	check(!kek_from_command_output("two\nlines", 9, &ring, true, kek, &err) &&
-		  err.kind == KEYRING_ERR_COMMAND_OUTPUT, "two lines are refused");
+		  strcmp(err.message, "encryption key command printed more than one line") == 0 &&
+		  strcmp(err.detail, "Byte 4 of the output ends a line, and more follows.") == 0,
+		  "two lines are refused as such: %s", err.detail);
 	check(!kek_from_command_output("short", 5, &ring, true, kek, &err),
 		  "a passphrase under 8 characters is refused at initdb");
 	ring.kek_source = KEK_SOURCE_HEX;
 	check(!kek_from_command_output("not hex at all", 14, &ring, false, kek, &err) &&
-		  err.kind == KEYRING_ERR_COMMAND_OUTPUT,
-		  "a hex-key cluster refuses a non-hex output: %s", err.detail);
+		  err.kind == KEYRING_ERR_COMMAND_OUTPUT &&
+		  strcmp(err.message, "encryption key command printed a key that is too short") == 0 &&
+		  strcmp(err.detail, "The cluster was initialized with a hexadecimal key of 64 digits; the command printed 14 characters.") == 0,
+		  "a hex-key cluster: too short: %s", err.detail);
+	{
+		char		long_hex[66];
+		char		not_hex[65];
+
+		memset(long_hex, 'a', 65);
+		long_hex[65] = '\0';
+		check(!kek_from_command_output(long_hex, 65, &ring, false, kek, &err) &&
+			  strcmp(err.message, "encryption key command printed a key that is too long") == 0,
+			  "a hex-key cluster: too long: %s", err.detail);
+		memset(not_hex, 'a', 64);
+		not_hex[63] = 'g';
+		not_hex[64] = '\0';
+		check(!kek_from_command_output(not_hex, 64, &ring, false, kek, &err) &&
+			  strcmp(err.message, "encryption key command printed a key with a character that is not a hexadecimal digit") == 0 &&
+			  strcmp(err.detail, "Character 64 of the 64 is not a hexadecimal digit (0-9, a-f, A-F).") == 0,
+			  "a hex-key cluster: 64 characters, one not hexadecimal: %s", err.detail);
+		check(strstr(err.detail, "g") == NULL && strstr(err.message, "aaaa") == NULL,
+			  "no message quotes the output");
+	}
 }
 
 static void

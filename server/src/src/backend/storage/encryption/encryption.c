@@ -19,8 +19,9 @@
  * InitializeDataEncryption() gives each module its cipher, in the order
  * start_modules() shows, and no module asks for keys later.  The keys live
  * in a page of their own, excluded from core dumps and locked in memory
- * where the kernel allows it.  Child processes inherit keys, ciphers and
- * buffers through fork().
+ * where the kernel allows it (state.c, beneath the modules: they never call
+ * up into this file).  Child processes inherit keys, ciphers and buffers
+ * through fork().
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -30,7 +31,6 @@
  */
 #include "postgres.h"
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,82 +41,21 @@
 #include "common/keyring.h"
 #include "storage/encryption.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
 
-/* GUC variables */
-char	   *encryption_key_command = NULL;
-int			encryption_key_command_timeout = 30;
-int			data_encryption_cipher = DATA_ENCRYPTION_OFF;
-
-/* The unwrapped key ring, in memory kept out of core dumps */
+/* The key ring, once loaded (its memory belongs to state.c) */
 static Keyring *keyring = NULL;
 
 static int	control_cipher_of_datadir(void);
-
-static Keyring *
-allocate_keyring_memory(void)
-{
-	size_t		size = TYPEALIGN(sysconf(_SC_PAGESIZE), sizeof(Keyring));
-	void	   *mem;
-
-	mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		ereport(FATAL,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not allocate memory for encryption keys: %m")));
-#ifdef MADV_DONTDUMP
-	(void) madvise(mem, size, MADV_DONTDUMP);
-#endif
-	(void) mlock(mem, size);	/* best effort: keep keys out of swap */
-	return (Keyring *) mem;
-}
-
-int
-KeyringErrorCode(int kind)
-{
-	switch (kind)
-	{
-		case KEYRING_ERR_COMMAND_FAILED:
-		case KEYRING_ERR_COMMAND_TIMEOUT:
-			return ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
-		case KEYRING_ERR_COMMAND_OUTPUT:
-			return ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION;
-		case KEYRING_ERR_FILE_MISSING:
-			return ERRCODE_UNDEFINED_FILE;
-		case KEYRING_ERR_FILE_CORRUPT:
-			return ERRCODE_DATA_CORRUPTED;
-		case KEYRING_ERR_WRONG_KEY:
-			return ERRCODE_INVALID_PASSWORD;
-		case KEYRING_ERR_IO:
-			return ERRCODE_IO_ERROR;
-		default:
-			return ERRCODE_INTERNAL_ERROR;
-	}
-}
 
 static void
 load_keyring(void)
 {
 	KeyringError err;
 
-	if (keyring == NULL)
-		keyring = allocate_keyring_memory();
+	keyring = DataEncryptionKeyringMemory();
 	if (!keyring_load(".", encryption_key_command,
 					  encryption_key_command_timeout, keyring, &err))
-		ereport(FATAL,
-				(errcode(KeyringErrorCode(err.kind)),
-				 errmsg("%s", err.message),
-				 err.detail[0] ? errdetail("%s", err.detail) : 0,
-				 err.hint[0] ? errhint("%s", err.hint) : 0));
-}
-
-/* The key ring loaded at start-up: what a key rotation re-wraps */
-const Keyring *
-DataEncryptionKeyring(void)
-{
-	Assert(keyring != NULL);
-	return keyring;
+		ReportKeyringError(FATAL, &err);
 }
 
 /* One key of the ring; a ring without it is damaged */
@@ -271,32 +210,3 @@ CheckDataEncryptionMatchesControlFile(void)
 						data_encryption_cipher_name(data_encryption_cipher)),
 				 errhint("The encryption keys must be loaded at start-up.")));
 }
-
-/*
- * A buffer kept for the life of the process, grown to at least len bytes
- * (its contents are not kept): the write paths reuse one instead of
- * allocating per I/O.
- */
-void *
-GrowStaticBuffer(void *buf, size_t *size, size_t len)
-{
-	size_t		newsize = Max(len, 2 * BLCKSZ + 64);
-	void	   *grown;
-
-	if (len <= *size)
-		return buf;
-	/* allocate first: if that fails, the caller keeps a valid buffer */
-	grown = MemoryContextAlloc(TopMemoryContext, newsize);
-	if (buf != NULL)
-		pfree(buf);
-	*size = newsize;
-	return grown;
-}
-
-/* Values of the read-only data_encryption setting */
-const struct config_enum_entry data_encryption_options[] = {
-	{"off", DATA_ENCRYPTION_OFF, false},
-	{"aes-128", DATA_ENCRYPTION_AES128, false},
-	{"aes-256", DATA_ENCRYPTION_AES256, false},
-	{NULL, 0, false}
-};

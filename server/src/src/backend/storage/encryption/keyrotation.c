@@ -74,16 +74,6 @@ crash_point(const char *step)
 		pg_usleep(1000000L);
 }
 
-static void
-report_keyring_error(int elevel, const KeyringError *err)
-{
-	ereport(elevel,
-			(errcode(KeyringErrorCode(err->kind)),
-			 errmsg("%s", err->message),
-			 err->detail[0] ? errdetail("%s", err->detail) : 0,
-			 err->hint[0] ? errhint("%s", err->hint) : 0));
-}
-
 /* ALTER SYSTEM SET encryption_key_command = command */
 static void
 save_key_command(const char *command)
@@ -185,16 +175,16 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 	data_encryption_wipe(ring, sizeof(Keyring));
 	pfree(ring);
 	if (filelen == 0)
-		report_keyring_error(ERROR, &err);
+		ReportKeyringError(ERROR, &err);
 	crash_point("command");
 
 	PG_TRY();
 	{
 		if (!keyring_write_temporary(KEYRING_NEXT_FILE, file, filelen, &err))
-			report_keyring_error(ERROR, &err);
+			ReportKeyringError(ERROR, &err);
 		crash_point("next-written");
 		if (!keyring_install_temporary(KEYRING_NEXT_FILE, &err))
-			report_keyring_error(ERROR, &err);
+			ReportKeyringError(ERROR, &err);
 		crash_point("next-installed");
 	}
 	PG_CATCH();
@@ -244,7 +234,7 @@ CompleteKeyRotation(bool loaded_from_next)
 	if (loaded_from_next)
 	{
 		if (!keyring_rename(KEYRING_NEXT_FILE, KEYRING_FILE, &err))
-			report_keyring_error(FATAL, &err);
+			ReportKeyringError(FATAL, &err);
 		ereport(LOG,
 				(errmsg("completed an interrupted rotation of the key-encryption key"),
 				 errdetail("encryption_key_command opened \"%s\", which now replaces \"%s\".",

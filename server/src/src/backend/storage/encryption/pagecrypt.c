@@ -125,40 +125,12 @@ InitializePageEncryption(XtsCipher *cipher)
 												 PG_IO_ALIGN_SIZE, 0);
 }
 
-/* A page that was never written: left as zeros on disk */
-static inline bool
-page_is_unused(const char *page)
-{
-	const size_t *p = (const size_t *) page;
-
-	if (!PageIsNew((Page) page))
-		return false;
-	for (int i = 0; i < BLCKSZ / sizeof(size_t); i++)
-		if (p[i] != 0)
-			return false;
-	return true;
-}
-
 void
 EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 			BlockNumber blocknum, const char *in, char *out)
 {
-	unsigned char tweak[XTS_TWEAK_LEN];
-
 	Assert(relation_cipher != NULL);	/* InitializeDataEncryption() ran */
-	if (page_is_unused(in))
-	{
-		if (out != in)
-			memcpy(out, in, BLCKSZ);
-		return;
-	}
-	if (out != in)
-		memcpy(out, in, PAGE_ENCRYPTION_OFFSET);
-	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
-	if (!xts_encrypt(relation_cipher, tweak,
-					 (const unsigned char *) in + PAGE_ENCRYPTION_OFFSET,
-					 (unsigned char *) out + PAGE_ENCRYPTION_OFFSET,
-					 BLCKSZ - PAGE_ENCRYPTION_OFFSET))
+	if (!page_crypt(relation_cipher, true, relnumber, forknum, blocknum, in, out))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt block %u of relation file %u fork %d",
@@ -173,12 +145,11 @@ void
 DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 			BlockNumber blocknum, char *page)
 {
-	unsigned char tweak[XTS_TWEAK_LEN];
 	bool		checksums;
 	uint16		computed = 0;
 
-	if (page_is_unused(page))
-		return;
+	if (page_is_all_zeros(page))
+		return;					/* never written: zeros on disk */
 	/* pd_upper is in clear: a "new" page that is not all zeros is damaged */
 	checksums = DataChecksumsEnabled() && !PageIsNew((Page) page);
 	if (checksums)
@@ -195,11 +166,7 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		else
 			remember_failed_page(page, computed);
 	}
-	page_encryption_tweak(tweak, relnumber, forknum, blocknum);
-	if (!xts_decrypt(relation_cipher, tweak,
-					 (unsigned char *) page + PAGE_ENCRYPTION_OFFSET,
-					 (unsigned char *) page + PAGE_ENCRYPTION_OFFSET,
-					 BLCKSZ - PAGE_ENCRYPTION_OFFSET))
+	if (!page_crypt(relation_cipher, false, relnumber, forknum, blocknum, page, page))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not decrypt block %u of relation file %u fork %d",

@@ -118,7 +118,7 @@ RegisterEncryptedTempFile(File file, const char *path)
 }
 
 void
-ForgetEncryptedTempFile(File file, bool deleted)
+ForgetEncryptedTempFile(File file)
 {
 	if (file >= nfiles || !files[file].in_use)
 		return;

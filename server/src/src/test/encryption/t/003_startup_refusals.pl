@@ -119,14 +119,34 @@ refuses(
 	qr/FATAL:  encryption key command ".*" failed\n.*DETAIL:  The command exited with status 3/
 );
 set_key_command_body(q{printf '\001\002\377\376binary garbage\n'});
-refuses('garbage output',
-	qr/FATAL:  encryption key command printed invalid output/);
+refuses(
+	'garbage output',
+	qr/FATAL:  encryption key command printed a control character\n.*DETAIL:  Byte 1 of the output is a control character\./
+);
+set_key_command_body(q{printf '\303\251t\303\251 passphrase\n'});
+refuses(
+	'output that is not ASCII',
+	qr/FATAL:  encryption key command printed a byte that is not ASCII\n.*DETAIL:  Byte 1 of the output/
+);
+set_key_command_body(q{printf 'line one\nline two\n'});
+refuses('two lines',
+	qr/FATAL:  encryption key command printed more than one line/);
+set_key_command_body('echo ' . substr($good_key, 0, 63) . 'g');
+refuses(
+	'64 characters, one not hexadecimal',
+	qr/FATAL:  encryption key command printed a key with a character that is not a hexadecimal digit\n.*DETAIL:  Character 64 of the 64 is not a hexadecimal digit/
+);
+set_key_command_body("echo ${good_key}0");
+refuses(
+	'65 hexadecimal digits',
+	qr/FATAL:  encryption key command printed a key that is too long\n.*DETAIL:  .*the command printed 65 characters/
+);
 set_key_command_body('true');
 refuses('empty output', qr/FATAL:  encryption key command printed nothing/);
 set_key_command_body('echo not-a-hex-key-at-all');
 refuses(
 	'passphrase for a hex-key cluster',
-	qr/FATAL:  encryption key command printed invalid output\n.*DETAIL:  The cluster was initialized with a hexadecimal key/
+	qr/FATAL:  encryption key command printed a key that is too short\n.*DETAIL:  The cluster was initialized with a hexadecimal key of 64 digits; the command printed 20 characters\./
 );
 set_key_command_body("sleep 300; echo $good_key");
 my $t0 = time;
