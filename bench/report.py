@@ -3,6 +3,7 @@
 import os
 import re
 
+from bench import vendor_reports
 from bench.runner import load_results
 from bench.scenarios import SCENARIOS, common
 
@@ -55,7 +56,7 @@ def write_report(out_dir):
         srows = [r for r in rows if r["scenario"] == name]
         md += [f"## {name}: {mod.TITLE}", ""]
         if mod.SEED:
-            md += [f"Reproduces `shared/seeds/{mod.SEED}` (see bench/README.md).", ""]
+            md += [f"Reproduces {vendor_reports.citation(mod.SEED)} (see bench/README.md).", ""]
         if not srows:
             md += ["No results (scenario failed or was interrupted).", ""]
             continue

@@ -194,6 +194,18 @@ echo "   the upgraded cluster: $(psql -X -At -h "$demo/up" -p "$up_port" -U post
     "SELECT current_setting('data_encryption') || ', ' || count(*) || ' rows, ' || max(v) FROM legacy")"
 pg_ctl -D "$demo/up/data" stop -m fast >/dev/null
 
+step "4f. Tools no one here wrote: pg_control is a stock PostgreSQL 17 one; a stock server stops"
+echo "   building stock PostgreSQL 17 from the same source (the benchmark's baseline; minutes the first time)"
+"$top/server/build.sh" "$build" --stock > "$demo/stock-build.log" 2>&1
+stock=$build/stock/install/bin
+echo "   stock pg_controldata on the running aes-256 cluster (version, CRC checked, no warning):"
+"$stock/pg_controldata" -D "$demo/enc/data" 2>&1 | grep -E "pg_control version|Database cluster state|WARNING" | sed 's/^/   /'
+echo "   pgcipher's pg_controldata adds the record of the cipher it keeps after the struct:"
+pg_controldata -D "$demo/enc/data" | grep "Data encryption" | sed 's/^/   /'
+echo "   stock postgres started on it stops before it writes anything (and long before the lock file):"
+("$stock/postgres" -D "$demo/enc/data" 2>&1 || true) | grep -E "unrecognized configuration parameter|FATAL" | sed 's/^.*\] /   /'
+echo "   (pgBackRest 2.59's stanza-create, check, backup and restore: ./pgcipher test pgbackrest)"
+
 step "5. What it costs: the benchmark suite's quick profile (about 20 minutes, up to 3 more where CIs come out wide)"
 echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs in ABBA"
 echo "order beside a second, identical stock server (stock-2 / stock is the noise floor):"

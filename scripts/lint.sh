@@ -15,6 +15,7 @@
 #           (ruff.toml; ruff pinned in scripts/lint-requirements.txt)
 #   Perl    our TAP files and modules as perltidy formats them with
 #           PostgreSQL's src/tools/pgindent/perltidyrc (Debian's perltidy)
+#   Git     commit subjects of at most 72 characters, from eebf338 on
 #
 # Usage: scripts/lint.sh [--fix]   (PGCIPHER_TOP, PGCIPHER_BUILD as for test.sh;
 #                                   needs the source tree build.sh unpacks)
@@ -105,6 +106,15 @@ for f in "${pl_files[@]}"; do
     fi
 done
 rm -f "$tidied"
+
+# --- Commit messages ---------------------------------------------------
+section "git: commit subjects of at most 72 characters (the detail in the body)"
+# from the first commit made under the rule on; older ones stay as they are
+first_ruled=eebf338
+if git cat-file -e "$first_ruled^{commit}" 2>/dev/null; then
+    git log --format='%h %s' "$first_ruled^..HEAD" | awk 'length($0) - 8 > 72 {
+        print "commit " $1 ":1: subject of " length($0) - 8 " characters (at most 72)" }' | findings
+fi
 
 echo "lint: $problems finding(s)"
 [ "$problems" = 0 ]

@@ -1,5 +1,5 @@
 """One module per scenario.  Each has NAME, TITLE, SEED (the vendor report
-it reproduces, under shared/seeds/), and three functions:
+it reproduces: a key of bench/vendor_reports.py, or None), and three functions:
 
     plan(profile, overrides=None) -> dict of parameters, with "steps" and "est_seconds" estimates
     run(run, params)                  measures and calls run.record(...)

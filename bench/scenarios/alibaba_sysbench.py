@@ -1,7 +1,7 @@
 """alibaba-sysbench: Alibaba Cloud's Always-confidential sysbench report,
 reproduced through pgcipher-proxy.
 
-The report (shared/seeds/003) measures sysbench on `test1(id, k, c
+The report (bench/vendor_reports.py) measures sysbench on `test1(id, k, c
 CHAR(120), pad CHAR(60))` with an index on k, with its columns encrypted
 (decrypted in the client's JDBC driver, computed in an SGX enclave), in
 three scenarios; here the same statement templates run as a sysbench Lua
@@ -47,7 +47,7 @@ from bench.scenarios import proxy as px
 
 NAME = "alibaba-sysbench"
 TITLE = "Alibaba's Always-confidential sysbench report through pgcipher-proxy (SUM and k=k+1 computed by the proxy)"
-SEED = "003_e13f6d9d6138f7e7.txt"
+SEED = "alibaba-always-confidential"
 INSTALLS = ("pgcipher",)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

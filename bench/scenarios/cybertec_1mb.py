@@ -18,7 +18,7 @@ from bench.scenarios import common
 
 NAME = "cybertec-1mb"
 TITLE = "shared_buffers = 1MB, pgbench -N, 3 clients (CYBERTEC, PGEE 17.6, 2025)"
-SEED = "004_83310b337f074046.txt"
+SEED = "cybertec-tde-checksums-pgee"
 
 # PGEE 17.6, TPS (average of a few 1-minute runs), from the seed report
 VENDOR = {

@@ -20,7 +20,7 @@ from bench.scenarios import common
 
 NAME = "cybertec-pgbench"
 TITLE = "pgbench select-only and TPC-B-like across scales (CYBERTEC, PG 13 TDE)"
-SEED = "001_61837ef2c00d3fb1.txt"
+SEED = "cybertec-tde-performance"
 METRIC = "tps"  # the noise floor's metric (report.py)
 
 # CYBERTEC's published TPS at scale 50 (880 MB), 12 and 16 clients: stock,

@@ -1,5 +1,5 @@
 """pg-upgrade: what encryption costs pg_upgrade (the second half of EDB's
-report, shared/seeds/000: an unencrypted EPAS 14 cluster of 300 GB upgraded
+report, bench/vendor_reports.py: an unencrypted EPAS 14 cluster of 300 GB upgraded
 to EPAS 15, encrypted vs not: +0.3 % elapsed, +11 % CPU of pg_upgrade).
 
 Once per run, an old cluster is created with Debian's PostgreSQL 15
@@ -45,7 +45,7 @@ from bench.cluster import Cluster, Config, Install, free_port
 
 NAME = "pg-upgrade"
 TITLE = "pg_upgrade of a PostgreSQL 15 cluster into stock vs encrypted (aes-256) PostgreSQL 17"
-SEED = "000_c1582bea573e2ad9.txt"
+SEED = "edb-tde-epas15"
 
 OLD_PREFIX = "/usr/lib/postgresql/15"  # Debian's PostgreSQL 15
 CONFIGS = {
@@ -288,6 +288,16 @@ def load_old(run, old, p):
     scale = p["scale"]
     _, cmd, _ = old.pgbench(["-i", "-I", "dtGvp", "-s", str(scale)], timeout=6 * 3600)
     run.command(cmd.replace(old.dir, "$OLD_CLUSTER"))
+    # Debian's 15.20 writes "pg_attver=N" into every column's options; stock
+    # 17.11's pg_dump carries it into the new cluster, which refuses it, so
+    # stock could not be measured at all (pgcipher's pg_dump leaves it out,
+    # as 15.20's own does: patch 0022).  Both builds upgrade the same old
+    # cluster, so it is taken out here, once, for both.
+    old.psql(
+        "SET allow_system_table_mods = on; "
+        "UPDATE pg_catalog.pg_attribute SET attoptions = NULLIF(ARRAY(SELECT o FROM unnest(attoptions) o "
+        "WHERE o NOT LIKE 'pg_attver=%'), '{}') WHERE array_to_string(attoptions, ',') LIKE '%pg_attver=%'"
+    )
     old.psql("CHECKPOINT")
     size = int(old.psql("SELECT sum(pg_database_size(oid)) FROM pg_database"))
     accounts = old.psql("SELECT pg_relation_filepath('pgbench_accounts')")

@@ -27,7 +27,7 @@ from bench.scenarios import common
 
 NAME = "tproc-c"
 TITLE = "TPROC-C-like workload: NOPM ramp and steady state (EDB, HammerDB, EPAS 15 TDE)"
-SEED = "000_c1582bea573e2ad9.txt"
+SEED = "edb-tde-epas15"
 METRIC = "nopm"  # the noise floor's metric (report.py)
 SQL_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "sql", "tprocc"))
 MIX = [("neword", 45), ("payment", 43), ("ostat", 4), ("delivery", 4), ("slev", 4)]

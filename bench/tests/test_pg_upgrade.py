@@ -89,7 +89,7 @@ def test_registered_needs_both_builds_and_tiny():
     assert SCENARIOS["pg-upgrade"] is pg_upgrade
     assert "pg-upgrade" in cli.TINY
     assert cli.needed_installs(["pg-upgrade"]) == {"pgcipher", "stock"}
-    assert pg_upgrade.SEED and os.path.basename(pg_upgrade.SEED).startswith("000_")
+    assert pg_upgrade.SEED == "edb-tde-epas15"
 
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
@@ -321,7 +321,7 @@ def test_full_report_includes_pg_upgrade(tmp_path):
         {},
     )
     text = open(write_report(str(tmp_path))).read()
-    assert "## pg-upgrade:" in text and "shared/seeds/000_" in text
+    assert "## pg-upgrade:" in text and "TDE-Postgres-Advanced-Server-15-Launch" in text
     assert "![pg-upgrade-overhead.png](pg-upgrade-overhead.png)" in text
     assert "pg_upgrade -b /usr/lib/postgresql/15/bin" in text
 
