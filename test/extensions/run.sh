@@ -89,15 +89,9 @@ unpack() {
     fi
 }
 
-# prove_tap NAME: our own TAP file t/NAME.pl, run like PGXS's prove_installcheck
-# (its clusters and logs in $ext/tap/NAME/tmp_check)
-prove_tap() {
-    local dir=$ext/tap/$1
-    rm -rf "$dir/tmp_check"; mkdir -p "$dir/tmp_check/log"
-    (cd "$dir" && TESTLOGDIR="$dir/tmp_check/log" TESTDATADIR="$dir/tmp_check" \
-        PG_REGRESS="$prefix/lib/postgresql/pgxs/src/test/regress/pg_regress" \
-        prove -I "$prefix/lib/postgresql/pgxs/src/test/perl" "$here/t/$1.pl")
-}
+# our own TAP files t/NAME.pl (clusters and logs in $ext/tap/NAME/tmp_check)
+# shellcheck source=test/prove_tap.sh
+. "$top/test/prove_tap.sh"
 
 # OPTFLAGS="": no -march=native (as Debian builds it), so the build and
 # ccache's entries do not depend on this machine's CPU
@@ -145,7 +139,7 @@ test_pgvector() {
             || { echo "extensions: $t did not run on an aes-256 cluster" >&2; return 1; }
     done
     # markers in a vector table: absent with aes-256, found without
-    prove_tap pgvector_leak
+    prove_tap "$ext/tap/pgvector_leak" "$here/t/pgvector_leak.pl"
 }
 
 build_timescaledb() {
@@ -176,7 +170,7 @@ build_timescaledb() {
 }
 
 test_timescaledb() {
-    prove_tap timescaledb_smoke
+    prove_tap "$ext/tap/timescaledb_smoke" "$here/t/timescaledb_smoke.pl"
 }
 
 case ${1:-} in

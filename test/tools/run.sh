@@ -56,20 +56,14 @@ build_pgbackrest() {
     "$PGBACKREST" version
 }
 
-# prove_tap NAME: t/NAME.pl with the installation's TAP framework
-prove_tap() {
-    local dir=$tools/tap/$1
-    rm -rf "$dir"; mkdir -p "$dir/tmp_check/log"
-    (cd "$dir" && TESTLOGDIR="$dir/tmp_check/log" TESTDATADIR="$dir/tmp_check" \
-        PG_REGRESS="$prefix/lib/postgresql/pgxs/src/test/regress/pg_regress" \
-        prove -I "$prefix/lib/postgresql/pgxs/src/test/perl" "$here/t/$1.pl")
-}
+# shellcheck source=test/prove_tap.sh
+. "$top/test/prove_tap.sh"
 
 case ${1:-} in
     pgbackrest)
         rc=0; build_pgbackrest || rc=$?
         [ $rc = 2 ] && exit 0
         [ $rc = 0 ] || exit $rc
-        PGCIPHER_PGBACKREST=$PGBACKREST prove_tap pgbackrest ;;
+        PGCIPHER_PGBACKREST=$PGBACKREST prove_tap "$tools/tap/pgbackrest" "$here/t/pgbackrest.pl" ;;
     *) echo "usage: run.sh pgbackrest" >&2; exit 1 ;;
 esac

@@ -1,13 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * data_encryption.c
- *	  pgcipher: AES-XTS, AES key wrap with padding and scrypt via OpenSSL EVP.
+ *	  pgcipher: AES-XTS, AES-CTR, AES key wrap with padding and scrypt via
+ *	  OpenSSL EVP, and the tweaks and page rule built on them.
  *
- * Used by the server (page encryption, key ring) and by frontend programs
- * (initdb writes the key ring).  This file holds no policy: which bytes of
- * a page are encrypted and with which tweak is decided by the storage
- * layer (storage/encryption/pagecrypt.c); the key file format lives in
- * keyring.c.
+ * Used by the server (pages, SLRUs, WAL, temporary files, key ring) and by
+ * frontend programs (initdb, pg_upgrade, pg_waldump, pg_rewind).  The page
+ * rule (page_crypt(): which bytes of a page are encrypted, with which
+ * tweak, and that zero pages stay zeros) is here so that the server
+ * (storage/encryption/pagecrypt.c) and pg_upgrade share one
+ * implementation; when pages are written and checksummed is theirs.  The
+ * key file format lives in keyring.c.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *

@@ -2,7 +2,8 @@
  *
  * data_encryption.h
  *	  pgcipher: the ciphers of transparent data encryption, shared by the
- *	  server and the frontend programs (initdb, and later the tools).
+ *	  server and the frontend programs (initdb, pg_upgrade, pg_waldump,
+ *	  pg_rewind, pg_resetwal).
  *
  * Everything here is a thin wrapper around OpenSSL's EVP interface: AES-XTS
  * for data pages, AES key wrap with padding (RFC 5649) for the data keys,

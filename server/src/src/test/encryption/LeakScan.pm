@@ -9,12 +9,14 @@ package LeakScan;
 use strict;
 use warnings FATAL => 'all';
 use Cwd qw(realpath);
+use Digest::SHA;
 use File::Find;
 use Exporter 'import';
 use Test::More;
 use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(scan_for_markers markers_nowhere encryption_options);
+our @EXPORT =
+  qw(scan_for_markers markers_nowhere encryption_options file_digests changed_files);
 
 # $markers: [ { name => ..., bytes => ... }, ... ]; returns
 # { name => [ files holding it ] }.  Files may vanish while we look.
@@ -71,6 +73,38 @@ sub encryption_options
 			join('', map { sprintf('%02x', int(rand(256))) } 1 .. 32) . "\n");
 	}
 	return ("--encryption=$cipher", "--encryption-key-command=cat $keyfile");
+}
+
+# sha256 of every file under a directory, by path relative to it, but the
+# ones whose path matches $skip (a regex), if given: a test that something
+# changed nothing compares two of these
+sub file_digests
+{
+	my ($dir, $skip) = @_;
+	my %sums;
+	find(
+		{
+			no_chdir => 1,
+			wanted => sub {
+				return unless -f $_;
+				my $rel = substr($File::Find::name, length($dir) + 1);
+				return if $skip && $rel =~ $skip;
+				$sums{$rel} = Digest::SHA->new(256)->addfile($_)->hexdigest;
+			}
+		},
+		$dir);
+	return \%sums;
+}
+
+# The files whose digest differs between two file_digests(), or that are in
+# one only, sorted
+sub changed_files
+{
+	my ($before, $after) = @_;
+	my %all = (%$before, %$after);
+	my @changed =
+	  grep { ($before->{$_} // '') ne ($after->{$_} // '') } sort keys %all;
+	return @changed;
 }
 
 1;

@@ -10,9 +10,10 @@
 use strict;
 use warnings FATAL => 'all';
 use Cwd;
-use Digest::SHA;
 use File::Copy;
-use File::Find;
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -27,36 +28,6 @@ sub set_key_command_body
 	print $fh "#!/bin/sh\n$body\n";
 	close $fh;
 	chmod 0700, $keyscript;
-}
-
-# sha256 of every file under the data directory
-sub snapshot
-{
-	my ($dir) = @_;
-	my %sums;
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_;
-				my $rel = substr($File::Find::name, length($dir) + 1);
-				$sums{$rel} = Digest::SHA->new(256)->addfile($_)->hexdigest;
-			}
-		},
-		$dir);
-	return \%sums;
-}
-
-sub describe_differences
-{
-	my ($before, $after) = @_;
-	my @diff;
-	foreach my $f (sort keys %{ { %$before, %$after } })
-	{
-		push @diff, "$f changed"
-		  if ($before->{$f} // '') ne ($after->{$f} // '');
-	}
-	return @diff;
 }
 
 my $good_key = ('c0ffee' x 10) . 'c0ff';    # 64 hex digits
@@ -84,7 +55,7 @@ is(sprintf('%04o', (stat($keyring))[2] & 07777),
 ok( !-e "$keyring.tmp",
 	'no temporary key ring left behind (written to a temporary file, then renamed)'
 );
-my $pristine = snapshot($datadir);
+my $pristine = file_digests($datadir);
 
 # Try to start; expect failure with a message matching $expect and no file changed
 sub refuses
@@ -99,8 +70,8 @@ sub refuses
 	like($log, $expect, "$name: clear message");
 	like($log, qr/FATAL:.*\n(?:.*DETAIL:.*\n)?.*HINT:/, "$name: with a hint")
 	  unless $name =~ /unknown cipher/;
-	my @diff = describe_differences($expected_snapshot // $pristine,
-		snapshot($datadir));
+	my @diff =
+	  changed_files($expected_snapshot // $pristine, file_digests($datadir));
 	is(scalar(@diff), 0, "$name: data directory unchanged")
 	  or diag(join("\n", @diff));
 }
@@ -158,7 +129,7 @@ set_key_command_body("echo $good_key");
 
 # Key file missing, corrupt, truncated
 move($keyring, "$keyring.saved") or die;
-my $missing = snapshot($datadir);
+my $missing = file_digests($datadir);
 refuses('missing key file',
 	qr/FATAL:  encryption key file "pg_encryption\/keyring" is missing/,
 	$missing);
@@ -172,19 +143,19 @@ move("$keyring.new", $keyring) or die;
 refuses(
 	'corrupt key file (one bit flipped)',
 	qr/FATAL:  encryption key file "pg_encryption\/keyring" is corrupt/,
-	snapshot($datadir));
+	file_digests($datadir));
 
 truncate($keyring, 0) or die;
 PostgreSQL::Test::Utils::append_to_file($keyring, substr($content, 0, 40));
 refuses(
 	'truncated key file',
 	qr/FATAL:  encryption key file "pg_encryption\/keyring" is truncated/,
-	snapshot($datadir));
+	file_digests($datadir));
 
 unlink($keyring);
 copy("$keyring.saved", $keyring) or die;
 unlink("$keyring.saved");
-is(scalar(describe_differences($pristine, snapshot($datadir))),
+is(scalar(changed_files($pristine, file_digests($datadir))),
 	0, 'key file restored');
 
 # The good key still works, and the data is intact

@@ -24,9 +24,7 @@
 # pgcipher's patches (scripts/test.sh builds it).
 use strict;
 use warnings FATAL => 'all';
-use Digest::SHA;
 use File::Copy;
-use File::Find;
 use File::Path qw(rmtree);
 use FindBin;
 use lib $FindBin::RealBin . '/..';
@@ -84,35 +82,6 @@ sub crc_offset
 		  crc32c(substr($bytes, 0, $o));
 	}
 	return -1;
-}
-
-# sha256 of every file under a directory, but the ones named in $skip
-sub snapshot
-{
-	my ($dir, $skip) = @_;
-	my %sums;
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_;
-				my $rel = substr($File::Find::name, length($dir) + 1);
-				return if $skip && $rel =~ $skip;
-				$sums{$rel} = Digest::SHA->new(256)->addfile($_)->hexdigest;
-			}
-		},
-		$dir);
-	return \%sums;
-}
-
-# Files whose sha256 differs, or that exist in one snapshot only
-sub differences
-{
-	my ($before, $after) = @_;
-	my %all = (%$before, %$after);
-	my @changed =
-	  grep { ($before->{$_} // '') ne ($after->{$_} // '') } sort keys %all;
-	return \@changed;
 }
 
 sub controldata
@@ -271,7 +240,7 @@ $node->stop;
 		$out,
 		qr/^Data encryption:\s+damaged record$/m,
 		'pg_controldata: a damaged record');
-	my $before = snapshot($copy);
+	my $before = file_digests($copy);
 	my ($ok, $stdout, $stderr) = (0, '', '');
 	$ok = IPC::Run::run(
 		[ 'postgres', '-D', $copy, '-p', $node->port, '-k', $node->host ],
@@ -282,7 +251,7 @@ $node->stop;
 		qr/FATAL:  pg_control's record of the encryption cipher is damaged/,
 		'with its message');
 	like($stderr, qr/HINT:  .*pg_resetwal/, 'and a hint');
-	is_deeply(differences($before, snapshot($copy)),
+	is_deeply([ changed_files($before, file_digests($copy)) ],
 		[], 'the data directory is byte-identical after the refusal');
 	command_ok([ 'pg_resetwal', '-f', '-D', $copy ], 'pg_resetwal -f');
 	($out) = run_command([ 'pg_controldata', '-D', $copy ]);
@@ -312,7 +281,7 @@ sub stock_start
 	return ($ok, $stderr);
 }
 
-my $before = snapshot($datadir);
+my $before = file_digests($datadir);
 my ($ok, $err) = stock_start($datadir);
 ok(!$ok, 'stock postgres refuses the encrypted cluster');
 like(
@@ -320,7 +289,7 @@ like(
 	qr/unrecognized configuration parameter "encryption_key_command"/,
 	'because it does not know encryption_key_command');
 is_deeply(
-	differences($before, snapshot($datadir)),
+	[ changed_files($before, file_digests($datadir)) ],
 	[],
 	'every file of the data directory is byte-identical, and no lock file is left'
 );
@@ -349,7 +318,7 @@ foreach my $state ('shut down', 'crashed')
 		close $fh;
 	}
 	my $skip = qr{^postmaster\.opts$};
-	my $snap = snapshot($copy, $skip);
+	my $snap = file_digests($copy, $skip);
 	($ok, $err) = stock_start($copy);
 	ok(!$ok,
 		"$state, without encryption_key_command: stock postgres refuses it");
@@ -361,7 +330,7 @@ foreach my $state ('shut down', 'crashed')
 		$err,
 		qr/PANIC:  could not locate a valid checkpoint record/,
 		"$state: before redo");
-	is_deeply(differences($snap, snapshot($copy, $skip)),
+	is_deeply([ changed_files($snap, file_digests($copy, $skip)) ],
 		[], "$state: every file but postmaster.opts is byte-identical");
 	ok(!-e "$copy/postmaster.pid", "$state: no lock file left");
 	rmtree($copy);

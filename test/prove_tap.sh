@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# prove_tap.sh — sourced by test/extensions/run.sh and test/tools/run.sh.
+#
+# prove_tap DIR FILE: run one of our TAP files with the TAP framework that
+# the installation in $prefix carries (PGXS's prove_installcheck does the
+# same), its clusters and logs in DIR/tmp_check, made afresh.
+prove_tap() {
+    local dir=$1 file=$2
+    rm -rf "$dir/tmp_check"; mkdir -p "$dir/tmp_check/log"
+    (cd "$dir" && TESTLOGDIR="$dir/tmp_check/log" TESTDATADIR="$dir/tmp_check" \
+        PG_REGRESS="${prefix:?}/lib/postgresql/pgxs/src/test/regress/pg_regress" \
+        prove -I "$prefix/lib/postgresql/pgxs/src/test/perl" "$file")
+}
