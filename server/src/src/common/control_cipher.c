@@ -111,11 +111,12 @@ control_cipher_parse(const char *image, int *cipher)
 }
 
 /*
- * The record of datadir's pg_control.  A file shorter than 512 bytes (or
- * unreadable) is "damaged": PostgreSQL always writes 8 kB.
+ * The record of datadir's pg_control, and its 16 bytes as they are into raw
+ * if raw is not NULL.  PostgreSQL always writes 8 kB: a missing or shorter
+ * file is "unreadable".
  */
 ControlCipherRecord
-control_cipher_read(const char *datadir, int *cipher)
+control_cipher_read(const char *datadir, int *cipher, char *raw)
 {
 	char		path[MAXPGPATH];
 	char		image[PG_CONTROL_MAX_SAFE_SIZE];
@@ -125,29 +126,43 @@ control_cipher_read(const char *datadir, int *cipher)
 	*cipher = DATA_ENCRYPTION_OFF;
 	snprintf(path, sizeof(path), "%s/%s", datadir, XLOG_CONTROL_FILE);
 	if ((fd = open(path, O_RDONLY | PG_BINARY, 0)) < 0)
-		return CONTROL_CIPHER_DAMAGED;
+		return CONTROL_CIPHER_UNREADABLE;
 	r = pg_pread(fd, image, sizeof(image), 0);
 	close(fd);
 	if (r != sizeof(image))
-		return CONTROL_CIPHER_DAMAGED;
+		return CONTROL_CIPHER_UNREADABLE;
+	if (raw != NULL)
+		memcpy(raw, image + CONTROL_CIPHER_RECORD_OFFSET, CONTROL_CIPHER_RECORD_SIZE);
 	return control_cipher_parse(image, cipher);
 }
 
 #ifdef FRONTEND
 /*
- * The cipher that datadir's pg_control records or, where it has no valid
- * record (pg_resetwal rebuilding a lost pg_control), the one the key ring's
- * header names: readable without the key, it keeps an encrypted cluster
- * recorded as encrypted.
+ * The cipher the next pg_control a frontend program writes records: the
+ * one datadir's pg_control records or, where it has none (pg_resetwal
+ * rebuilding a lost pg_control, or a stock tool dropped it), the one the
+ * key ring's header names, readable without the key.  -1 when the record
+ * is damaged and no key ring says what it was: then nothing may guess
+ * "unencrypted", and the damaged bytes are kept for the server to refuse.
  */
 int
 control_cipher_of_cluster(const char *datadir)
 {
 	int			cipher;
+	int			from_keyring;
 
-	if (control_cipher_read(datadir, &cipher) == CONTROL_CIPHER_VALID)
-		return cipher;
-	return keyring_file_cipher(datadir);
+	switch (control_cipher_read(datadir, &cipher, NULL))
+	{
+		case CONTROL_CIPHER_VALID:
+			return cipher;
+		case CONTROL_CIPHER_NONE:
+		case CONTROL_CIPHER_UNREADABLE:
+			return keyring_file_cipher(datadir);
+		case CONTROL_CIPHER_DAMAGED:
+			break;
+	}
+	from_keyring = keyring_file_cipher(datadir);
+	return from_keyring != DATA_ENCRYPTION_OFF ? from_keyring : -1;
 }
 #endif
 
@@ -161,7 +176,13 @@ void
 control_cipher_carry(const char *datadir, char *image)
 {
 #ifdef FRONTEND
-	control_cipher_stamp(image, control_cipher_of_cluster(datadir));
+	int			cipher = control_cipher_of_cluster(datadir);
+	char		raw[CONTROL_CIPHER_RECORD_SIZE];
+
+	if (cipher >= 0)
+		control_cipher_stamp(image, cipher);
+	else if (control_cipher_read(datadir, &cipher, raw) == CONTROL_CIPHER_DAMAGED)
+		memcpy(image + CONTROL_CIPHER_RECORD_OFFSET, raw, CONTROL_CIPHER_RECORD_SIZE);
 #else
 	(void) datadir;				/* the server knows what it loaded */
 	control_cipher_stamp(image, data_encryption_cipher);
@@ -174,13 +195,15 @@ control_cipher_describe(const char *datadir)
 {
 	int			cipher;
 
-	switch (control_cipher_read(datadir, &cipher))
+	switch (control_cipher_read(datadir, &cipher, NULL))
 	{
 		case CONTROL_CIPHER_NONE:
 		case CONTROL_CIPHER_VALID:
 			return data_encryption_cipher_name(cipher);
 		case CONTROL_CIPHER_DAMAGED:
+			return "damaged record";
+		case CONTROL_CIPHER_UNREADABLE:
 			break;
 	}
-	return "damaged record";
+	return "unreadable";
 }

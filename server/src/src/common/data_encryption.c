@@ -504,8 +504,6 @@ page_crypt(XtsCipher *xts, bool encrypt, uint32 relnumber, int forknum,
 bool
 data_encryption_is_zero(const char *buf, size_t len)
 {
-	for (size_t i = 0; i < len; i++)
-		if (buf[i] != 0)
-			return false;
-	return true;
+	/* the first byte zero, and every byte equal to the next: memcmp's speed */
+	return len == 0 || (buf[0] == 0 && memcmp(buf, buf + 1, len - 1) == 0);
 }

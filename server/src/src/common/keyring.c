@@ -1113,8 +1113,8 @@ keyring_parse_timeout(const char *value)
 
 	errno = 0;
 	n = strtod(value, &end);
-	if (errno != 0 || end == value || n < 0)
-		return -1;
+	if (errno != 0 || end == value || !(n >= 0))
+		return -1;				/* also NaN */
 	for (int i = 0; i < lengthof(units); i++)
 	{
 		if (strcmp(end, units[i].unit) == 0)
@@ -1162,21 +1162,37 @@ keyring_cluster_settings(const char *postgres, const char *configdir,
 						 char **command, int *timeout_s, KeyringError *err)
 {
 	char	   *timeout;
+	bool		given = *command != NULL && (*command)[0] != '\0';
 
-	if (*command == NULL || (*command)[0] == '\0')
+	if (!given)
 	{
-		if ((*command = cluster_setting(postgres, configdir, "encryption_key_command", err)) == NULL)
+		char	   *setting = cluster_setting(postgres, configdir, "encryption_key_command", err);
+
+		if (setting == NULL)
 			return false;
-		if ((*command)[0] == '\0')
+		if (setting[0] == '\0')
 		{
+			free(setting);
 			set_error(err, KEYRING_ERR_COMMAND_FAILED,
 					  "Set encryption_key_command in the cluster's configuration, or give the key command on the command line.",
 					  "the cluster in \"%s\" is encrypted, but no encryption_key_command is set", configdir);
 			return false;
 		}
+		free(*command);			/* an empty string given */
+		*command = setting;
 	}
 	if ((timeout = cluster_setting(postgres, configdir, "encryption_key_command_timeout", err)) == NULL)
-		return false;
+	{
+		/*
+		 * A command given on the command line needs no configuration (a WAL
+		 * archive, a base backup without postgresql.conf): the default
+		 * timeout then
+		 */
+		if (!given)
+			return false;
+		*timeout_s = KEY_COMMAND_DEFAULT_TIMEOUT_S;
+		return true;
+	}
 	*timeout_s = keyring_parse_timeout(timeout);
 	if (*timeout_s < 1)
 	{

@@ -238,7 +238,7 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 {
 	char		path[MAXPGPATH];
 	char		postgres[MAXPGPATH];
-	char	   *cmd = command ? pg_strdup(command) : NULL;
+	char	   *cmd;
 	int			timeout_s = KEY_COMMAND_DEFAULT_TIMEOUT_S;
 	struct stat st;
 	Keyring    *ring;
@@ -249,6 +249,7 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 	if (stat(path, &st) != 0)
 		return true;
 
+	cmd = command ? pg_strdup(command) : NULL;
 	memset(err, 0, sizeof(*err));
 	err->kind = KEYRING_ERR_COMMAND_FAILED;
 	if (find_other_exec(argv0, "postgres", PG_BACKEND_VERSIONSTR, postgres) < 0)
@@ -259,12 +260,16 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 					 "the WAL in \"%s\" is encrypted, and program \"postgres\" was not found to read encryption_key_command",
 					 datadir);
 			strlcpy(err->hint, "Give --encryption-key-command.", sizeof(err->hint));
+			free(cmd);
 			return false;
 		}
 		/* the command given, with the setting's default timeout */
 	}
 	else if (!keyring_cluster_settings(postgres, datadir, &cmd, &timeout_s, err))
+	{
+		free(cmd);
 		return false;
+	}
 
 	ring = pg_malloc0(sizeof(Keyring));
 	ok = keyring_load(datadir, cmd, timeout_s, ring, err);

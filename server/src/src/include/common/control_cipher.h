@@ -26,11 +26,13 @@ typedef enum ControlCipherRecord
 	CONTROL_CIPHER_NONE,		/* all zeros: an unencrypted cluster */
 	CONTROL_CIPHER_VALID,		/* a record, cipher set */
 	CONTROL_CIPHER_DAMAGED,		/* anything else: refuse */
+	CONTROL_CIPHER_UNREADABLE,	/* no pg_control, or shorter than 512 bytes */
 } ControlCipherRecord;
 
 extern void control_cipher_stamp(char *image, int cipher);
 extern ControlCipherRecord control_cipher_parse(const char *image, int *cipher);
-extern ControlCipherRecord control_cipher_read(const char *datadir, int *cipher);
+extern ControlCipherRecord control_cipher_read(const char *datadir, int *cipher,
+											   char *raw);
 #ifdef FRONTEND
 extern int	control_cipher_of_cluster(const char *datadir);
 #endif

@@ -180,8 +180,14 @@ static int
 control_cipher_of_datadir(void)
 {
 	int			cipher;
+	ControlCipherRecord rec = control_cipher_read(".", &cipher, NULL);
 
-	if (control_cipher_read(".", &cipher) == CONTROL_CIPHER_DAMAGED)
+	if (rec == CONTROL_CIPHER_UNREADABLE)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not read the first %d bytes of \"%s\"",
+						PG_CONTROL_MAX_SAFE_SIZE, XLOG_CONTROL_FILE)));
+	if (rec == CONTROL_CIPHER_DAMAGED)
 		ereport(FATAL,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("pg_control's record of the encryption cipher is damaged"),

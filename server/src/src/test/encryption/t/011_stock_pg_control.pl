@@ -253,6 +253,17 @@ $node->stop;
 	like($stderr, qr/HINT:  .*pg_resetwal/, 'and a hint');
 	is_deeply([ changed_files($before, file_digests($copy)) ],
 		[], 'the data directory is byte-identical after the refusal');
+	# a tool rewriting pg_control without a key ring to rebuild the record
+	# from keeps the damaged bytes: nothing may guess "unencrypted"
+	rename("$copy/pg_encryption", "$copy/pg_encryption.away") or die;
+	command_ok([ 'pg_checksums', '--disable', '-D', $copy ],
+		'pg_checksums --disable with the record damaged and no key ring');
+	($out) = run_command([ 'pg_controldata', '-D', $copy ]);
+	like(
+		$out,
+		qr/^Data encryption:\s+damaged record$/m,
+		'the damaged record is kept, not rewritten as "off"');
+	rename("$copy/pg_encryption.away", "$copy/pg_encryption") or die;
 	command_ok([ 'pg_resetwal', '-f', '-D', $copy ], 'pg_resetwal -f');
 	($out) = run_command([ 'pg_controldata', '-D', $copy ]);
 	like(
