@@ -198,7 +198,7 @@ step "4f. Tools no one here wrote: pg_control is a stock PostgreSQL 17 one; a st
 echo "   building stock PostgreSQL 17 from the same source (the benchmark's baseline; minutes the first time)"
 "$top/server/build.sh" "$build" --stock > "$demo/stock-build.log" 2>&1
 stock=$build/stock/install/bin
-echo "   stock pg_controldata on the running aes-256 cluster (version, CRC checked, no warning):"
+echo "   stock pg_controldata on the aes-256 cluster (version 1700, CRC checked, no warning):"
 "$stock/pg_controldata" -D "$demo/enc/data" 2>&1 | grep -E "pg_control version|Database cluster state|WARNING" | sed 's/^/   /'
 echo "   pgcipher's pg_controldata adds the record of the cipher it keeps after the struct:"
 pg_controldata -D "$demo/enc/data" | grep "Data encryption" | sed 's/^/   /'
