@@ -71,6 +71,13 @@ verify() {
     echo "$sha256  $1" | sha256sum --quiet -c - 2>/dev/null
 }
 
+# The package's directory in the mirror's pool (lib* packages under "libX")
+pool_dir() {
+    local prefix=${package:0:1}
+    case $package in lib?*) prefix=${package:0:4} ;; esac
+    echo "${mirror%/}/pool/main/$prefix/$package"
+}
+
 mirror=$(find_mirror) || true
 [ -n "$mirror" ] || die "no Debian mirror found in this machine's apt configuration"
 set_up_private_apt
@@ -84,11 +91,7 @@ if [ ! -f "$orig" ] || ! verify "$orig"; then
         # index while the mirror's pool still serves the pinned files for a
         # while: fetch the file from the pool by name; the pinned
         # sha256 stands in for the .dsc's signature.
-        case $package in
-            lib?*) pool_prefix=${package:0:4} ;;
-            *)     pool_prefix=${package:0:1} ;;
-        esac
-        pool=${mirror%/}/pool/main/$pool_prefix/$package
+        pool=$(pool_dir)
         echo "fetch-source: $version is no longer in trixie's index; fetching the pinned tarball from $pool"
         curl -fsSL --retry 3 -o "$orig" "$pool/$orig_file" \
             || die "could not download source package $package=$version (is it still in trixie?)"
@@ -104,8 +107,7 @@ echo "fetch-source: $orig verified (sha256 $sha256)"
 # be had yet (README.md, "Security releases")
 newest=$(indexed_version)
 if [ -n "$newest" ] && dpkg --compare-versions "$newest" gt "$version"; then
-    case $package in lib?*) pool_prefix=${package:0:4} ;; *) pool_prefix=${package:0:1} ;; esac
-    newest_dsc=${mirror%/}/pool/main/$pool_prefix/$package/${package}_${newest#*:}.dsc
+    newest_dsc=$(pool_dir)/${package}_${newest#*:}.dsc
     if curl -fsI --retry 2 -o /dev/null "$newest_dsc" 2>/dev/null; then
         served="this machine's mirror serves its files: rebase now (server/README.md)"
     else

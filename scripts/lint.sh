@@ -28,6 +28,8 @@ tools=$build/postgresql/src/tools
 cd "$top" || exit 1
 # the checkout may belong to another user than the one who runs the tests
 git() { command git -c safe.directory="$top" "$@"; }
+# the files git tracks, and the new ones it does not ignore
+our_files() { git ls-files --cached --others --exclude-standard "$@"; }
 
 problems=0
 finding() { echo "$*"; problems=$((problems + 1)); }
@@ -51,14 +53,14 @@ fi
 
 # --- C: pgindent ---------------------------------------------------------
 section "c: pgindent (our own files)"
-mapfile -t c_files < <(git ls-files 'server/src/*.[ch]' 'columns/*.[ch]'; git ls-files --others --exclude-standard 'server/src/*.[ch]' 'columns/*.[ch]')
+mapfile -t c_files < <(our_files 'server/src/*.[ch]' 'columns/*.[ch]')
 if [ ! -x "$tools/pg_bsd_indent/pg_bsd_indent" ]; then
     make -s -C "$tools/pg_bsd_indent" > /dev/null || { finding "pg_bsd_indent: build failed"; }
 fi
 typedefs=$(mktemp)
 {
     cat "$tools/pgindent/typedefs.list"
-    cat "${c_files[@]}" | grep -ohP 'typedef\s+(struct|enum|union)\s+\w+\s+\K\w+(?=;)|^}\s*\K\w+(?=;)|typedef\s+[\w ]+\(\*\K\w+'
+    grep -ohP 'typedef\s+(struct|enum|union)\s+\w+\s+\K\w+(?=;)|^}\s*\K\w+(?=;)|typedef\s+[\w ]+\(\*\K\w+' "${c_files[@]}"
 } | sort -u > "$typedefs"
 scratch=$(mktemp -d)
 # pgindent writes its scratch files into the working directory
@@ -75,7 +77,7 @@ rm -rf "$typedefs" "$scratch"
 
 # --- Shell ---------------------------------------------------------------
 section "shell: shellcheck"
-mapfile -t sh_files < <(git ls-files '*.sh' pgcipher .ci/run; git ls-files --others --exclude-standard '*.sh')
+mapfile -t sh_files < <(our_files '*.sh' pgcipher .ci/run)
 shellcheck -f gcc "${sh_files[@]}" | findings
 
 # --- Python --------------------------------------------------------------
@@ -92,7 +94,7 @@ fi
 
 # --- Perl ----------------------------------------------------------------
 section "perl: perltidy with PostgreSQL's perltidyrc"
-mapfile -t pl_files < <(git ls-files '*.pl' '*.pm'; git ls-files --others --exclude-standard '*.pl' '*.pm')
+mapfile -t pl_files < <(our_files '*.pl' '*.pm')
 tidied=$(mktemp)
 for f in "${pl_files[@]}"; do
     perltidy --profile="$tools/pgindent/perltidyrc" -st -se "$f" > "$tidied" 2>/dev/null ||

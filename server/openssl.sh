@@ -44,7 +44,7 @@ debian_file=openssl_$OPENSSL_SRC_VERSION.debian.tar.xz
 
 dir=$build/openssl
 mkdir -p "$dir"
-chmod go+rx "$build" "$dir"	# made earlier under another umask, perhaps
+chmod go+rx "$dir"	# made earlier under another umask, perhaps (build.sh: "$build")
 tree=$dir/src
 prefix=$dir/install
 jobs=${JOBS:-$(nproc)}

@@ -11,10 +11,11 @@
 # pgBackRest is in no registry this machine reaches in a version that knows
 # PostgreSQL 17 (Debian bookworm's 2.45 predates it), so its source comes
 # from ../shared/vendor beside the checkout, pinned by the sha256 below.  A
-# clone without ../shared says so and skips; the same file is upstream's
-# tag: https://github.com/pgbackrest/pgbackrest/archive/refs/tags/release/2.59.1.tar.gz
-# (put it at ../shared/vendor/pgbackrest-2.59.1.tar.gz, or point
-# PGCIPHER_VENDOR at its directory).  It is built with meson into
+# clone without ../shared says so and skips.  The same file is made from
+# upstream's tag (https://github.com/pgbackrest/pgbackrest, release/2.59.1)
+# with "git archive --format=tar.gz --prefix=pgbackrest-2.59.1/
+# release/2.59.1"; put it at ../shared/vendor/pgbackrest-2.59.1.tar.gz, or
+# point PGCIPHER_VENDOR at its directory.  It is built with meson into
 # $PGCIPHER_BUILD/tools; nothing is written into the checkout.
 #
 # Usage: test/tools/run.sh pgbackrest   (PGCIPHER_TOP, PGCIPHER_BUILD as for
@@ -39,7 +40,7 @@ build_pgbackrest() {
     local tarball=$vendor/$PGBACKREST_TARBALL src=$tools/pgbackrest-$PGBACKREST_VERSION
     if [ ! -f "$tarball" ]; then
         echo "tools: SKIPPED: $tarball is not here (a clone has no ../shared);"
-        echo "tools: get pgBackRest $PGBACKREST_VERSION from its release tag (see test/tools/run.sh)"
+        echo "tools: make it from pgBackRest's tag release/$PGBACKREST_VERSION with git archive (see test/tools/run.sh)"
         return 2
     fi
     echo "$PGBACKREST_SHA256  $tarball" | sha256sum --quiet -c - \

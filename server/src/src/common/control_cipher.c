@@ -138,20 +138,21 @@ control_cipher_read(const char *datadir, int *cipher, char *raw)
 
 #ifdef FRONTEND
 /*
- * The cipher the next pg_control a frontend program writes records: the
- * one datadir's pg_control records or, where it has none (pg_resetwal
- * rebuilding a lost pg_control, or a stock tool dropped it), the one the
- * key ring's header names, readable without the key.  -1 when the record
- * is damaged and no key ring says what it was: then nothing may guess
- * "unencrypted", and the damaged bytes are kept for the server to refuse.
+ * What the next pg_control a frontend program writes records, and raw: the
+ * record datadir's pg_control has or, where it has none (pg_resetwal
+ * rebuilding a lost pg_control, or a stock tool dropped it), the cipher the
+ * key ring's header names, readable without the key.  Returns -1 when the
+ * record is damaged and no key ring says what it was: nothing may guess
+ * "unencrypted" then, and raw holds the damaged bytes, to be kept for the
+ * server to refuse.
  */
-int
-control_cipher_of_cluster(const char *datadir)
+static int
+next_record(const char *datadir, char *raw)
 {
 	int			cipher;
 	int			from_keyring;
 
-	switch (control_cipher_read(datadir, &cipher, NULL))
+	switch (control_cipher_read(datadir, &cipher, raw))
 	{
 		case CONTROL_CIPHER_VALID:
 			return cipher;
@@ -163,6 +164,15 @@ control_cipher_of_cluster(const char *datadir)
 	}
 	from_keyring = keyring_file_cipher(datadir);
 	return from_keyring != DATA_ENCRYPTION_OFF ? from_keyring : -1;
+}
+
+/* The cipher pg_resetwal's rewritten pg_control records; -1: damaged */
+int
+control_cipher_of_cluster(const char *datadir)
+{
+	char		raw[CONTROL_CIPHER_RECORD_SIZE];
+
+	return next_record(datadir, raw);
 }
 #endif
 
@@ -176,12 +186,12 @@ void
 control_cipher_carry(const char *datadir, char *image)
 {
 #ifdef FRONTEND
-	int			cipher = control_cipher_of_cluster(datadir);
 	char		raw[CONTROL_CIPHER_RECORD_SIZE];
+	int			cipher = next_record(datadir, raw);
 
 	if (cipher >= 0)
 		control_cipher_stamp(image, cipher);
-	else if (control_cipher_read(datadir, &cipher, raw) == CONTROL_CIPHER_DAMAGED)
+	else
 		memcpy(image + CONTROL_CIPHER_RECORD_OFFSET, raw, CONTROL_CIPHER_RECORD_SIZE);
 #else
 	(void) datadir;				/* the server knows what it loaded */

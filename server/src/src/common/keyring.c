@@ -64,13 +64,10 @@
 #define KEYRING_HEADER_LEN	68
 #define KEYRING_MAX_FILE	4096
 
-static void
-			set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
-					  const char *fmt,...) pg_attribute_printf(4, 5);
-
-static void
-set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
-		  const char *fmt,...)
+/* Fill err: what went wrong, why (keyring_set_detail()) and what to do */
+void
+keyring_set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
+				  const char *fmt,...)
 {
 	va_list		ap;
 
@@ -82,11 +79,8 @@ set_error(KeyringError *err, KeyringErrorKind kind, const char *hint,
 	strlcpy(err->hint, hint ? hint : "", sizeof(err->hint));
 }
 
-static void
-			set_detail(KeyringError *err, const char *fmt,...) pg_attribute_printf(2, 3);
-
-static void
-set_detail(KeyringError *err, const char *fmt,...)
+void
+keyring_set_detail(KeyringError *err, const char *fmt,...)
 {
 	va_list		ap;
 
@@ -154,15 +148,15 @@ run_key_command(const char *command, int timeout_s,
 
 	if (command == NULL || command[0] == '\0')
 	{
-		set_error(err, KEYRING_ERR_COMMAND_FAILED,
-				  "Set encryption_key_command in postgresql.conf to the command that prints the key or passphrase given to initdb.",
-				  "encryption_key_command is not set");
+		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED,
+						  "Set encryption_key_command in postgresql.conf to the command that prints the key or passphrase given to initdb.",
+						  "encryption_key_command is not set");
 		return false;
 	}
 	if (pipe(pipefd) != 0)
 	{
-		set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
-				  "could not create pipe for encryption key command: %s", strerror(errno));
+		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+						  "could not create pipe for encryption key command: %s", strerror(errno));
 		return false;
 	}
 	fflush(NULL);
@@ -171,8 +165,8 @@ run_key_command(const char *command, int timeout_s,
 	{
 		close(pipefd[0]);
 		close(pipefd[1]);
-		set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
-				  "could not fork encryption key command: %s", strerror(errno));
+		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+						  "could not fork encryption key command: %s", strerror(errno));
 		return false;
 	}
 	if (pid == 0)
@@ -257,28 +251,28 @@ run_key_command(const char *command, int timeout_s,
 	if (timed_out)
 	{
 		data_encryption_wipe(out, outsize);
-		set_error(err, KEYRING_ERR_COMMAND_TIMEOUT,
-				  "Make sure the key command finishes without waiting for input, or raise encryption_key_command_timeout.",
-				  "encryption key command did not finish within %d seconds", timeout_s);
-		set_detail(err, "The command \"%s\" was killed.", command);
+		keyring_set_error(err, KEYRING_ERR_COMMAND_TIMEOUT,
+						  "Make sure the key command finishes without waiting for input, or raise encryption_key_command_timeout.",
+						  "encryption key command did not finish within %d seconds", timeout_s);
+		keyring_set_detail(err, "The command \"%s\" was killed.", command);
 		return false;
 	}
 	if (too_long)
 	{
 		data_encryption_wipe(out, outsize);
-		set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-				  "encryption key command printed more than %zu bytes", outsize);
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+						  "encryption key command printed more than %zu bytes", outsize);
 		return false;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 	{
 		data_encryption_wipe(out, outsize);
-		set_error(err, KEYRING_ERR_COMMAND_FAILED, hint,
-				  "encryption key command \"%s\" failed", command);
+		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, hint,
+						  "encryption key command \"%s\" failed", command);
 		if (WIFEXITED(status))
-			set_detail(err, "The command exited with status %d.", WEXITSTATUS(status));
+			keyring_set_detail(err, "The command exited with status %d.", WEXITSTATUS(status));
 		else if (WIFSIGNALED(status))
-			set_detail(err, "The command was terminated by signal %d.", WTERMSIG(status));
+			keyring_set_detail(err, "The command was terminated by signal %d.", WTERMSIG(status));
 		return false;
 	}
 	*outlen = len;
@@ -323,23 +317,23 @@ output_is_one_printable_line(const char *out, size_t outlen, const char *hint,
 
 		if (c == '\n' || c == '\r')
 		{
-			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-					  "encryption key command printed more than one line");
-			set_detail(err, "Byte %zu of the output ends a line, and more follows.", i + 1);
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+							  "encryption key command printed more than one line");
+			keyring_set_detail(err, "Byte %zu of the output ends a line, and more follows.", i + 1);
 			return false;
 		}
 		if (c < 0x20 || c == 0x7f)
 		{
-			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-					  "encryption key command printed a control character");
-			set_detail(err, "Byte %zu of the output is a control character.", i + 1);
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+							  "encryption key command printed a control character");
+			keyring_set_detail(err, "Byte %zu of the output is a control character.", i + 1);
 			return false;
 		}
 		if (c > 0x7f)
 		{
-			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-					  "encryption key command printed a byte that is not ASCII");
-			set_detail(err, "Byte %zu of the output is not an ASCII character.", i + 1);
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+							  "encryption key command printed a byte that is not ASCII");
+			keyring_set_detail(err, "Byte %zu of the output is not an ASCII character.", i + 1);
 			return false;
 		}
 	}
@@ -353,22 +347,22 @@ output_is_hex_key(const char *out, size_t outlen, const char *hint,
 {
 	if (outlen != KEK_LEN * 2)
 	{
-		set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-				  outlen < KEK_LEN * 2 ?
-				  "encryption key command printed a key that is too short" :
-				  "encryption key command printed a key that is too long");
-		set_detail(err, "The cluster was initialized with a hexadecimal key of %d digits; the command printed %zu characters.",
-				   KEK_LEN * 2, outlen);
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+						  outlen < KEK_LEN * 2 ?
+						  "encryption key command printed a key that is too short" :
+						  "encryption key command printed a key that is too long");
+		keyring_set_detail(err, "The cluster was initialized with a hexadecimal key of %d digits; the command printed %zu characters.",
+						   KEK_LEN * 2, outlen);
 		return false;
 	}
 	for (size_t i = 0; i < outlen; i++)
 	{
 		if (hexval(out[i]) < 0)
 		{
-			set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-					  "encryption key command printed a key with a character that is not a hexadecimal digit");
-			set_detail(err, "Character %zu of the %d is not a hexadecimal digit (0-9, a-f, A-F).",
-					   i + 1, KEK_LEN * 2);
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+							  "encryption key command printed a key with a character that is not a hexadecimal digit");
+			keyring_set_detail(err, "Character %zu of the %d is not a hexadecimal digit (0-9, a-f, A-F).",
+							   i + 1, KEK_LEN * 2);
 			return false;
 		}
 	}
@@ -395,8 +389,8 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 		outlen--;
 	if (outlen == 0)
 	{
-		set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-				  "encryption key command printed nothing");
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+						  "encryption key command printed nothing");
 		return false;
 	}
 	if (!output_is_one_printable_line(out, outlen, hint, err))
@@ -410,9 +404,9 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 		{
 			if (outlen < 8)
 			{
-				set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-						  "encryption passphrase is too short");
-				set_detail(err, "A passphrase needs at least 8 characters; the command printed %zu.", outlen);
+				keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+								  "encryption passphrase is too short");
+				keyring_set_detail(err, "A passphrase needs at least 8 characters; the command printed %zu.", outlen);
 				return false;
 			}
 			ring->kek_source = KEK_SOURCE_PASSPHRASE;
@@ -421,7 +415,7 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 			ring->scrypt_p = KEYRING_SCRYPT_P;
 			if (!pg_strong_random(ring->salt, KEYRING_SALT_LEN))
 			{
-				set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random salt");
+				keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random salt");
 				return false;
 			}
 		}
@@ -441,16 +435,16 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 							   ring->scrypt_log2_n, ring->scrypt_r,
 							   ring->scrypt_p, kek, KEK_LEN))
 		{
-			set_error(err, KEYRING_ERR_CRYPTO, NULL,
-					  "could not derive key from passphrase with scrypt");
-			set_detail(err, "scrypt parameters: log2(N) = %u, r = %u, p = %u.",
-					   ring->scrypt_log2_n, ring->scrypt_r, ring->scrypt_p);
+			keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL,
+							  "could not derive key from passphrase with scrypt");
+			keyring_set_detail(err, "scrypt parameters: log2(N) = %u, r = %u, p = %u.",
+							   ring->scrypt_log2_n, ring->scrypt_r, ring->scrypt_p);
 			return false;
 		}
 		return true;
 	}
-	set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
-			  "unknown key source %u in key ring", ring->kek_source);
+	keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
+					  "unknown key source %u in key ring", ring->kek_source);
 	return false;
 }
 
@@ -474,7 +468,7 @@ keyring_serialize(const Keyring *ring, const unsigned char *kek,
 
 	if (bufsize < KEYRING_MAX_FILE || ring->nkeys > KEYRING_MAX_KEYS)
 	{
-		set_error(err, KEYRING_ERR_CRYPTO, NULL, "key ring too large");
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "key ring too large");
 		return 0;
 	}
 	memset(buf, 0, bufsize);
@@ -488,7 +482,7 @@ keyring_serialize(const Keyring *ring, const unsigned char *kek,
 	memcpy(buf + 32, ring->salt, KEYRING_SALT_LEN);
 	if (!kek_fingerprint(kek, KEK_LEN, buf + 48))
 	{
-		set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not compute the key-encryption key's fingerprint");
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not compute the key-encryption key's fingerprint");
 		return 0;
 	}
 	put64(buf + 56, (uint64) ring->wrapped_at);
@@ -505,7 +499,7 @@ keyring_serialize(const Keyring *ring, const unsigned char *kek,
 		if (!aes_key_wrap_pad(kek, KEK_LEN, plain, plainlen, buf + off + 12, &wrappedlen))
 		{
 			data_encryption_wipe(plain, sizeof(plain));
-			set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not wrap data key");
+			keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not wrap data key");
 			return 0;
 		}
 		data_encryption_wipe(plain, sizeof(plain));
@@ -536,25 +530,25 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	memset(ring, 0, sizeof(Keyring));
 	if (len < KEYRING_HEADER_LEN_V1 + 4)
 	{
-		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
-				  "encryption key file \"%s\" is truncated", KEYRING_FILE);
-		set_detail(err, "The file has %zu bytes.", len);
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+						  "encryption key file \"%s\" is truncated", KEYRING_FILE);
+		keyring_set_detail(err, "The file has %zu bytes.", len);
 		return false;
 	}
 	if (memcmp(buf, KEYRING_MAGIC, 8) != 0)
 	{
-		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
-				  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
-		set_detail(err, "The file does not start with the key ring's magic number.");
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+						  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+		keyring_set_detail(err, "The file does not start with the key ring's magic number.");
 		return false;
 	}
 	ring->version = get32(buf + 8);
 	if (ring->version != 1 && ring->version != KEYRING_VERSION)
 	{
-		set_error(err, KEYRING_ERR_FILE_CORRUPT,
-				  "The key ring was written by a different version of pgcipher.",
-				  "encryption key file \"%s\" has unsupported format version %u",
-				  KEYRING_FILE, ring->version);
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT,
+						  "The key ring was written by a different version of pgcipher.",
+						  "encryption key file \"%s\" has unsupported format version %u",
+						  KEYRING_FILE, ring->version);
 		return false;
 	}
 	header_len = (ring->version == 1) ? KEYRING_HEADER_LEN_V1 : KEYRING_HEADER_LEN;
@@ -585,9 +579,9 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	FIN_CRC32C(crc);
 	if (crc != get32(buf + off))
 	{
-		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
-				  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
-		set_detail(err, "Its CRC-32C is %08x, but the file records %08x.", crc, get32(buf + off));
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+						  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+		keyring_set_detail(err, "Its CRC-32C is %08x, but the file records %08x.", crc, get32(buf + off));
 		return false;
 	}
 
@@ -605,9 +599,9 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	if (data_encryption_key_length(ring->cipher) == 0 ||
 		(ring->kek_source != KEK_SOURCE_HEX && ring->kek_source != KEK_SOURCE_PASSPHRASE))
 	{
-		set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
-				  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
-		set_detail(err, "Unknown cipher %u or key source %u.", ring->cipher, ring->kek_source);
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+						  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+		keyring_set_detail(err, "Unknown cipher %u or key source %u.", ring->cipher, ring->kek_source);
 		return false;
 	}
 	if (kek == NULL)
@@ -625,10 +619,10 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 		key->len = get32(buf + off + 4);
 		if (!aes_key_unwrap_pad(kek, KEK_LEN, buf + off + 12, wrappedlen, plain, &plainlen))
 		{
-			set_error(err, KEYRING_ERR_WRONG_KEY,
-					  "encryption_key_command must print the key or passphrase given to initdb or to the latest pg_rotate_encryption_key().",
-					  "could not unwrap the data encryption keys: wrong key-encryption key");
-			set_detail(err, "The integrity check of the AES key wrap of key %u failed.", key->id);
+			keyring_set_error(err, KEYRING_ERR_WRONG_KEY,
+							  "encryption_key_command must print the key or passphrase given to initdb or to the latest pg_rotate_encryption_key().",
+							  "could not unwrap the data encryption keys: wrong key-encryption key");
+			keyring_set_detail(err, "The integrity check of the AES key wrap of key %u failed.", key->id);
 			data_encryption_wipe(ring, sizeof(Keyring));
 			return false;
 		}
@@ -637,9 +631,9 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 		{
 			data_encryption_wipe(plain, sizeof(plain));
 			data_encryption_wipe(ring, sizeof(Keyring));
-			set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
-					  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
-			set_detail(err, "A wrapped key does not match its slot or the cipher.");
+			keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+							  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
+			keyring_set_detail(err, "A wrapped key does not match its slot or the cipher.");
 			return false;
 		}
 		memcpy(key->key, plain + 8, key->len);
@@ -649,9 +643,9 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	return true;
 
 truncated_or_corrupt:
-	set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
-			  "encryption key file \"%s\" is truncated or corrupt", KEYRING_FILE);
-	set_detail(err, "The key entries do not fit the file's %zu bytes.", len);
+	keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
+					  "encryption key file \"%s\" is truncated or corrupt", KEYRING_FILE);
+	keyring_set_detail(err, "The key entries do not fit the file's %zu bytes.", len);
 	return false;
 }
 
@@ -667,12 +661,12 @@ keyring_read_file(const char *path, unsigned char *buf, size_t bufsize,
 	if (fd < 0)
 	{
 		if (errno == ENOENT)
-			set_error(err, KEYRING_ERR_FILE_MISSING,
-					  "The cluster was initialized with encryption; restore " KEYRING_FILE " from a backup of this cluster.",
-					  "encryption key file \"%s\" is missing", path);
+			keyring_set_error(err, KEYRING_ERR_FILE_MISSING,
+							  "The cluster was initialized with encryption; restore " KEYRING_FILE " from a backup of this cluster.",
+							  "encryption key file \"%s\" is missing", path);
 		else
-			set_error(err, KEYRING_ERR_IO, NULL,
-					  "could not open encryption key file \"%s\": %s", path, strerror(errno));
+			keyring_set_error(err, KEYRING_ERR_IO, NULL,
+							  "could not open encryption key file \"%s\": %s", path, strerror(errno));
 		return false;
 	}
 	while ((n = read(fd, buf + total, bufsize - total)) > 0)
@@ -683,16 +677,16 @@ keyring_read_file(const char *path, unsigned char *buf, size_t bufsize,
 	}
 	if (n < 0)
 	{
-		set_error(err, KEYRING_ERR_IO, NULL,
-				  "could not read encryption key file \"%s\": %s", path, strerror(errno));
+		keyring_set_error(err, KEYRING_ERR_IO, NULL,
+						  "could not read encryption key file \"%s\": %s", path, strerror(errno));
 		close(fd);
 		return false;
 	}
 	close(fd);
 	if (total == bufsize)
 	{
-		set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
-				  "encryption key file \"%s\" is too large", path);
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
+						  "encryption key file \"%s\" is too large", path);
 		return false;
 	}
 	*len = total;
@@ -757,8 +751,8 @@ keyring_write_temporary(const char *path, const unsigned char *buf, size_t len,
 	return true;
 
 fail:
-	set_error(err, KEYRING_ERR_IO, NULL,
-			  "could not write encryption key file \"%s\": %s", tmppath, strerror(errno));
+	keyring_set_error(err, KEYRING_ERR_IO, NULL,
+					  "could not write encryption key file \"%s\": %s", tmppath, strerror(errno));
 	unlink(tmppath);
 	return false;
 }
@@ -769,9 +763,9 @@ keyring_rename(const char *from, const char *to, KeyringError *err)
 {
 	if (rename(from, to) != 0 || !fsync_directory_of(to))
 	{
-		set_error(err, KEYRING_ERR_IO, NULL,
-				  "could not rename encryption key file \"%s\" to \"%s\": %s",
-				  from, to, strerror(errno));
+		keyring_set_error(err, KEYRING_ERR_IO, NULL,
+						  "could not rename encryption key file \"%s\" to \"%s\": %s",
+						  from, to, strerror(errno));
 		return false;
 	}
 	return true;
@@ -880,16 +874,16 @@ keyring_create(const char *datadir, int cipher, const char *command,
 	ring->cipher = cipher;
 	if (keylen == 0)
 	{
-		set_error(err, KEYRING_ERR_CRYPTO, NULL, "invalid cipher %d", cipher);
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "invalid cipher %d", cipher);
 		return false;
 	}
 	if (reuse != NULL && reuse->cipher != (uint32) cipher)
 	{
-		set_error(err, KEYRING_ERR_CRYPTO,
-				  "Give initdb the old cluster's cipher with --encryption, or leave out --encryption-keys-from.",
-				  "the old cluster's key ring is for %s, not %s",
-				  data_encryption_cipher_name(reuse->cipher),
-				  data_encryption_cipher_name(cipher));
+		keyring_set_error(err, KEYRING_ERR_CRYPTO,
+						  "Give initdb the old cluster's cipher with --encryption, or leave out --encryption-keys-from.",
+						  "the old cluster's key ring is for %s, not %s",
+						  data_encryption_cipher_name(reuse->cipher),
+						  data_encryption_cipher_name(cipher));
 		return false;
 	}
 
@@ -911,7 +905,7 @@ keyring_create(const char *datadir, int cipher, const char *command,
 			if (!pg_strong_random(key->key, key->len))
 			{
 				data_encryption_wipe(ring, sizeof(Keyring));
-				set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random data key");
+				keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random data key");
 				return false;
 			}
 		} while (memcmp(key->key, key->key + keylen, keylen) == 0);
@@ -926,8 +920,8 @@ keyring_create(const char *datadir, int cipher, const char *command,
 	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_DIR);
 	if (mkdir(path, pg_dir_create_mode) != 0 && errno != EEXIST)
 	{
-		set_error(err, KEYRING_ERR_IO, NULL,
-				  "could not create directory \"%s\": %s", path, strerror(errno));
+		keyring_set_error(err, KEYRING_ERR_IO, NULL,
+						  "could not create directory \"%s\": %s", path, strerror(errno));
 		return false;
 	}
 	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
@@ -1046,12 +1040,12 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 			char		pending[2 * KEK_FINGERPRINT_LEN + 16];
 
 			keyring_format_fingerprint(next_header.kek_fingerprint, pending);
-			set_detail(err, "The key ring was wrapped%s under the key-encryption key with fingerprint %s, and the interrupted rotation's key ring (" KEYRING_NEXT_FILE ") under fingerprint %s; the key command's key has fingerprint %s.",
-					   when, expected, pending, given);
+			keyring_set_detail(err, "The key ring was wrapped%s under the key-encryption key with fingerprint %s, and the interrupted rotation's key ring (" KEYRING_NEXT_FILE ") under fingerprint %s; the key command's key has fingerprint %s.",
+							   when, expected, pending, given);
 		}
 		else
-			set_detail(err, "The key ring was wrapped%s under the key-encryption key with fingerprint %s; the key command's key has fingerprint %s.",
-					   when, expected, given);
+			keyring_set_detail(err, "The key ring was wrapped%s under the key-encryption key with fingerprint %s; the key command's key has fingerprint %s.",
+							   when, expected, given);
 	}
 	return ok;
 }
@@ -1097,34 +1091,20 @@ keyring_file_cipher(const char *datadir)
 }
 
 /*
- * encryption_key_command_timeout as "postgres -C" shows it ("30s", "2min",
- * or a bare number of seconds), in whole seconds; -1 if it is none of those
+ * encryption_key_command_timeout as "postgres -C" prints it: a whole number
+ * of seconds, the setting's unit; -1 if it is not one in the setting's range
  */
-int
-keyring_parse_timeout(const char *value)
+static int
+parse_timeout(const char *value)
 {
-	static const struct
-	{
-		const char *unit;
-		double		seconds;
-	}			units[] = {{"", 1}, {"ms", 0.001}, {"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}};
 	char	   *end;
-	double		n;
+	long		n;
 
 	errno = 0;
-	n = strtod(value, &end);
-	if (errno != 0 || end == value || !(n >= 0))
-		return -1;				/* also NaN */
-	for (int i = 0; i < lengthof(units); i++)
-	{
-		if (strcmp(end, units[i].unit) == 0)
-		{
-			double		seconds = n * units[i].seconds;
-
-			return seconds > 86400 ? -1 : (int) (seconds + 0.5);
-		}
-	}
-	return -1;
+	n = strtol(value, &end, 10);
+	if (errno != 0 || end == value || *end != '\0' || n < 1 || n > 3600)
+		return -1;
+	return (int) n;
 }
 
 /* One setting of a cluster, read with "postgres -C"; NULL on failure */
@@ -1140,10 +1120,10 @@ cluster_setting(const char *postgres, const char *configdir, const char *name,
 	value = pipe_read_line(cmd);
 	if (value == NULL)
 	{
-		set_error(err, KEYRING_ERR_COMMAND_FAILED,
-				  "Give the key command on the command line, where the program takes one.",
-				  "could not read the setting \"%s\" of the cluster in \"%s\"", name, configdir);
-		set_detail(err, "The command \"%s\" printed nothing.", cmd);
+		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED,
+						  "Give the key command on the command line, where the program takes one.",
+						  "could not read the setting \"%s\" of the cluster in \"%s\"", name, configdir);
+		keyring_set_detail(err, "The command \"%s\" printed nothing.", cmd);
 		return NULL;
 	}
 	(void) pg_strip_crlf(value);
@@ -1173,9 +1153,9 @@ keyring_cluster_settings(const char *postgres, const char *configdir,
 		if (setting[0] == '\0')
 		{
 			free(setting);
-			set_error(err, KEYRING_ERR_COMMAND_FAILED,
-					  "Set encryption_key_command in the cluster's configuration, or give the key command on the command line.",
-					  "the cluster in \"%s\" is encrypted, but no encryption_key_command is set", configdir);
+			keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED,
+							  "Set encryption_key_command in the cluster's configuration, or give the key command on the command line.",
+							  "the cluster in \"%s\" is encrypted, but no encryption_key_command is set", configdir);
 			return false;
 		}
 		free(*command);			/* an empty string given */
@@ -1193,12 +1173,12 @@ keyring_cluster_settings(const char *postgres, const char *configdir,
 		*timeout_s = KEY_COMMAND_DEFAULT_TIMEOUT_S;
 		return true;
 	}
-	*timeout_s = keyring_parse_timeout(timeout);
-	if (*timeout_s < 1)
+	*timeout_s = parse_timeout(timeout);
+	if (*timeout_s < 0)
 	{
-		set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
-				  "invalid encryption_key_command_timeout of the cluster in \"%s\"", configdir);
-		set_detail(err, "\"postgres -C\" printed \"%s\".", timeout);
+		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+						  "invalid encryption_key_command_timeout of the cluster in \"%s\"", configdir);
+		keyring_set_detail(err, "\"postgres -C\" printed \"%s\".", timeout);
 		free(timeout);
 		return false;
 	}

@@ -250,16 +250,13 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 		return true;
 
 	cmd = command ? pg_strdup(command) : NULL;
-	memset(err, 0, sizeof(*err));
-	err->kind = KEYRING_ERR_COMMAND_FAILED;
 	if (find_other_exec(argv0, "postgres", PG_BACKEND_VERSIONSTR, postgres) < 0)
 	{
 		if (cmd == NULL || cmd[0] == '\0')
 		{
-			snprintf(err->message, sizeof(err->message),
-					 "the WAL in \"%s\" is encrypted, and program \"postgres\" was not found to read encryption_key_command",
-					 datadir);
-			strlcpy(err->hint, "Give --encryption-key-command.", sizeof(err->hint));
+			keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, "Give --encryption-key-command.",
+							  "the WAL in \"%s\" is encrypted, and program \"postgres\" was not found to read encryption_key_command",
+							  datadir);
 			free(cmd);
 			return false;
 		}
@@ -275,17 +272,14 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 	ok = keyring_load(datadir, cmd, timeout_s, ring, err);
 	if (ok && (key = keyring_get_key(ring, KEY_WAL)) == NULL)
 	{
-		err->kind = KEYRING_ERR_FILE_CORRUPT;
-		snprintf(err->message, sizeof(err->message), "key file \"%s\" has no WAL key", path);
-		err->detail[0] = err->hint[0] = '\0';
+		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
+						  "key file \"%s\" has no WAL key", path);
 		ok = false;
 	}
 	else if (ok && !wal_encryption_set_key(ring->cipher, key->key))
 	{
-		err->kind = KEYRING_ERR_CRYPTO;
-		snprintf(err->message, sizeof(err->message), "could not set up the WAL cipher");
-		strlcpy(err->detail, data_encryption_error_reason(), sizeof(err->detail));
-		err->hint[0] = '\0';
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not set up the WAL cipher");
+		keyring_set_detail(err, "%s", data_encryption_error_reason());
 		ok = false;
 	}
 	data_encryption_wipe(ring, sizeof(Keyring));

@@ -95,6 +95,11 @@ typedef struct Keyring
 	KeyringKey	keys[KEYRING_MAX_KEYS];
 } Keyring;
 
+/* Filling a KeyringError (keyring.c and its frontend callers) */
+extern void keyring_set_error(KeyringError *err, KeyringErrorKind kind,
+							  const char *hint, const char *fmt,...) pg_attribute_printf(4, 5);
+extern void keyring_set_detail(KeyringError *err, const char *fmt,...) pg_attribute_printf(2, 3);
+
 /* encryption_key_command_timeout's default, in seconds */
 #define KEY_COMMAND_DEFAULT_TIMEOUT_S	30
 
@@ -149,7 +154,6 @@ extern int	keyring_file_cipher(const char *datadir);
 extern bool keyring_cluster_settings(const char *postgres, const char *configdir,
 									 char **command, int *timeout_s,
 									 KeyringError *err);
-extern int	keyring_parse_timeout(const char *value);
 #endif
 
 #endif							/* KEYRING_H */

@@ -92,6 +92,38 @@ sub controldata
 	return ($stdout, $stderr);
 }
 
+my ($node_port, $node_host);    # of the aes-256 cluster, set below
+
+# postgres of bindir started on dir, in the foreground: (whether it ran
+# and exited 0, what it printed on stderr)
+sub start_refused
+{
+	my ($bindir, $dir) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run(
+		[
+			"$bindir/postgres", '-D', $dir, '-p',
+			$node_port, '-k', $node_host, '-c',
+			'listen_addresses='
+		],
+		'>',
+		\$stdout,
+		'2>',
+		\$stderr,
+		IPC::Run::timeout(120));
+	return ($ok, $stderr);
+}
+
+# A copy of a stopped cluster's data directory, to break
+sub copy_cluster
+{
+	my ($datadir, $name) = @_;
+	my $copy = PostgreSQL::Test::Utils::tempdir() . "/$name";
+	PostgreSQL::Test::RecursiveCopy::copypath($datadir, $copy);
+	chmod 0700, $copy;
+	return $copy;
+}
+
 # A stock cluster: the layout to compare with
 my $stock = PostgreSQL::Test::Cluster->new('stock',
 	install_path => ($stock_bindir =~ s{/bin/?$}{}r));
@@ -174,6 +206,8 @@ foreach my $cipher ('aes-256', 'aes-128', 'off')
 
 my $node = $clusters{'aes-256'};
 my $datadir = $node->data_dir;
+my $ourbin = $node->config_data('--bindir');
+($node_port, $node_host) = ($node->port, $node->host);
 
 # pg_checksums rewrites pg_control: the record is carried over
 command_ok([ 'pg_checksums', '--disable', '-D', $datadir ],
@@ -200,10 +234,7 @@ is( substr(control_bytes($datadir), RECORD_OFFSET, RECORD_SIZE),
 	"\0" x RECORD_SIZE,
 	'the stock tool dropped the record');
 {
-	my ($stdout, $stderr) = ('', '');
-	my $ok = IPC::Run::run(
-		[ 'postgres', '-D', $datadir, '-p', $node->port, '-k', $node->host ],
-		'>', \$stdout, '2>', \$stderr);
+	my ($ok, $stderr) = start_refused($ourbin, $datadir);
 	ok(!$ok, 'the server refuses the cluster whose record was dropped');
 	like(
 		$stderr,
@@ -226,9 +257,7 @@ $node->stop;
 
 # A damaged record stops the server before it writes; pg_resetwal rebuilds it
 {
-	my $copy = PostgreSQL::Test::Utils::tempdir() . '/damaged';
-	PostgreSQL::Test::RecursiveCopy::copypath($datadir, $copy);
-	chmod 0700, $copy;
+	my $copy = copy_cluster($datadir, 'damaged');
 	my $bytes = control_bytes($copy);
 	substr($bytes, RECORD_OFFSET + 10, 1) =
 	  "\x07";    # cipher code, CRC not fixed
@@ -241,10 +270,7 @@ $node->stop;
 		qr/^Data encryption:\s+damaged record$/m,
 		'pg_controldata: a damaged record');
 	my $before = file_digests($copy);
-	my ($ok, $stdout, $stderr) = (0, '', '');
-	$ok = IPC::Run::run(
-		[ 'postgres', '-D', $copy, '-p', $node->port, '-k', $node->host ],
-		'>', \$stdout, '2>', \$stderr);
+	my ($ok, $stderr) = start_refused($ourbin, $copy);
 	ok(!$ok, 'the server refuses a damaged record');
 	like(
 		$stderr,
@@ -274,26 +300,8 @@ $node->stop;
 }
 
 # A stock server on an encrypted cluster
-sub stock_start
-{
-	my ($dir) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $ok = IPC::Run::run(
-		[
-			"$stock_bindir/postgres", '-D', $dir, '-p',
-			$node->port, '-k', $node->host, '-c',
-			"listen_addresses=",
-		],
-		'>',
-		\$stdout,
-		'2>',
-		\$stderr,
-		IPC::Run::timeout(120));
-	return ($ok, $stderr);
-}
-
 my $before = file_digests($datadir);
-my ($ok, $err) = stock_start($datadir);
+my ($ok, $err) = start_refused($stock_bindir, $datadir);
 ok(!$ok, 'stock postgres refuses the encrypted cluster');
 like(
 	$err,
@@ -308,8 +316,6 @@ is_deeply(
 foreach my $state ('shut down', 'crashed')
 {
 	# the cluster with the setting removed, as a DBA might try
-	my $copy =
-	  PostgreSQL::Test::Utils::tempdir() . '/stock_' . ($state =~ s/ /_/r);
 	if ($state eq 'crashed')
 	{
 		$node->start;
@@ -318,8 +324,7 @@ foreach my $state ('shut down', 'crashed')
 		);
 		$node->stop('immediate');
 	}
-	PostgreSQL::Test::RecursiveCopy::copypath($datadir, $copy);
-	chmod 0700, $copy;
+	my $copy = copy_cluster($datadir, 'stock_' . ($state =~ s/ /_/r));
 	foreach my $conf ('postgresql.conf', 'postgresql.auto.conf')
 	{
 		my $text = slurp_file("$copy/$conf");
@@ -330,7 +335,7 @@ foreach my $state ('shut down', 'crashed')
 	}
 	my $skip = qr{^postmaster\.opts$};
 	my $snap = file_digests($copy, $skip);
-	($ok, $err) = stock_start($copy);
+	($ok, $err) = start_refused($stock_bindir, $copy);
 	ok(!$ok,
 		"$state, without encryption_key_command: stock postgres refuses it");
 	like(
