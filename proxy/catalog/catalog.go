@@ -81,19 +81,53 @@ func (r *Relation) AttrNum(num int16) *Attr {
 	return nil
 }
 
-// Catalog is one database's encrypted columns at one moment.
+// Catalog is one database's encrypted columns at one moment, seen from
+// one session (its search path and temporary relations).
 type Catalog struct {
-	ExtSchema  string // schema of the extension's types; "" without the extension
-	Types      map[uint32]*EncType
-	Relations  map[uint32]*Relation
-	byName     map[string][]*Relation
-	SearchPath []string // current_schemas(true)
+	ExtSchema string // schema of the extension's types; "" without the extension
+	Types     map[uint32]*EncType
+	Relations map[uint32]*Relation
+	byName    map[string][]*Relation
+	// plainNamed: the schemas holding a relation without encrypted
+	// columns that has the name of one with them (it may come first in a
+	// search path)
+	plainNamed map[string][]string
 	names      []string // lower-case relation names, for Mentions
+	Session
+}
+
+// Session is what name resolution needs from one client session.
+type Session struct {
+	// SearchPath: the schemas an unqualified name is looked up in, in
+	// order (pg_temp and pg_catalog come first unless named)
+	SearchPath []string
+	// Temps: names of temporary relations the session created; an
+	// unqualified name among them is the temporary relation
+	Temps map[string]bool
+	// PathUnknown: the session changed its search path in a way the
+	// proxy does not follow
+	PathUnknown bool
+}
+
+// ForSession returns the catalog as session s sees it (the relations are
+// shared, not copied).
+func (c *Catalog) ForSession(s Session) *Catalog {
+	out := *c
+	out.Session = s
+	return &out
+}
+
+// NameError: an unqualified name the proxy cannot resolve for sure.
+type NameError struct{ Name string }
+
+func (e *NameError) Error() string {
+	return fmt.Sprintf("the proxy cannot tell which relation %q names: this session changed its search_path in a way the proxy does not follow", e.Name)
 }
 
 // Empty is the catalog of a database without the extension.
 func Empty() *Catalog {
-	return &Catalog{Types: map[uint32]*EncType{}, Relations: map[uint32]*Relation{}, byName: map[string][]*Relation{}}
+	return &Catalog{Types: map[uint32]*EncType{}, Relations: map[uint32]*Relation{}, byName: map[string][]*Relation{},
+		plainNamed: map[string][]string{}}
 }
 
 // New builds a catalog from its parts (tests, and callers that read the
@@ -137,30 +171,62 @@ func (c *Catalog) Mentions(sql string) bool {
 	return false
 }
 
+// Named reports whether a relation with encrypted columns has this name.
+func (c *Catalog) Named(name string) bool { return len(c.byName[name]) > 0 }
+
+// AddPlainNamed records that schema holds a relation without encrypted
+// columns named name (tests; Load reads them from the server).
+func (c *Catalog) AddPlainNamed(schema, name string) {
+	c.plainNamed[name] = append(c.plainNamed[name], schema)
+}
+
 // Lookup resolves a relation name as PostgreSQL would through the search
-// path (schema "" for an unqualified name).  Only relations with encrypted
-// columns are known: nil means a relation without any.
+// path (schema "" for an unqualified name); nil means a relation without
+// encrypted columns (or none).  An unqualified name that the session may
+// resolve otherwise than the proxy can follow returns nil too: Resolve
+// says so.
 func (c *Catalog) Lookup(schema, name string) *Relation {
+	r, _ := c.Resolve(schema, name)
+	return r
+}
+
+// Resolve is Lookup with the reason it cannot decide: a *NameError.
+func (c *Catalog) Resolve(schema, name string) (*Relation, error) {
 	cands := c.byName[name]
 	if len(cands) == 0 {
-		return nil
+		return nil, nil
 	}
-	if schema != "" {
+	switch schema {
+	case "":
+	case "pg_temp":
+		return nil, nil // the session's temporary relations: never encrypted ones of the catalog
+	default:
 		for _, r := range cands {
 			if r.Schema == schema {
-				return r
+				return r, nil
 			}
 		}
-		return nil
+		return nil, nil
+	}
+	if c.Temps[name] {
+		return nil, nil // pg_temp is searched first
+	}
+	if c.PathUnknown {
+		return nil, &NameError{Name: name}
 	}
 	for _, s := range c.SearchPath {
 		for _, r := range cands {
 			if r.Schema == s {
-				return r
+				return r, nil
+			}
+		}
+		for _, p := range c.plainNamed[name] {
+			if p == s {
+				return nil, nil // a relation without encrypted columns comes first
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // TypeOf returns the encrypted type of OID oid, or nil.
@@ -210,15 +276,16 @@ func (c *Catalog) Bindings() []*Binding {
 // ErrNoExtension: the database has no pgcipher_columns extension.
 var ErrNoExtension = errors.New("catalog: extension pgcipher_columns is not installed")
 
-// The catalog queries: the extension's schema first (a database without
-// it gets no more queries, so that nothing fails inside a client's
-// transaction), then types, relations, bindings and search path.
+// The catalog queries, run on the proxy's own connection: the extension's
+// schema first (a database without it gets no more queries), then types,
+// relations, bindings, and the relations that share a name with one that
+// has encrypted columns.
 const extensionQuery = `SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pgcipher_columns'`
 
 const loadQuery = `SELECT t.oid, t.typname, t.typarray FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND t.typtype = 'b';
 SELECT c.oid, n.nspname, c.relname, a.attnum, a.attname, a.atttypid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.oid IN (SELECT x.attrelid FROM pg_catalog.pg_attribute x JOIN pg_catalog.pg_type t ON t.oid = x.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND x.attnum > 0 AND NOT x.attisdropped) ORDER BY c.oid, a.attnum;
 SELECT e.relid::oid, e.attname, e.level, k.key_id, k.key_name, k.cmk_name, pg_catalog.encode(k.wrapped_cek, 'hex'), e.label, e.join_group FROM pgcipher.encrypted_columns e JOIN pgcipher.column_keys k ON k.key_id = e.key_id;
-SELECT pg_catalog.unnest(pg_catalog.current_schemas(true))`
+SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND n.nspname !~ '^pg_(toast_)?temp_' AND c.relname IN (SELECT x.relname FROM pg_catalog.pg_class x JOIN pg_catalog.pg_attribute a ON a.attrelid = x.oid JOIN pg_catalog.pg_type t ON t.oid = a.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND a.attnum > 0 AND NOT a.attisdropped)`
 
 // Load reads a database's catalog through q.
 func Load(q Querier) (*Catalog, error) {
@@ -318,7 +385,10 @@ func (c *Catalog) load(res []Result) error {
 		}
 	}
 	for _, row := range res[3].Rows {
-		c.SearchPath = append(c.SearchPath, string(row[0]))
+		schema, name := string(row[0]), string(row[1])
+		if r := c.Lookup(schema, name); r == nil {
+			c.AddPlainNamed(schema, name)
+		}
 	}
 	return nil
 }

@@ -18,7 +18,14 @@ import (
 // catalogs without bindings.
 func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error) {
 	if !cat.Mentions(sql) {
-		return &Plan{SQL: sql, Reload: changesCatalog.MatchString(sql)}, nil
+		p := &Plan{SQL: sql, Reload: changesCatalog.MatchString(sql)}
+		if sessionWords.MatchString(sql) {
+			if tree, err := pg.Parse(sql); err == nil {
+				p.Names, p.Statements = nameChanges(sql, tree), len(tree.Stmts)
+				p.Reload = p.Reload && !onlyTemps(tree)
+			}
+		}
+		return p, nil
 	}
 	tree, err := pg.Parse(sql)
 	if err != nil {
@@ -34,6 +41,13 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 			return nil, err
 		}
 	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	a.plan.Names, a.plan.Statements = nameChanges(sql, tree), len(tree.Stmts)
+	if a.plan.Reload && onlyTemps(tree) {
+		a.plan.Reload = false // temporary relations are the session's, not the catalog's
+	}
 	a.plan.SQL = sql
 	if a.changed {
 		if a.plan.SQL, err = pg.Deparse(tree); err != nil {
@@ -46,7 +60,18 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 // changesCatalog is the cheap test for statements that pass unparsed:
 // one that starts with these words may change what the catalog says
 // (DDL, SET search_path).
-var changesCatalog = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|set|reset|import)\b`)
+var changesCatalog = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|import)\b`)
+
+// onlyTemps: every statement creates a temporary relation.
+func onlyTemps(tree *pg.ParseResult) bool {
+	for _, raw := range tree.Stmts {
+		ch := stmtNameChanges(raw.Stmt)
+		if len(ch) != 1 || ch[0].Kind != CreateTemp {
+			return false
+		}
+	}
+	return len(tree.Stmts) > 0
+}
 
 type analyzer struct {
 	cat     *catalog.Catalog
@@ -66,6 +91,9 @@ type analyzer struct {
 	pendingSets   []*pg.ResTarget
 	updateAlias   string
 	updateTargets []*pg.Node
+	// err: a name the proxy cannot resolve for sure (reported once the
+	// statement has been walked)
+	err error
 }
 
 // rel is one entry of a FROM list: a catalog relation, or a derived one
@@ -319,7 +347,19 @@ func (a *analyzer) relation(rv *pg.RangeVar) *catalog.Relation {
 	if rv == nil {
 		return nil
 	}
-	return a.cat.Lookup(rv.Schemaname, rv.Relname)
+	r, err := a.cat.Resolve(rv.Schemaname, rv.Relname)
+	if err != nil && a.err == nil {
+		a.err = &Refusal{Code: CodeRefused, Message: "pgcipher: " + err.Error(),
+			Hint: "Qualify the relation with its schema, or set search_path with SET or RESET."}
+	}
+	if rv.Schemaname == "" && a.cat.Temps[rv.Relname] && a.cat.Named(rv.Relname) {
+		// the session's temporary relation hides one with encrypted
+		// columns: name it so, so that the statement as sent cannot
+		// reach the other, whatever the proxy believes
+		rv.Schemaname = "pg_temp"
+		a.changed = true
+	}
+	return r
 }
 
 // fromItem adds a FROM-list item to sc.

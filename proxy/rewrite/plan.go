@@ -109,6 +109,10 @@ type Plan struct {
 	// Cacheable: the plan depends only on the SQL text and the catalog
 	// (no literal was encrypted into it).
 	Cacheable bool
+	// Names: what the statement does to the session's name resolution.
+	Names []NameChange
+	// Statements: how many statements the SQL holds (0: not parsed).
+	Statements int
 }
 
 // PostProcess reports whether result rows must be buffered or dropped.

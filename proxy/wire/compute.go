@@ -264,7 +264,7 @@ func (s *session) parseLock(name string, up *rewrite.UpdatePlan, oids []uint32) 
 		}
 	}
 	s.push(&expect{kind: kParse, quiet: true})
-	s.server.Send(&pgproto3.Parse{Name: name, Query: up.LockSQL, ParameterOIDs: lockOIDs})
+	s.sendServer(&pgproto3.Parse{Name: name, Query: up.LockSQL, ParameterOIDs: lockOIDs})
 }
 
 // clientParamValues reads the client's parameters that computed expressions use.
@@ -312,12 +312,12 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 	}
 	done := make(chan lockResult, 1)
 	s.push(&expect{kind: kBind, quiet: true})
-	s.server.Send(&pgproto3.Bind{DestinationPortal: lockPortal, PreparedStatement: r.lock,
+	s.sendServer(&pgproto3.Bind{DestinationPortal: lockPortal, PreparedStatement: r.lock,
 		Parameters: lockParams, ParameterFormatCodes: lockFormats})
 	s.push(&expect{kind: kLock, lock: done})
-	s.server.Send(&pgproto3.Execute{Portal: lockPortal})
-	s.server.Send(&pgproto3.Flush{})
-	if err := s.server.Flush(); err != nil {
+	s.sendServer(&pgproto3.Execute{Portal: lockPortal})
+	s.sendServer(&pgproto3.Flush{})
+	if err := s.flushServer(); err != nil {
 		return true, err
 	}
 	var res lockResult
@@ -336,12 +336,12 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 	}
 	if r.writeParse != nil {
 		s.push(&expect{kind: kParse, quiet: true})
-		s.server.Send(r.writeParse)
+		s.sendServer(r.writeParse)
 	}
 	s.push(&expect{kind: kWrite, writes: len(binds)})
 	for _, b := range binds {
-		s.server.Send(b)
-		s.server.Send(&pgproto3.Execute{Portal: writePortal})
+		s.sendServer(b)
+		s.sendServer(&pgproto3.Execute{Portal: writePortal})
 	}
 	return false, nil
 }

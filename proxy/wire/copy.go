@@ -136,8 +136,8 @@ func (c *copyStream) data(d []byte) error {
 		if len(out) == 0 {
 			return nil
 		}
-		c.s.server.Send(&pgproto3.CopyData{Data: out})
-		return c.s.server.Flush()
+		c.s.sendServer(&pgproto3.CopyData{Data: out})
+		return c.s.flushServer()
 	}
 	var out []byte
 	for {
@@ -157,8 +157,8 @@ func (c *copyStream) data(d []byte) error {
 	if len(out) == 0 {
 		return nil
 	}
-	c.s.server.Send(&pgproto3.CopyData{Data: out})
-	return c.s.server.Flush()
+	c.s.sendServer(&pgproto3.CopyData{Data: out})
+	return c.s.flushServer()
 }
 
 // done ends COPY FROM: a last row without a newline, then CopyDone.
@@ -174,10 +174,10 @@ func (c *copyStream) done() error {
 		if err != nil {
 			return c.fail(err)
 		}
-		c.s.server.Send(&pgproto3.CopyData{Data: enc})
+		c.s.sendServer(&pgproto3.CopyData{Data: enc})
 	}
-	c.s.server.Send(&pgproto3.CopyDone{})
-	return c.s.server.Flush()
+	c.s.sendServer(&pgproto3.CopyDone{})
+	return c.s.flushServer()
 }
 
 // fail stops the COPY: the server gets a CopyFail with a constant text
@@ -188,8 +188,8 @@ func (c *copyStream) fail(err error) error {
 		c.expect.refusedLater.Store(&rewrite.Refusal{Code: rewrite.CodeValue,
 			Message: "pgcipher: COPY data does not fit an encrypted column", Detail: err.Error()})
 	}
-	c.s.server.Send(&pgproto3.CopyFail{Message: "pgcipher: COPY data refused by the proxy"})
-	return c.s.server.Flush()
+	c.s.sendServer(&pgproto3.CopyFail{Message: "pgcipher: COPY data refused by the proxy"})
+	return c.s.flushServer()
 }
 
 // rowEnd returns the length of the first complete row of b (its newline

@@ -71,14 +71,15 @@ func runSession(t *testing.T, input []byte) []byte {
 	var mu sync.Mutex
 	go fakeServer(serverSide, &got, &mu)
 	srv := &Server{cfg: Config{Keys: keys}, catalogs: newCatalogCache()}
-	s := newSession(srv, pgproto3.NewBackend(clientProxy, clientProxy), pgproto3.NewFrontend(proxyServer, proxyServer), "fuzz")
+	s := newSession(srv, &conns{r: clientProxy, w: clientProxy}, &conns{r: proxyServer, w: proxyServer}, "fuzz", "fuzz")
+	s.names.reset("fuzz", "public")
 	s.setCatalog(cat)
 	s.catGen = srv.catalogs.gen.Load()
 	srv.catalogs.put("fuzz", cat, s.catGen)
 	// as run() does: the connection ends when either loop ends
 	clientDone, relayDone := make(chan struct{}), make(chan struct{})
 	go func() { s.relay(); close(relayDone) }()
-	go func() { s.clientLoop(); close(s.queue); close(clientDone) }()
+	go func() { s.clientLoop(); s.q.close(); close(clientDone) }()
 	go io.Copy(io.Discard, clientFuzz) // the client reads whatever comes back
 	clientFuzz.SetWriteDeadline(time.Now().Add(2 * time.Second))
 	clientFuzz.Write(input)

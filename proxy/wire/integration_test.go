@@ -69,7 +69,8 @@ func (e *env) startProxyTLS(t *testing.T, rec *syncBuffer, clientTLS *tls.Config
 	cfg, _ := pgconn.ParseConfig(e.upstream)
 	// the server only: user and database come from the client
 	srv, err := wire.NewServer(wire.Config{Upstream: fmt.Sprintf("host=%s port=%d", cfg.Host, cfg.Port), Keys: e.keys,
-		Record: rec, ClientTLS: clientTLS})
+		Catalog: fmt.Sprintf("host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User),
+		Record:  rec, ClientTLS: clientTLS})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 )
 
@@ -25,15 +24,9 @@ const (
 	kClose                // CloseComplete
 	kSync                 // ReadyForQuery
 	kRefused              // the error of the proxy's failing message
-	kInternal             // the proxy's own query
 	kLock                 // the rows an UPDATE locks and reads: DataRow* CommandComplete
 	kWrite                // its per-row write-backs: (BindComplete CommandComplete)×writes
 )
-
-type internalResult struct {
-	results []catalog.Result
-	err     error
-}
 
 // expect is what the server will answer to one message.
 type expect struct {
@@ -46,55 +39,48 @@ type expect struct {
 	objType      byte
 	st           *stmt
 	portal       *portal
-	internal2    bool // the proxy's own Describe after Parse: not relayed
-	internal     chan internalResult
-	quiet        bool            // the proxy's own Parse, Bind or Close: not relayed
-	lock         chan lockResult // kLock: where the locked rows go
-	locked       [][][]byte
-	writes       int   // kWrite: write-backs still to come
-	updated      int64 // kWrite: rows they updated
+	// quiet: the proxy's own message (a Describe after Parse, the Parse,
+	// Bind or Close of an UPDATE's statements): its answer is not relayed
+	quiet   bool
+	lock    chan lockResult // kLock: where the locked rows go
+	locked  [][][]byte
+	writes  int   // kWrite: write-backs still to come
+	updated int64 // kWrite: rows they updated
 
 	rows    *rowState
 	copyOut *copyStream
-	results []catalog.Result
-	err     error
 	failed  bool // a value did not decrypt: drop the rest of the result
 }
 
-func (s *session) send(m pgproto3.BackendMessage) { s.client.Send(m) }
+// send writes a message to the client: as it came from the server when
+// it is the message being relayed, unchanged.
+func (s *session) send(m pgproto3.BackendMessage) {
+	if m == s.fromServer.m {
+		s.clW.raw(s.fromServer.raw)
+		return
+	}
+	s.clW.send(m)
+}
+
+// serverMsg is the server message being relayed.
+type serverMsg struct {
+	typ byte
+	raw []byte
+	m   pgproto3.BackendMessage
+}
 
 func (s *session) relay() error {
 	defer close(s.relayEnded) // the client loop may wait for a lock's rows
 	var cur *expect
 	for {
-		m, err := s.server.Receive()
+		typ, raw, err := s.up.next()
 		if err != nil {
 			return err
 		}
 		s.clientMu.Lock()
-		switch m.(type) {
-		case *pgproto3.NoticeResponse, *pgproto3.NotificationResponse, *pgproto3.ParameterStatus:
-			if cur == nil || cur.kind != kInternal {
-				s.send(m)
-			}
-		default:
-			if cur == nil {
-				if cur = <-s.queue; cur == nil {
-					err = errClientGone
-					break
-				}
-			}
-			var done bool
-			done, cur, err = s.process(cur, m)
-			if done {
-				cur = nil
-			}
-			if cur == nil && err == nil && !done {
-				err = errClientGone
-			}
-		}
-		if err == nil && s.server.ReadBufferLen() == 0 {
-			err = s.client.Flush()
+		cur, err = s.relayOne(cur, typ, raw)
+		if err == nil && s.up.buffered() == 0 {
+			err = s.clW.flush()
 		}
 		s.clientMu.Unlock()
 		if err != nil {
@@ -103,22 +89,53 @@ func (s *session) relay() error {
 	}
 }
 
-// skipToSync drops the expectations of a batch after an error, as the
-// server skips the messages; it returns the Sync's (nil when the client
-// loop has ended).
-func (s *session) skipToSync() *expect {
+// relayOne handles one server message for expectation cur (nil: none
+// current yet) and returns the expectation now current.
+func (s *session) relayOne(cur *expect, typ byte, raw []byte) (*expect, error) {
+	switch typ {
+	case 'N', 'A', 'S':
+		// notices, notifications and parameter changes: relayed as
+		// they come, whatever is pending
+		return cur, s.clW.raw(raw)
+	case 'E':
+		s.rolledBack.Store(true)
+	case 'C':
+		if bytes.HasPrefix(raw[5:], []byte("ROLLBACK")) {
+			s.rolledBack.Store(true)
+		}
+	}
+	if cur == nil {
+		if cur = s.q.pop(); cur == nil {
+			// nothing asked: a FATAL before the server closes, or an
+			// error it sends on its own
+			return nil, s.clW.raw(raw)
+		}
+	}
+	m, err := decodeBackend(typ, raw[5:])
+	if err != nil {
+		// a message pgproto3 cannot decode (a ParameterDescription of
+		// more than 65535 parameters): nothing to rewrite in it
+		s.srv.cfg.Log.Debug("relaying a message as it came", "err", err)
+		return cur, s.clW.raw(raw)
+	}
+	s.fromServer = serverMsg{typ: typ, raw: raw, m: m}
+	done, next := s.process(cur, m)
+	s.fromServer = serverMsg{}
+	if done {
+		return nil, nil
+	}
+	return next, nil
+}
+
+// popUntilSync drops the expectations of a batch the relay stopped
+// answering; the server has sent ReadyForQuery, so the Sync is queued.
+func (s *session) popUntilSync() *expect {
 	for {
-		e := <-s.queue
+		e := s.q.pop()
 		if e == nil || e.kind == kSync {
 			return e
 		}
-		if e.kind == kInternal {
-			// cannot happen inside a batch; answer it rather than hang
-			e.internal <- internalResult{err: errRefusedInternal}
-		}
-		if e.lock != nil {
-			e.lock <- lockResult{err: errSkipped} // the client loop waits for it
-		}
+		e.skipped()
 	}
 }
 
@@ -127,9 +144,8 @@ type relayError string
 func (e relayError) Error() string { return string(e) }
 
 const (
-	errRefusedInternal = relayError("wire: internal query inside a batch")
-	errClientGone      = relayError("wire: the client loop has ended")
-	errSkipped         = relayError("wire: skipped after an error")
+	errClientGone = relayError("wire: the client loop has ended")
+	errSkipped    = relayError("wire: skipped after an error")
 )
 
 func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
@@ -138,11 +154,8 @@ func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
 }
 
 // process handles message m for expectation e; it returns whether e is
-// complete and the expectation now current (a batch error skips ahead).
-func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, error) {
-	if e.kind == kInternal {
-		return s.internalMessage(e, m), e, nil
-	}
+// complete and the expectation now current.
+func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect) {
 	if er, ok := m.(*pgproto3.ErrorResponse); ok {
 		switch {
 		case e.refused != nil:
@@ -158,20 +171,21 @@ func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, 
 			e.lock <- lockResult{err: errSkipped}
 		}
 		if e.kind == kQuery || e.kind == kSync {
-			return false, e, nil
+			return false, e
 		}
-		return false, s.skipToSync(), nil
+		// the server skips the rest of the batch: so do the
+		// expectations; the next message is the Sync's ReadyForQuery
+		s.q.failBatch()
+		return true, nil
 	}
 	if rfq, ok := m.(*pgproto3.ReadyForQuery); ok {
 		s.txStatus.Store(uint32(rfq.TxStatus))
 		if e.kind != kQuery && e.kind != kSync {
 			// a failed result made the relay drop the rest of a batch
-			if e = s.skipToSync(); e == nil {
-				return false, nil, errClientGone
-			}
+			s.popUntilSync()
 		}
 		s.send(rfq)
-		return true, e, nil
+		return true, nil
 	}
 	if e.failed {
 		// a value did not decrypt and the client got an error: in a
@@ -185,48 +199,26 @@ func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect, 
 				e.failed = false
 			}
 		}
-		return false, e, nil
+		return false, e
 	}
 	switch e.kind {
 	case kQuery:
-		return false, e, s.queryMessage(e, m)
+		s.queryMessage(e, m)
+		return false, e
 	case kDescribe:
-		return s.describeMessage(e, m), e, nil
+		return s.describeMessage(e, m), e
 	case kExecute:
-		return s.executeMessage(e, m), e, nil
+		return s.executeMessage(e, m), e
 	case kLock:
-		return s.lockMessage(e, m), e, nil
+		return s.lockMessage(e, m), e
 	case kWrite:
-		return s.writeMessage(e, m), e, nil
+		return s.writeMessage(e, m), e
 	}
 	// ParseComplete, BindComplete, CloseComplete
 	if !e.quiet {
 		s.send(m)
 	}
-	return true, e, nil
-}
-
-func (s *session) internalMessage(e *expect, m pgproto3.BackendMessage) bool {
-	switch m := m.(type) {
-	case *pgproto3.RowDescription:
-		e.results = append(e.results, catalog.Result{})
-	case *pgproto3.DataRow:
-		row := make([][]byte, len(m.Values))
-		for i, v := range m.Values {
-			if v != nil {
-				row[i] = bytes.Clone(v)
-			}
-		}
-		r := &e.results[len(e.results)-1]
-		r.Rows = append(r.Rows, row)
-	case *pgproto3.ErrorResponse:
-		e.err = relayError("wire: " + m.Message)
-	case *pgproto3.ReadyForQuery:
-		s.txStatus.Store(uint32(m.TxStatus))
-		e.internal <- internalResult{results: e.results, err: e.err}
-		return true
-	}
-	return false
+	return true, e
 }
 
 // fail reports a value that does not decrypt and drops the rest of the
@@ -237,7 +229,7 @@ func (s *session) fail(e *expect, err error) {
 	e.rows = nil
 }
 
-func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
+func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) {
 	switch m := m.(type) {
 	case *pgproto3.RowDescription:
 		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil)
@@ -245,7 +237,7 @@ func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
 	case *pgproto3.DataRow:
 		if e.rows == nil {
 			s.send(m)
-			return nil
+			return
 		}
 		if err := e.rows.row(m); err != nil {
 			s.fail(e, err)
@@ -267,22 +259,21 @@ func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) error {
 			out, err := e.copyOut.decryptRow(m.Data)
 			if err != nil {
 				s.fail(e, err)
-				return nil
+				return
 			}
 			s.send(&pgproto3.CopyData{Data: out})
-			return nil
+			return
 		}
 		s.send(m)
 	default:
 		s.send(m)
 	}
-	return nil
 }
 
 func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.ParameterDescription:
-		if !e.internal2 {
+		if !e.quiet {
 			s.send(s.clientParams(e.st, m))
 		}
 		return false
@@ -298,7 +289,7 @@ func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 		default:
 			sh = s.shapeOf(nil, m)
 		}
-		if !e.internal2 {
+		if !e.quiet {
 			var formats []int16
 			if e.portal != nil {
 				formats = e.portal.formats
@@ -310,7 +301,7 @@ func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 		if e.objType == 'S' && e.st != nil {
 			e.st.desc, e.st.shape = nil, nil
 		}
-		if !e.internal2 {
+		if !e.quiet {
 			s.send(m)
 		}
 		return true

@@ -157,6 +157,9 @@ func (sh *shape) description(d *pgproto3.RowDescription, formats []int16) *pgpro
 	if sh.compute != nil {
 		return sh.computeDescription(d, formats)
 	}
+	if sh.plain && sh.visible == len(d.Fields) {
+		return d // relayed as it came
+	}
 	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, sh.visible)}
 	for i := 0; i < sh.visible; i++ {
 		f := d.Fields[i]

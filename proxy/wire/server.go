@@ -31,6 +31,11 @@ type Config struct {
 	Keys     *catalog.Keys
 	// ClientTLS, if set, is offered to clients that ask for TLS.
 	ClientTLS *tls.Config
+	// Catalog is a libpq connection string for the proxy's own
+	// connections, on which it reads each database's encrypted-column
+	// catalog ("": Upstream); the database is each client's, and so is
+	// the user unless the string names one.
+	Catalog string
 	// Record, if set, receives a copy of every byte sent to the server
 	// (test mode: proves what the server saw).
 	Record io.Writer
@@ -45,6 +50,11 @@ type Server struct {
 	setDB    bool
 	catalogs *catalogCache
 	recordMu sync.Mutex
+	// the catalog connections' configuration, and whether it names the
+	// user (otherwise each client's user reads its database's catalog)
+	catalogCfg   *pgconn.Config
+	catalogUser  bool
+	catalogConns *catalogConns
 }
 
 // NewServer checks cfg.
@@ -58,6 +68,15 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, upstream: up, catalogs: newCatalogCache()}
 	s.setUser, s.setDB = namesUserAndDB(cfg.Upstream)
+	catStr := cfg.Catalog
+	if catStr == "" {
+		catStr = cfg.Upstream
+	}
+	if s.catalogCfg, err = pgconn.ParseConfig(catStr); err != nil {
+		return nil, fmt.Errorf("wire: catalog connection %q: %w", catStr, err)
+	}
+	s.catalogUser, _ = namesUserAndDB(catStr)
+	s.catalogConns = &catalogConns{srv: s, conns: map[string]*pgconn.PgConn{}}
 	return s, nil
 }
 
@@ -176,15 +195,17 @@ func (s *Server) serveConn(c net.Conn) error {
 		w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
 	}
 	f := pgproto3.NewFrontend(server, w)
-	f.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: params})
+	// the client's protocol version: the server negotiates it with the
+	// client (NegotiateProtocolVersion is relayed)
+	f.Send(&pgproto3.StartupMessage{ProtocolVersion: startup.ProtocolVersion, Parameters: params})
 	if err := f.Flush(); err != nil {
 		return err
 	}
 	if err := s.authenticate(b, f); err != nil {
 		return err
 	}
-	sess := newSession(s, b, f, params["database"])
-	return sess.run()
+	sess := newSession(s, &conns{r: client, w: client}, &conns{r: server, w: w}, params["database"], params["user"])
+	return sess.run(params)
 }
 
 // recorder copies what is written to the server (test mode).

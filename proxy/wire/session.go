@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -73,16 +74,29 @@ type portal struct {
 }
 
 type session struct {
-	srv    *Server
-	client *pgproto3.Backend
-	server *pgproto3.Frontend
-	db     string
+	srv  *Server
+	db   string
+	user string
 
-	// cat is the client loop's catalog; the relay reads catPtr (the
+	// the client's and the server's connections, message by message
+	cl  *frameReader
+	clW *frameWriter
+	up  *frameReader
+	upW *frameWriter
+	// the message being relayed in each direction, sent on as it came
+	// when unchanged
+	fromClient pgproto3.FrontendMessage
+	clientRaw  []byte
+	fromServer serverMsg
+
+	// shared: the database's catalog; cat: as this session sees it (its
+	// search path and temporary relations).  The relay reads catPtr (the
 	// client loop may reload while the relay still answers a pipeline)
+	shared *catalog.Catalog
 	cat    *catalog.Catalog
 	catPtr atomic.Pointer[catalog.Catalog]
 	catGen uint64
+	names  names // the session's search path and temporary relations
 	// the relay's index of columns by ciphertext header
 	cands    map[colcrypt.Header][]*colcrypt.Column
 	candsCat *catalog.Catalog
@@ -92,11 +106,14 @@ type session struct {
 	portals map[string]*portal
 	plans   map[string]*rewrite.Plan // cacheable plans by SQL text
 
-	queue    chan *expect
+	q        queue
 	txStatus atomic.Uint32 // the server's last ReadyForQuery status
-	inBatch  bool          // extended-protocol messages since the last Sync
-	skipping bool          // refused in a batch: drop messages until Sync
-	copyIn   *copyStream   // COPY FROM STDIN in progress
+	// rolledBack: the relay saw an error or a ROLLBACK since the client
+	// loop last settled the session's names
+	rolledBack atomic.Bool
+	inBatch    bool        // extended-protocol messages since the last Sync
+	skipping   bool        // refused in a batch: drop messages until Sync
+	copyIn     *copyStream // COPY FROM STDIN in progress
 	// dropCopy: the last simple query was refused; COPY data that a
 	// client streams without waiting for CopyInResponse is dropped
 	dropCopy bool
@@ -106,24 +123,41 @@ type session struct {
 	clientMu   sync.Mutex // writes to the client: the relay's, and the startup's last
 }
 
-func newSession(srv *Server, b *pgproto3.Backend, f *pgproto3.Frontend, db string) *session {
-	s := &session{srv: srv, client: b, server: f, db: db,
+func newSession(srv *Server, client, server *conns, db, user string) *session {
+	s := &session{srv: srv, db: db, user: user,
+		cl: newFrameReader(client.r), clW: newFrameWriter(client.w),
+		up: newFrameReader(server.r), upW: newFrameWriter(server.w),
 		stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{},
-		queue: make(chan *expect, 4096), relayErr: make(chan error, 1), relayEnded: make(chan struct{})}
+		relayErr: make(chan error, 1), relayEnded: make(chan struct{})}
 	s.txStatus.Store('I')
 	return s
 }
 
-func (s *session) run() error {
-	go func() { s.relayErr <- s.relay() }()
-	if err := s.loadCatalog(); err != nil {
-		return fatal(s.client, "58000", "pgcipher-proxy: cannot read the encrypted-column catalog: "+err.Error())
+// conns is one side's connection: where to read and where to write.
+type conns struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (s *session) run(params map[string]string) error {
+	path, err := s.srv.catalogConns.defaultSearchPath(s.db, s.user, params)
+	if err == nil {
+		s.names.reset(s.user, path)
+		err = s.loadCatalog()
 	}
+	if err != nil {
+		s.clW.send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "58000",
+			Message: "pgcipher-proxy: cannot read the encrypted-column catalog: " + err.Error(),
+			Hint:    "The proxy reads it on a connection of its own (pgcipher-proxy --catalog)."})
+		s.clW.flush()
+		return err
+	}
+	go func() { s.relayErr <- s.relay() }()
 	// the ReadyForQuery that ended authentication; nothing is pending,
 	// so only the relay's asynchronous messages can race with it
 	s.clientMu.Lock()
-	s.client.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-	err := s.client.Flush()
+	s.clW.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	err = s.clW.flush()
 	s.clientMu.Unlock()
 	if err != nil {
 		return err
@@ -131,7 +165,7 @@ func (s *session) run() error {
 	errc := make(chan error, 1)
 	go func() {
 		err := s.clientLoop()
-		close(s.queue) // only this loop pushes: the relay must not wait on it now
+		s.q.close()
 		errc <- err
 	}()
 	select {
@@ -142,32 +176,40 @@ func (s *session) run() error {
 	}
 }
 
-func (s *session) push(e *expect) { s.queue <- e }
+// push queues the expectation of a message about to be sent; false: the
+// server will skip the message (its batch has failed).
+func (s *session) push(e *expect) bool { return s.q.push(e) }
+
+// sendServer writes a message to the server: as the client sent it when
+// it is the client's message, unchanged.
+func (s *session) sendServer(m pgproto3.FrontendMessage) {
+	if m == s.fromClient && s.clientRaw != nil {
+		s.upW.raw(s.clientRaw)
+		return
+	}
+	s.upW.send(m)
+}
+
+func (s *session) flushServer() error { return s.upW.flush() }
 
 func (s *session) setCatalog(c *catalog.Catalog) {
-	if c != s.cat {
+	if c != s.shared {
 		// plans name the columns and keys of the catalog they were made with
 		s.plans = map[string]*rewrite.Plan{}
 	}
-	s.cat = c
-	s.catPtr.Store(c)
+	s.shared = c
+	s.applyNames()
+}
+
+// applyNames makes the session's view of the catalog after a change of
+// the catalog or of the session's names.
+func (s *session) applyNames() {
+	s.cat = s.shared.ForSession(s.names.session())
+	s.catPtr.Store(s.cat)
 }
 
 // catalog is the relay's view of the catalog.
 func (s *session) catalog() *catalog.Catalog { return s.catPtr.Load() }
-
-// SimpleQuery runs one of the proxy's own queries on the connection, at
-// a point where no client message is pending (catalog.Querier).
-func (s *session) SimpleQuery(sql string) ([]catalog.Result, error) {
-	done := make(chan internalResult, 1)
-	s.push(&expect{kind: kInternal, internal: done})
-	s.server.Send(&pgproto3.Query{String: sql})
-	if err := s.server.Flush(); err != nil {
-		return nil, err
-	}
-	r := <-done
-	return r.results, r.err
-}
 
 // loadCatalog takes the database's cached catalog or reads it.
 func (s *session) loadCatalog() error {
@@ -177,7 +219,7 @@ func (s *session) loadCatalog() error {
 		return nil
 	}
 	gen := s.srv.catalogs.gen.Load()
-	cat, err := catalog.Load(s)
+	cat, err := s.srv.catalogConns.loadCatalog(s.db, s.user)
 	if err != nil {
 		return err
 	}
@@ -188,12 +230,15 @@ func (s *session) loadCatalog() error {
 }
 
 // refresh reloads the catalog before a statement when it may have
-// changed; a failed reload (an aborted transaction) keeps the old one.
+// changed (it is read on the proxy's own connection, which sees what
+// was committed); a failed reload keeps the old one.
 func (s *session) refresh() {
-	if s.inBatch || s.txStatus.Load() == 'E' {
+	if !s.stale && s.catGen == s.srv.catalogs.gen.Load() {
 		return
 	}
-	if !s.stale && s.catGen == s.srv.catalogs.gen.Load() {
+	if s.txStatus.Load() != 'I' || s.inBatch {
+		// inside a transaction the change is not committed yet: the
+		// next statement outside one reloads
 		return
 	}
 	if err := s.loadCatalog(); err != nil {
@@ -242,10 +287,25 @@ const refusedName = "pgcipher: statement refused by the proxy"
 
 func (s *session) clientLoop() error {
 	for {
-		m, err := s.client.Receive()
+		typ, raw, err := s.cl.next()
 		if err != nil {
 			return err
 		}
+		if typ == 'd' && s.copyIn == nil {
+			// COPY data not to encrypt: relayed without decoding
+			if !s.dropCopy && !s.skipping {
+				s.upW.raw(raw)
+			}
+			if err := s.flushIfIdle(); err != nil {
+				return err
+			}
+			continue
+		}
+		m, err := decodeFrontend(typ, raw[5:])
+		if err != nil {
+			return err
+		}
+		s.fromClient, s.clientRaw = m, raw
 		if s.skipping {
 			if _, ok := m.(*pgproto3.Sync); !ok {
 				if _, ok := m.(*pgproto3.Terminate); !ok {
@@ -254,10 +314,26 @@ func (s *session) clientLoop() error {
 			}
 			s.skipping = false
 		}
-		if err := s.handle(m); err != nil {
+		err = s.handle(m)
+		s.fromClient, s.clientRaw = nil, nil
+		if err != nil {
+			return err
+		}
+		if err := s.flushIfIdle(); err != nil {
 			return err
 		}
 	}
+}
+
+// flushIfIdle sends the server what is buffered once the client has
+// nothing more in flight: every message reaches the server as soon as
+// the client has sent it (a statement_timeout between Parse and Sync
+// fires as it would without the proxy).
+func (s *session) flushIfIdle() error {
+	if s.cl.buffered() > 0 {
+		return nil
+	}
+	return s.flushServer()
 }
 
 func (s *session) handle(m pgproto3.FrontendMessage) error {
@@ -277,10 +353,13 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			e.portal = p
 		}
 		s.push(e)
-		s.server.Send(m)
+		s.sendServer(m)
 	case *pgproto3.Execute:
 		s.inBatch = true
 		p := s.portals[m.Portal]
+		if p != nil {
+			s.applyNameChanges(p.st.plan, false)
+		}
 		if p != nil && p.st.plan.Update != nil {
 			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.name, write: p.st.name,
 				bound: p.bound, params: p.params})
@@ -294,7 +373,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			m = &pgproto3.Execute{Portal: m.Portal}
 		}
 		s.push(&expect{kind: kExecute, portal: p})
-		s.server.Send(m)
+		s.sendServer(m)
 	case *pgproto3.Close:
 		s.inBatch = true
 		if m.ObjectType == 'S' {
@@ -303,15 +382,15 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			delete(s.portals, m.Name)
 		}
 		s.push(&expect{kind: kClose})
-		s.server.Send(m)
+		s.sendServer(m)
 	case *pgproto3.Sync:
 		s.inBatch = false
 		s.push(&expect{kind: kSync})
-		s.server.Send(m)
-		return s.server.Flush()
+		s.sendServer(m)
+		return s.flushServer()
 	case *pgproto3.Flush:
-		s.server.Send(m)
-		return s.server.Flush()
+		s.sendServer(m)
+		return s.flushServer()
 	case *pgproto3.CopyData:
 		if s.copyIn != nil {
 			return s.copyIn.data(m.Data)
@@ -319,8 +398,8 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if s.dropCopy {
 			return nil // data of a refused COPY: never sent
 		}
-		s.server.Send(m)
-		return s.server.Flush()
+		s.sendServer(m)
+		return s.flushServer()
 	case *pgproto3.CopyDone:
 		if s.copyIn != nil {
 			c := s.copyIn
@@ -330,22 +409,22 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if s.dropCopy {
 			return nil
 		}
-		s.server.Send(m)
-		return s.server.Flush()
+		s.sendServer(m)
+		return s.flushServer()
 	case *pgproto3.CopyFail:
 		if s.copyIn == nil && s.dropCopy {
 			return nil
 		}
 		s.copyIn = nil
-		s.server.Send(m)
-		return s.server.Flush()
+		s.sendServer(m)
+		return s.flushServer()
 	case *pgproto3.FunctionCall:
 		s.push(&expect{kind: kQuery, plan: &rewrite.Plan{}})
-		s.server.Send(m)
-		return s.server.Flush()
+		s.sendServer(m)
+		return s.flushServer()
 	case *pgproto3.Terminate:
-		s.server.Send(m)
-		s.server.Flush()
+		s.sendServer(m)
+		s.flushServer()
 		return errTerminated
 	default:
 		return fmt.Errorf("wire: unexpected client message %T", m)
@@ -355,20 +434,60 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 
 var errTerminated = errors.New("wire: client terminated")
 
-func (s *session) query(m *pgproto3.Query) error {
-	s.copyIn = nil
-	s.dropCopy = false
+// prepare analyses a statement the client sent (Query or Parse), with
+// the catalog and the session's names brought up to date first.
+func (s *session) prepare(sql string) (*rewrite.Plan, error) {
+	if s.txStatus.Load() == 'I' && !s.inBatch && s.q.empty() {
+		// nothing pending: what the server did is known
+		if s.names.settle(s.rolledBack.Swap(false)) {
+			s.namesChanged()
+		}
+	}
 	s.refresh()
-	p, err := s.analyze(m.String)
+	p, err := s.analyze(sql)
 	if err != nil {
-		s.dropCopy = true
-		s.push(&expect{kind: kQuery, refused: refusal(err), plan: &rewrite.Plan{}})
-		s.server.Send(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
-		return s.server.Flush()
+		return nil, err
+	}
+	if p.Reload && p.Parsed && (s.txStatus.Load() != 'I' || s.inBatch) {
+		// the proxy reads the catalog on its own connection, which sees
+		// committed changes only
+		return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
+			Message: "pgcipher: statements that create or change encrypted columns must run outside a transaction block",
+			Hint:    "Run this statement on its own (autocommit), then the statements that use it: the proxy learns encrypted columns once they are committed."}
 	}
 	if p.Reload {
 		s.changed()
 	}
+	return p, nil
+}
+
+// applyNames records a statement's changes to name resolution as it is
+// sent to the server.
+func (s *session) applyNameChanges(p *rewrite.Plan, single bool) {
+	settled := single && s.txStatus.Load() == 'I' && !s.inBatch && s.q.empty()
+	if s.names.apply(p.Names, settled) {
+		s.namesChanged()
+	}
+}
+
+// namesChanged: the session's name resolution changed; plans made with
+// the old one go.
+func (s *session) namesChanged() {
+	s.plans = map[string]*rewrite.Plan{}
+	s.applyNames()
+}
+
+func (s *session) query(m *pgproto3.Query) error {
+	s.copyIn = nil
+	s.dropCopy = false
+	p, err := s.prepare(m.String)
+	if err != nil {
+		s.dropCopy = true
+		s.push(&expect{kind: kQuery, refused: refusal(err), plan: &rewrite.Plan{}})
+		s.sendServer(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
+		return s.flushServer()
+	}
+	s.applyNameChanges(p, p.Statements <= 1)
 	if p.Update != nil {
 		return s.simpleUpdate(p)
 	}
@@ -379,11 +498,11 @@ func (s *session) query(m *pgproto3.Query) error {
 	}
 	s.push(e)
 	if p.SQL == m.String {
-		s.server.Send(m)
+		s.sendServer(m)
 	} else {
-		s.server.Send(&pgproto3.Query{String: p.SQL})
+		s.sendServer(&pgproto3.Query{String: p.SQL})
 	}
-	return s.server.Flush()
+	return s.flushServer()
 }
 
 // refuseInBatch answers a refused extended-protocol message: the server
@@ -392,14 +511,13 @@ func (s *session) query(m *pgproto3.Query) error {
 // rest of the batch is dropped.
 func (s *session) refuseInBatch(r *rewrite.Refusal) {
 	s.push(&expect{kind: kRefused, refused: r})
-	s.server.Send(&pgproto3.Describe{ObjectType: 'S', Name: refusedName})
+	s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: refusedName})
 	s.skipping = true
 }
 
 func (s *session) parse(m *pgproto3.Parse) error {
-	s.refresh()
 	s.inBatch = true
-	p, err := s.analyze(m.Query)
+	p, err := s.prepare(m.Query)
 	if err == nil && p.Copy != nil {
 		err = &rewrite.Refusal{Code: rewrite.CodeRefused,
 			Message: "pgcipher: COPY of relations with encrypted columns needs the simple query protocol",
@@ -408,9 +526,6 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	if err != nil {
 		s.refuseInBatch(refusal(err))
 		return nil
-	}
-	if p.Reload {
-		s.changed()
 	}
 	st := &stmt{name: m.Name, plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
 	s.stmts[m.Name] = st
@@ -432,17 +547,17 @@ func (s *session) parse(m *pgproto3.Parse) error {
 		oids = updateOIDs(up, oids)
 	}
 	s.push(&expect{kind: kParse})
-	s.server.Send(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
+	s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
 	if up := p.Update; up != nil {
 		s.push(&expect{kind: kClose, quiet: true})
-		s.server.Send(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
+		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
 		s.parseLock(lockPrefix+m.Name, up, oids)
 	}
 	if s.cat.HasEncryption() {
 		// learn the result's types now: later Executes may come without
 		// a Describe
-		s.push(&expect{kind: kDescribe, objType: 'S', st: st, internal2: true})
-		s.server.Send(&pgproto3.Describe{ObjectType: 'S', Name: m.Name})
+		s.push(&expect{kind: kDescribe, objType: 'S', st: st, quiet: true})
+		s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: m.Name})
 	}
 	return nil
 }
@@ -454,6 +569,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		// the client formats the fields it sees; the hidden ones come as text
 		for i := 0; i < st.plan.Hidden; i++ {
 			m.ResultFormatCodes = append(m.ResultFormatCodes, 0)
+			s.clientRaw = nil // changed: encoded again
 		}
 	}
 	if st != nil && st.plan.Update != nil {
@@ -462,13 +578,14 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	clientFormats := append([]int16(nil), m.ResultFormatCodes...)
 	if st != nil && st.plan.Compute != nil {
 		m.ResultFormatCodes, _ = computeFormats(st.plan.Compute, m.ResultFormatCodes)
+		s.clientRaw = nil
 	}
 	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {
 		if st != nil {
 			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats}
 		}
 		s.push(&expect{kind: kBind})
-		s.server.Send(m)
+		s.sendServer(m)
 		return nil
 	}
 	out, patterns, err := encryptParams(st, m)
@@ -478,7 +595,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	}
 	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns}
 	s.push(&expect{kind: kBind})
-	s.server.Send(out)
+	s.sendServer(out)
 	return nil
 }
 
@@ -525,7 +642,7 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 	}
 	s.portals[m.DestinationPortal] = &portal{st: st, bound: b, params: params}
 	s.push(&expect{kind: kBind})
-	s.server.Send(b)
+	s.sendServer(b)
 	return nil
 }
 
@@ -535,7 +652,7 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 func (s *session) simpleUpdate(p *rewrite.Plan) error {
 	up := p.Update
 	s.push(&expect{kind: kParse, quiet: true})
-	s.server.Send(&pgproto3.Parse{Query: up.LockSQL})
+	s.sendServer(&pgproto3.Parse{Query: up.LockSQL})
 	r := &rmw{plan: p, bound: &pgproto3.Bind{},
 		writeParse: &pgproto3.Parse{Query: p.SQL, ParameterOIDs: updateOIDs(up, nil)}}
 	_, err := s.runUpdate(r)
@@ -544,6 +661,6 @@ func (s *session) simpleUpdate(p *rewrite.Plan) error {
 		return err
 	}
 	s.push(&expect{kind: kSync})
-	s.server.Send(&pgproto3.Sync{})
-	return s.server.Flush()
+	s.sendServer(&pgproto3.Sync{})
+	return s.flushServer()
 }

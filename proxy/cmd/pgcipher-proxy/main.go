@@ -27,6 +27,9 @@ const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--c
   --listen HOST:PORT     where clients connect (default 127.0.0.1:6432)
   --upstream CONNINFO    the server: a libpq connection string or URL; user and
                          database come from each client unless it sets them
+  --catalog CONNINFO     the proxy's own connections, on which it reads each
+                         database's encrypted columns (default: --upstream, with
+                         each client's user unless CONNINFO names one)
   --cmk-file F           file holding the column master key (pgcipher-keys new-cmk)
   --cmk-command C        command printing it (sh -c, 30 s limit)
   --cmk-name NAME        name of the CMK, wrapped into column keys (default main)
@@ -38,7 +41,7 @@ const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--c
 `
 
 type settings struct {
-	listen, upstream, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, logLevel, record, pprof string
+	listen, upstream, catalog, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, logLevel, record, pprof string
 }
 
 func main() {
@@ -57,7 +60,7 @@ func parse(args []string) (*settings, error) {
 	fs := flag.NewFlagSet("pgcipher-proxy", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	config := fs.String("config", "", "")
-	vars := map[string]*string{"listen": &st.listen, "upstream": &st.upstream, "cmk-file": &st.cmkFile,
+	vars := map[string]*string{"listen": &st.listen, "upstream": &st.upstream, "catalog": &st.catalog, "cmk-file": &st.cmkFile,
 		"cmk-command": &st.cmkCommand, "cmk-name": &st.cmkName, "tls-cert": &st.tlsCert, "tls-key": &st.tlsKey,
 		"log-level": &st.logLevel, "record": &st.record, "pprof": &st.pprof}
 	for name, p := range vars {
@@ -137,7 +140,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := wire.Config{Upstream: st.upstream, Keys: catalog.NewKeys(cmk, st.cmkName), Log: log}
+	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: catalog.NewKeys(cmk, st.cmkName), Log: log}
 	if st.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(st.tlsCert, st.tlsKey)
 		if err != nil {

@@ -1,0 +1,170 @@
+// What a statement does to the session's name resolution: its search
+// path, its role (which "$user" in the path names) and its temporary
+// relations.  The wire package keeps that state per session (design
+// 15.10); the analysis only reports the changes it finds.
+
+package rewrite
+
+import (
+	"regexp"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+)
+
+// NameChangeKind says what a NameChange does.
+type NameChangeKind int
+
+const (
+	// SetPath: search_path is set to Value (Local: until the end of
+	// the transaction).
+	SetPath NameChangeKind = iota + 1
+	// ResetPath: search_path returns to the session's default.
+	ResetPath
+	// UnknownPath: search_path changed in a way the proxy does not
+	// follow (SET ... FROM CURRENT, set_config with a computed value).
+	UnknownPath
+	// SetRole: the current user is Value ("" for the session user).
+	SetRole
+	// CreateTemp: a temporary relation named Value was created
+	// (OnCommitDrop: it goes at the end of the transaction).
+	CreateTemp
+	// DropName: relations named Value were dropped by an unqualified
+	// name (a temporary one first).
+	DropName
+	// DiscardTemp: every temporary relation was dropped.
+	DiscardTemp
+	// DiscardAll: DISCARD ALL (temporary relations, search path, role).
+	DiscardAll
+)
+
+// NameChange is one change of the session's name resolution.
+type NameChange struct {
+	Kind         NameChangeKind
+	Value        string
+	Local        bool
+	OnCommitDrop bool
+}
+
+// sessionWords is the cheap test for statements that may change name
+// resolution and do not name an encrypted relation.
+var sessionWords = regexp.MustCompile(`(?i)search_path|temp|discard|role|authoriz|reset|drop`)
+
+// setConfigPath matches set_config('search_path', '<value>', true|false).
+var setConfigPath = regexp.MustCompile(`(?is)set_config\s*\(\s*'search_path'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
+
+// nameChanges lists what the statements of tree do to name resolution.
+func nameChanges(sql string, tree *pg.ParseResult) []NameChange {
+	var out []NameChange
+	low := strings.ToLower(sql)
+	if strings.Contains(low, "set_config") && strings.Contains(low, "search_path") {
+		if m := setConfigPath.FindStringSubmatch(sql); m != nil && len(setConfigPath.FindAllString(sql, -1)) == 1 {
+			out = append(out, NameChange{Kind: SetPath, Value: strings.ReplaceAll(m[1], "''", "'"),
+				Local: strings.EqualFold(m[2], "true")})
+		} else {
+			out = append(out, NameChange{Kind: UnknownPath})
+		}
+	}
+	for _, raw := range tree.Stmts {
+		out = append(out, stmtNameChanges(raw.Stmt)...)
+	}
+	return out
+}
+
+func stmtNameChanges(n *pg.Node) []NameChange {
+	temp := func(rv *pg.RangeVar, onCommit pg.OnCommitAction) []NameChange {
+		if rv == nil || (rv.Relpersistence != "t" && rv.Schemaname != "pg_temp") {
+			return nil
+		}
+		return []NameChange{{Kind: CreateTemp, Value: rv.Relname, OnCommitDrop: onCommit == pg.OnCommitAction_ONCOMMIT_DROP}}
+	}
+	switch {
+	case n.GetVariableSetStmt() != nil:
+		return variableSet(n.GetVariableSetStmt())
+	case n.GetCreateStmt() != nil:
+		return temp(n.GetCreateStmt().Relation, n.GetCreateStmt().Oncommit)
+	case n.GetCreateTableAsStmt() != nil && n.GetCreateTableAsStmt().Into != nil:
+		into := n.GetCreateTableAsStmt().Into
+		return temp(into.Rel, into.OnCommit)
+	case n.GetSelectStmt() != nil && n.GetSelectStmt().IntoClause != nil:
+		into := n.GetSelectStmt().IntoClause
+		return temp(into.Rel, into.OnCommit)
+	case n.GetViewStmt() != nil:
+		return temp(n.GetViewStmt().View, pg.OnCommitAction_ONCOMMIT_NOOP)
+	case n.GetCreateSeqStmt() != nil:
+		return temp(n.GetCreateSeqStmt().Sequence, pg.OnCommitAction_ONCOMMIT_NOOP)
+	case n.GetDropStmt() != nil:
+		var out []NameChange
+		for _, o := range n.GetDropStmt().Objects {
+			items := o.GetList().GetItems()
+			if len(items) == 1 && items[0].GetString_() != nil {
+				out = append(out, NameChange{Kind: DropName, Value: items[0].GetString_().Sval})
+			}
+		}
+		return out
+	case n.GetDiscardStmt() != nil:
+		switch n.GetDiscardStmt().Target {
+		case pg.DiscardMode_DISCARD_ALL:
+			return []NameChange{{Kind: DiscardAll}}
+		case pg.DiscardMode_DISCARD_TEMP:
+			return []NameChange{{Kind: DiscardTemp}}
+		}
+	case n.GetExplainStmt() != nil:
+		return stmtNameChanges(n.GetExplainStmt().Query)
+	}
+	return nil
+}
+
+func variableSet(v *pg.VariableSetStmt) []NameChange {
+	name := strings.ToLower(v.Name)
+	switch {
+	case v.Kind == pg.VariableSetKind_VAR_RESET_ALL:
+		return []NameChange{{Kind: ResetPath}, {Kind: SetRole}}
+	case name == "search_path":
+		switch v.Kind {
+		case pg.VariableSetKind_VAR_SET_VALUE:
+			var items []string
+			for _, a := range v.Args {
+				c := a.GetAConst()
+				if c == nil || c.GetSval() == nil {
+					return []NameChange{{Kind: UnknownPath}}
+				}
+				items = append(items, quoteIdent(c.GetSval().Sval))
+			}
+			return []NameChange{{Kind: SetPath, Value: strings.Join(items, ", "), Local: v.IsLocal}}
+		case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
+			if v.IsLocal {
+				return []NameChange{{Kind: UnknownPath}}
+			}
+			return []NameChange{{Kind: ResetPath}}
+		}
+		return []NameChange{{Kind: UnknownPath}}
+	case name == "role" || name == "session_authorization":
+		role := ""
+		if v.Kind == pg.VariableSetKind_VAR_SET_VALUE && len(v.Args) == 1 {
+			c := v.Args[0].GetAConst()
+			if c == nil || c.GetSval() == nil {
+				return []NameChange{{Kind: UnknownPath}}
+			}
+			role = c.GetSval().Sval
+			if strings.EqualFold(role, "none") && name == "role" {
+				role = ""
+			}
+		}
+		return []NameChange{{Kind: SetRole, Value: role, Local: v.IsLocal}}
+	}
+	return nil
+}
+
+// quoteIdent quotes a name as search_path's setting writes it.
+func quoteIdent(s string) string {
+	if s == "$user" || s == "" {
+		return `"` + s + `"`
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+		}
+	}
+	return s
+}

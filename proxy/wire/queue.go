@@ -1,0 +1,100 @@
+// The queue of expectations between the client loop and the relay: one
+// per message the server will answer, in the order the messages were
+// sent.  It has no bound (the client loop never waits for the relay, so
+// no batch size can deadlock them), and it knows the server's rule for a
+// failed batch: after an error the server skips every message up to the
+// next Sync, so their expectations are dropped, and those the client loop
+// pushes later in the same batch are dropped as they come.
+
+package wire
+
+import "sync"
+
+type queue struct {
+	mu    sync.Mutex
+	items []*expect
+	// skipping: a batch failed and its Sync has not been pushed yet
+	skipping bool
+	closed   bool
+}
+
+// push adds the expectation of a message about to be sent; it reports
+// false when the server will skip that message (the batch has failed).
+func (q *queue) push(e *expect) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.skipping && e.skippable() {
+		e.skipped()
+		return false
+	}
+	if e.kind == kSync {
+		q.skipping = false
+	}
+	q.items = append(q.items, e)
+	return true
+}
+
+// pop returns the oldest expectation, or nil when none is pending (a
+// message the client did not ask for: a FATAL, or a notice).
+func (q *queue) pop() *expect {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		return nil
+	}
+	e := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	if len(q.items) == 0 {
+		q.items = nil // let the backing array go
+	}
+	return e
+}
+
+// empty: no answer is pending.
+func (q *queue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) == 0
+}
+
+// failBatch drops the expectations the server will skip after an error
+// in a batch: everything up to the next Sync, including those not yet
+// pushed.
+func (q *queue) failBatch() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) > 0 {
+		e := q.items[0]
+		if !e.skippable() {
+			return // the Sync (or a simple query after it)
+		}
+		e.skipped()
+		q.items[0] = nil
+		q.items = q.items[1:]
+	}
+	q.skipping = true
+}
+
+// close ends the queue: expectations still waiting are told.
+func (q *queue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range q.items {
+		e.skipped()
+	}
+	q.items, q.closed = nil, true
+}
+
+// skippable: the server skips this message after an error in its batch.
+func (e *expect) skippable() bool { return e.kind != kSync }
+
+// skipped tells a waiting client loop that its message was skipped.
+func (e *expect) skipped() {
+	if e.lock != nil {
+		select {
+		case e.lock <- lockResult{err: errSkipped}:
+		default:
+		}
+	}
+}
