@@ -53,7 +53,8 @@ func (f *frameReader) buffered() int { return f.r.Buffered() }
 
 // frameWriter buffers messages for one peer.
 type frameWriter struct {
-	w *bufio.Writer
+	w   *bufio.Writer
+	err error // a message that could not be encoded
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
@@ -70,12 +71,19 @@ func (f *frameWriter) raw(b []byte) error {
 func (f *frameWriter) send(m pgproto3.Message) error {
 	b, err := m.Encode(nil)
 	if err != nil {
-		return fmt.Errorf("wire: encoding %T: %w", m, err)
+		// never a message dropped in silence: the connection ends
+		f.err = fmt.Errorf("wire: encoding %T: %w", m, err)
+		return f.err
 	}
 	return f.raw(b)
 }
 
-func (f *frameWriter) flush() error { return f.w.Flush() }
+func (f *frameWriter) flush() error {
+	if f.err != nil {
+		return f.err
+	}
+	return f.w.Flush()
+}
 
 // decodeBackend decodes a server message (after authentication).
 func decodeBackend(typ byte, body []byte) (pgproto3.BackendMessage, error) {

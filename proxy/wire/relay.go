@@ -352,18 +352,22 @@ func (s *session) clientParams(st *stmt, m *pgproto3.ParameterDescription) *pgpr
 		// a computed UPDATE's write-back has parameters of the proxy's own
 		out.ParameterOIDs = out.ParameterOIDs[:st.plan.Update.NParams]
 	}
+	changed := len(out.ParameterOIDs) != len(m.ParameterOIDs)
 	for i, oid := range out.ParameterOIDs {
 		if st != nil && i < len(st.clientOIDs) && st.clientOIDs[i] != 0 {
 			if s.catalog().TypeOf(oid) != nil || s.catalog().ElemOf(oid) != nil {
-				out.ParameterOIDs[i] = st.clientOIDs[i]
+				out.ParameterOIDs[i], changed = st.clientOIDs[i], true
 			}
 			continue
 		}
 		if t := s.catalog().TypeOf(oid); t != nil {
-			out.ParameterOIDs[i] = plainOID(t)
+			out.ParameterOIDs[i], changed = plainOID(t), true
 		} else if t := s.catalog().ElemOf(oid); t != nil {
-			out.ParameterOIDs[i] = plainArrayOID(t)
+			out.ParameterOIDs[i], changed = plainArrayOID(t), true
 		}
+	}
+	if !changed {
+		return m // relayed as it came
 	}
 	return out
 }
