@@ -1,7 +1,10 @@
 // Package wire is the proxy's connection handling: it accepts PostgreSQL
 // clients, opens one server connection per client, relays startup and
-// authentication untouched (SCRAM without channel binding), and then runs
-// two loops per connection:
+// authentication untouched (SCRAM channel binding where the proxy shows
+// the server's certificate, design 15), and then runs two loops per
+// connection, which pass every message they do not rewrite on as the
+// bytes it came as (frame.go), in order and as soon as it arrives, with
+// an unbounded queue of expectations between them (queue.go, design 15.9):
 //
 //   - the client loop reads the client's messages, asks package rewrite
 //     what to do with each statement, rewrites Parse, Bind and Query
@@ -22,11 +25,16 @@
 // the relay loop hands the client the proxy's error in place of the
 // server's.
 //
-// NewServer makes a Server from a Config (the upstream server, the shared
-// catalog.Keys, TLS for clients, a logger and an optional recorder of
-// everything sent to the server), Server.Serve accepts connections on a
-// listener until it is closed, and Server.Reload makes every
-// connection reload its catalog (SIGHUP in cmd/pgcipher-proxy).  Wire is
+// The catalog is read on connections of the proxy's own (catconn.go),
+// never on a client's; each session follows its search path, role and
+// temporary relations (names.go, design 15.10).
+//
+// NewServer makes a Server from a Config (the upstream server, the
+// catalog connections, the shared catalog.Keys, TLS for clients, a logger
+// and an optional recorder of everything sent to the server), Server.Serve
+// accepts connections on a listener until it is closed, and Server.Reload
+// makes every connection reload its catalog (SIGHUP in
+// cmd/pgcipher-proxy).  Wire is
 // the only package that speaks the protocol: it loads the catalog with
 // package catalog, asks rewrite.Analyze for a Plan, converts values with
 // package values, evaluates computed results with package compute and

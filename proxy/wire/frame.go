@@ -1,4 +1,4 @@
-// Message framing after startup: whole messages read and written as
+// Message framing after startup (design 15.9): whole messages read and written as
 // bytes, so that a message the proxy does not rewrite is relayed exactly
 // as it came (never decoded and encoded again), and decoding into
 // pgproto3's types only where the proxy looks inside.

@@ -3,6 +3,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -123,8 +124,10 @@ func (s *Server) handle(c net.Conn) {
 }
 
 // fatal sends a FATAL error to a client that has not reached the server.
-func fatal(b *pgproto3.Backend, code, msg string) error {
-	b.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
+func fatal(b *pgproto3.Backend, code, msg string) error { return fatalHint(b, code, msg, "") }
+
+func fatalHint(b *pgproto3.Backend, code, msg, hint string) error {
+	b.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg, Hint: hint})
 	b.Flush()
 	return errors.New(msg)
 }
@@ -201,7 +204,7 @@ func (s *Server) serveConn(c net.Conn) error {
 	if err := f.Flush(); err != nil {
 		return err
 	}
-	if err := s.authenticate(b, f); err != nil {
+	if err := s.authenticate(b, f, s.channelBindingPasses(client, server)); err != nil {
 		return err
 	}
 	sess := newSession(s, &conns{r: client, w: client}, &conns{r: server, w: w}, params["database"], params["user"])
@@ -268,9 +271,27 @@ func (s *Server) dial() (net.Conn, error) {
 	return nil, errors.New("the server refused TLS, which the connection string requires")
 }
 
+// channelBindingPasses reports whether SCRAM channel binding can pass
+// through the proxy: both legs are TLS and the proxy shows clients the
+// server's own certificate, so that the client's tls-server-end-point
+// binding (a hash of the certificate it sees) is the server's.
+func (s *Server) channelBindingPasses(client, server net.Conn) bool {
+	_, ok1 := client.(*tls.Conn)
+	st, ok2 := server.(*tls.Conn)
+	ct := s.cfg.ClientTLS
+	if !ok1 || !ok2 || ct == nil || len(ct.Certificates) != 1 || len(ct.Certificates[0].Certificate) == 0 {
+		return false
+	}
+	peers := st.ConnectionState().PeerCertificates
+	return len(peers) > 0 && bytes.Equal(ct.Certificates[0].Certificate[0], peers[0].Raw)
+}
+
 // authenticate relays authentication until the server's ReadyForQuery;
-// a failed authentication ends the connection.
-func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend) error {
+// a failed authentication ends the connection.  Without passPlus, SCRAM
+// with channel binding is hidden from the client: its binding would be
+// to its TLS session with the proxy.
+func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, passPlus bool) error {
+	hidPlus := false
 	for {
 		m, err := f.Receive()
 		if err != nil {
@@ -278,19 +299,37 @@ func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend) error {
 		}
 		switch m := m.(type) {
 		case *pgproto3.AuthenticationSASL:
-			// The client's channel binding would be to its TLS session
-			// with the proxy, not the proxy's with the server: offer
-			// SCRAM without channel binding only.
 			var mechs []string
 			for _, x := range m.AuthMechanisms {
-				if !strings.HasSuffix(x, "-PLUS") {
+				if passPlus || !strings.HasSuffix(x, "-PLUS") {
 					mechs = append(mechs, x)
+				} else {
+					hidPlus = true
 				}
 			}
 			b.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: mechs})
-			if err := s.authReply(b, f, pgproto3.AuthTypeSASL); err != nil {
+			if err := b.Flush(); err != nil {
 				return err
 			}
+			if err := b.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
+				return err
+			}
+			r, err := b.Receive()
+			if err != nil {
+				return err
+			}
+			if ir, ok := r.(*pgproto3.SASLInitialResponse); ok && hidPlus && bytes.HasPrefix(ir.Data, []byte("y,")) {
+				// the client supports channel binding and saw none
+				// offered: the server, which offered it, would refuse
+				// with a "negotiation error"
+				return fatalHint(b, "08P01", "pgcipher-proxy: SCRAM channel binding cannot pass through the proxy with this configuration",
+					"Give the proxy the server's own certificate and key (--tls-cert, --tls-key), so that channel binding passes through; or connect the proxy to the server without TLS (a Unix socket); or connect with channel_binding=disable.")
+			}
+			f.Send(r)
+			if err := f.Flush(); err != nil {
+				return err
+			}
+			continue
 		case *pgproto3.AuthenticationSASLContinue:
 			b.Send(m)
 			if err := s.authReply(b, f, pgproto3.AuthTypeSASLContinue); err != nil {
