@@ -234,7 +234,7 @@ func parseFloat8(s string) (float64, error) {
 		}
 		return 0, errSyntax
 	}
-	if v == 0 && strings.Trim(d.digits, "0") != "" {
+	if v == 0 && strings.Trim(d.Digits, "0") != "" {
 		return 0, errRange // underflow
 	}
 	return v, nil
@@ -266,22 +266,30 @@ func FormatFloat8(f float64) string {
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
-// decimal is the syntax of a finite number: digits (the integer and
-// fraction digits together), point (how many of them precede the decimal
-// point) and the explicit exponent.
-type decimal struct {
-	neg    bool
-	digits string
-	point  int
-	exp    int
+// Decimal is the syntax of a finite number, the one reading of numeric
+// input in the proxy (package values and compute take it from here):
+// Digits (the integer and fraction digits together), Point (how many of
+// them precede the decimal point) and the explicit exponent.
+type Decimal struct {
+	Neg    bool
+	Digits string
+	Point  int
+	Exp    int
 }
 
-// scanDecimal scans [+-]digits[.digits][e[+-]digits] (digits on at least
+// Scale is the number of digits after the point once the exponent is
+// applied (negative: zeros to append).
+func (d Decimal) Scale() int { return len(d.Digits) - d.Point - d.Exp }
+
+// ScanDecimal scans [+-]digits[.digits][e[+-]digits] (digits on at least
 // one side of the point).
-func scanDecimal(s string) (decimal, bool) {
-	var d decimal
+func ScanDecimal(s string) (Decimal, bool) { return scanDecimal(s) }
+
+// scanDecimal is ScanDecimal.
+func scanDecimal(s string) (Decimal, bool) {
+	var d Decimal
 	if s != "" && (s[0] == '+' || s[0] == '-') {
-		d.neg = s[0] == '-'
+		d.Neg = s[0] == '-'
 		s = s[1:]
 	}
 	i := 0
@@ -303,8 +311,8 @@ func scanDecimal(s string) (decimal, bool) {
 	if intPart == "" && frac == "" {
 		return d, false
 	}
-	d.digits = intPart + frac
-	d.point = len(intPart)
+	d.Digits = intPart + frac
+	d.Point = len(intPart)
 	if s != "" {
 		if s[0] != 'e' && s[0] != 'E' {
 			return d, false
@@ -313,7 +321,7 @@ func scanDecimal(s string) (decimal, bool) {
 		if err != nil {
 			return d, false
 		}
-		d.exp = e
+		d.Exp = e
 	}
 	return d, true
 }
@@ -356,11 +364,11 @@ func parseNumeric(s string) (number, error) {
 		return number{class: numNegInf}, nil
 	}
 	d, ok := scanDecimal(s)
-	if !ok || d.exp < -1000 || d.exp > 1000 { // PostgreSQL's limit
+	if !ok || d.Exp < -1000 || d.Exp > 1000 { // PostgreSQL's limit
 		return number{}, errSyntax
 	}
-	digits := d.digits
-	point := d.point + d.exp
+	digits := d.Digits
+	point := d.Point + d.Exp
 	lead := len(digits) - len(strings.TrimLeft(digits, "0"))
 	digits = strings.TrimRight(digits[lead:], "0")
 	point -= lead
@@ -371,7 +379,7 @@ func parseNumeric(s string) (number, error) {
 		return number{}, errRange
 	}
 	n := number{class: numPos, digits: digits, exp: point}
-	if d.neg {
+	if d.Neg {
 		n.class = numNeg
 	}
 	return n, nil

@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/big"
 	"strings"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
 
 // Decimal is a numeric: Coef × 10^-Scale, or NaN or ±Infinity.  Scale is
@@ -55,30 +57,17 @@ func ParseDecimal(s string) (Decimal, error) {
 	case "-infinity", "-inf":
 		return Decimal{Special: negInf}, nil
 	}
-	mant, exp := t, int64(0)
-	if i := strings.IndexAny(t, "eE"); i >= 0 {
-		mant = t[:i]
-		if _, err := fmt.Sscan(t[i+1:], &exp); err != nil || exp > 1000 || exp < -1000 {
-			return Decimal{}, fmt.Errorf("compute: invalid numeric %q", s)
-		}
-	}
-	neg := false
-	if mant != "" && (mant[0] == '-' || mant[0] == '+') {
-		neg = mant[0] == '-'
-		mant = mant[1:]
-	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := intPart + frac
-	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+	d, ok := colcrypt.ScanDecimal(t)
+	if !ok || d.Exp > 1000 || d.Exp < -1000 {
 		return Decimal{}, fmt.Errorf("compute: invalid numeric %q", s)
 	}
-	coef, _ := new(big.Int).SetString(digits, 10)
-	scale := int64(len(frac)) - exp
+	coef, _ := new(big.Int).SetString(d.Digits, 10)
+	scale := int64(d.Scale())
 	if scale < 0 {
 		coef.Mul(coef, pow10(int32(-scale)))
 		scale = 0
 	}
-	if neg {
+	if d.Neg {
 		coef.Neg(coef)
 	}
 	return Decimal{Coef: coef, Scale: int32(scale)}, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -39,30 +40,28 @@ const (
 // ErrFormat: a binary value of a type the proxy cannot read.
 var ErrFormat = errors.New("values: cannot read this binary value")
 
-// PlainOID is the OID of the plaintext type of t.
-func PlainOID(t colcrypt.Type) uint32 {
-	switch t {
-	case colcrypt.Int4:
-		return oidInt4
-	case colcrypt.Int8:
-		return oidInt8
-	case colcrypt.Float8:
-		return oidFloat8
-	case colcrypt.Numeric:
-		return oidNumeric
-	case colcrypt.Text:
-		return oidText
-	case colcrypt.Bytea:
-		return oidBytea
-	case colcrypt.Date:
-		return oidDate
-	case colcrypt.Timestamptz:
-		return oidTimestamptz
-	case colcrypt.Bool:
-		return oidBool
-	}
-	return 0
+// plainTypes: each plaintext type's OID, its array type's OID and its
+// length (-1: variable), the one table of them.
+var plainTypes = map[colcrypt.Type]struct {
+	oid, array uint32
+	len        int16
+}{
+	colcrypt.Int4:        {oidInt4, 1007, 4},
+	colcrypt.Int8:        {oidInt8, 1016, 8},
+	colcrypt.Float8:      {oidFloat8, 1022, 8},
+	colcrypt.Numeric:     {oidNumeric, 1231, -1},
+	colcrypt.Text:        {oidText, 1009, -1},
+	colcrypt.Bytea:       {oidBytea, 1001, -1},
+	colcrypt.Date:        {oidDate, 1182, 4},
+	colcrypt.Timestamptz: {oidTimestamptz, 1185, 8},
+	colcrypt.Bool:        {oidBool, 1000, 1},
 }
+
+// PlainOID is the OID of the plaintext type of t (0: none).
+func PlainOID(t colcrypt.Type) uint32 { return plainTypes[t].oid }
+
+// PlainArrayOID is the OID of the array of the plaintext type of t.
+func PlainArrayOID(t colcrypt.Type) uint32 { return plainTypes[t].array }
 
 // PlainType maps the OID of a plaintext column to the type whose values
 // the proxy computes with (the inverse of PlainOID, plus int2, float4,
@@ -93,13 +92,8 @@ func PlainType(oid uint32) (colcrypt.Type, bool) {
 
 // PlainLen is pg_type.typlen of the plaintext type of t (-1: varlena).
 func PlainLen(t colcrypt.Type) int16 {
-	switch t {
-	case colcrypt.Int4, colcrypt.Date:
-		return 4
-	case colcrypt.Int8, colcrypt.Float8, colcrypt.Timestamptz:
-		return 8
-	case colcrypt.Bool:
-		return 1
+	if p, ok := plainTypes[t]; ok {
+		return p.len
 	}
 	return -1
 }
@@ -319,37 +313,15 @@ func scanNumeric(s string) (pgtype.Numeric, error) {
 	case "-infinity", "-inf":
 		return pgtype.Numeric{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
 	}
-	var n pgtype.Numeric
-	if err := n.Scan(plainDecimal(t)); err != nil {
-		return n, fmt.Errorf("values: numeric %q: %w", s, err)
+	d, ok := colcrypt.ScanDecimal(t)
+	if !ok {
+		return pgtype.Numeric{}, fmt.Errorf("values: numeric %q: invalid syntax", s)
 	}
-	return n, nil
-}
-
-// plainDecimal rewrites "1.5e-3" as "0.0015" (numeric's display scale
-// counts the digits after the point once the exponent is applied).
-func plainDecimal(s string) string {
-	i := strings.IndexAny(s, "eE")
-	if i < 0 {
-		return s
+	coef, _ := new(big.Int).SetString(d.Digits, 10)
+	if d.Neg {
+		coef.Neg(coef)
 	}
-	e, err := strconv.Atoi(s[i+1:])
-	if err != nil {
-		return s
-	}
-	m, sign := s[:i], ""
-	if strings.HasPrefix(m, "-") || strings.HasPrefix(m, "+") {
-		sign, m = strings.TrimPrefix(m[:1], "+"), m[1:]
-	}
-	intPart, frac, _ := strings.Cut(m, ".")
-	digits, point := intPart+frac, len(intPart)+e
-	if point <= 0 {
-		return sign + "0." + strings.Repeat("0", -point) + digits
-	}
-	if point >= len(digits) {
-		return sign + digits + strings.Repeat("0", point-len(digits))
-	}
-	return sign + digits[:point] + "." + digits[point:]
+	return pgtype.Numeric{Int: coef, Exp: int32(-d.Scale()), Valid: true}, nil
 }
 
 // numericSend writes numeric's binary form as numeric_send does: base

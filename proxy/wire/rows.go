@@ -23,29 +23,7 @@ import (
 func plainOID(t *catalog.EncType) uint32 { return values.PlainOID(t.Plain) }
 
 // plainArrayOID is the OID of the array of a plaintext type.
-func plainArrayOID(t *catalog.EncType) uint32 {
-	switch t.Plain {
-	case colcrypt.Int4:
-		return 1007
-	case colcrypt.Int8:
-		return 1016
-	case colcrypt.Float8:
-		return 1022
-	case colcrypt.Numeric:
-		return 1231
-	case colcrypt.Text:
-		return 1009
-	case colcrypt.Bytea:
-		return 1001
-	case colcrypt.Date:
-		return 1182
-	case colcrypt.Timestamptz:
-		return 1185
-	case colcrypt.Bool:
-		return 1000
-	}
-	return 0
-}
+func plainArrayOID(t *catalog.EncType) uint32 { return values.PlainArrayOID(t.Plain) }
 
 // field is how to treat one field of a result.
 type field struct {
