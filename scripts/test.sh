@@ -78,6 +78,11 @@
 #                      encrypted table with its plaintext twin, refusals
 #                      (PC001); no marker of an encrypted column in what the
 #                      proxy sent nor in the data directory, with a control
+#   proxy-pgx          proxy/test/pgx-suite: pgx v5.12.0's own test suite (from
+#                      the Go module cache) directly and through the proxy —
+#                      plain, with an encrypted table named like pgx's temporary
+#                      tables, and TLS on both legs — the same result test by
+#                      test required
 #   pgvector           test/extensions: Debian trixie's pgvector built against
 #                      our server; its 14 regression tests and 6 TAP files
 #                      (370 tests) on aes-256 clusters, and a marker scan of a
@@ -261,6 +266,7 @@ sel proxy              && suite proxy              proxy_check
 sel columns            && suite columns            columns_check ""
 sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel proxy-clients      && suite proxy-clients      "$top/proxy/test/clients/run.sh"
+sel proxy-pgx          && suite proxy-pgx          "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc proxy-tls
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"
 sel regress-off        && suite regress-off        regress ""

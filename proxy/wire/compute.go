@@ -263,7 +263,7 @@ func (s *session) parseLock(name string, up *rewrite.UpdatePlan, oids []uint32) 
 			lockOIDs[i] = oids[i]
 		}
 	}
-	s.push(&expect{kind: kParse, quiet: true})
+	s.push(&completeAnswer{quiet: true})
 	s.sendServer(&pgproto3.Parse{Name: name, Query: up.LockSQL, ParameterOIDs: lockOIDs})
 }
 
@@ -311,10 +311,10 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 		}
 	}
 	done := make(chan lockResult, 1)
-	s.push(&expect{kind: kBind, quiet: true})
+	s.push(&completeAnswer{quiet: true})
 	s.sendServer(&pgproto3.Bind{DestinationPortal: lockPortal, PreparedStatement: r.lock,
 		Parameters: lockParams, ParameterFormatCodes: lockFormats})
-	s.push(&expect{kind: kLock, lock: done})
+	s.push(&lockAnswer{ch: done})
 	s.sendServer(&pgproto3.Execute{Portal: lockPortal})
 	s.sendServer(&pgproto3.Flush{})
 	if err := s.flushServer(); err != nil {
@@ -335,10 +335,10 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 		return true, nil
 	}
 	if r.writeParse != nil {
-		s.push(&expect{kind: kParse, quiet: true})
+		s.push(&completeAnswer{quiet: true})
 		s.sendServer(r.writeParse)
 	}
-	s.push(&expect{kind: kWrite, writes: len(binds)})
+	s.push(&writeAnswer{writes: len(binds)})
 	for _, b := range binds {
 		s.sendServer(b)
 		s.sendServer(&pgproto3.Execute{Portal: writePortal})
@@ -408,8 +408,8 @@ func (s *session) computeRows(r *rmw, rows [][][]byte) ([]*pgproto3.Bind, error)
 	return out, nil
 }
 
-// lockMessage collects the locked rows.
-func (s *session) lockMessage(e *expect, m pgproto3.BackendMessage) bool {
+// take collects the locked rows.
+func (e *lockAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.DataRow:
 		row := make([][]byte, len(m.Values))
@@ -421,15 +421,15 @@ func (s *session) lockMessage(e *expect, m pgproto3.BackendMessage) bool {
 		e.locked = append(e.locked, row)
 		return false
 	case *pgproto3.CommandComplete:
-		e.lock <- lockResult{rows: e.locked}
+		e.ch <- lockResult{rows: e.locked}
 		return true
 	}
 	return false
 }
 
-// writeMessage counts the rows written back and answers the client's
-// Execute with one "UPDATE n".
-func (s *session) writeMessage(e *expect, m pgproto3.BackendMessage) bool {
+// take counts the rows written back and answers the client's Execute
+// with one "UPDATE n".
+func (e *writeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	cc, ok := m.(*pgproto3.CommandComplete)
 	if !ok {
 		return false // BindComplete

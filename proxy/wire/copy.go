@@ -26,7 +26,7 @@ type copyStream struct {
 	buf    []byte
 	header bool // the header row is still to come
 	failed bool
-	expect *expect
+	answer *queryAnswer
 	// binary format: the header has been passed on
 	binHeader bool
 }
@@ -184,8 +184,8 @@ func (c *copyStream) done() error {
 // (the row may hold plaintext), the client the proxy's error.
 func (c *copyStream) fail(err error) error {
 	c.failed = true
-	if c.expect != nil {
-		c.expect.refusedLater.Store(&rewrite.Refusal{Code: rewrite.CodeValue,
+	if c.answer != nil {
+		c.answer.refusedLater.Store(&rewrite.Refusal{Code: rewrite.CodeValue,
 			Message: "pgcipher: COPY data does not fit an encrypted column", Detail: err.Error()})
 	}
 	c.s.sendServer(&pgproto3.CopyFail{Message: "pgcipher: COPY data refused by the proxy"})

@@ -4,15 +4,15 @@
 // the server's certificate, design 15), and then runs two loops per
 // connection, which pass every message they do not rewrite on as the
 // bytes it came as (frame.go), in order and as soon as it arrives, with
-// an unbounded queue of expectations between them (queue.go, design 15.9):
+// an unbounded queue of answers between them (queue.go, design 15.9):
 //
 //   - the client loop reads the client's messages, asks package rewrite
 //     what to do with each statement, rewrites Parse, Bind and Query
 //     messages (encrypted literals, encrypted parameters typed with the
 //     encrypted types), streams COPY FROM STDIN rows through encryption,
-//     and queues one expectation per message that the server answers;
+//     and queues one answer (answer.go) per message the server answers;
 //   - the relay loop reads the server's messages, matches each to the
-//     expectation at the head of the queue, rewrites descriptions of
+//     answer at the head of the queue, rewrites descriptions of
 //     encrypted types into their plaintext types, decrypts every value of
 //     an encrypted type into the format the client asked for, rechecks
 //     LIKE candidates, sorts prefix-ordered results again, and decrypts

@@ -1,9 +1,9 @@
-// The queue of expectations between the client loop and the relay: one
+// The queue of answers between the client loop and the relay: one
 // per message the server will answer, in the order the messages were
 // sent.  It has no bound (the client loop never waits for the relay, so
 // no batch size can deadlock them), and it knows the server's rule for a
 // failed batch: after an error the server skips every message up to the
-// next Sync, so their expectations are dropped, and those the client loop
+// next Sync, so their answers are dropped, and those the client loop
 // pushes later in the same batch are dropped as they come.
 
 package wire
@@ -12,31 +12,31 @@ import "sync"
 
 type queue struct {
 	mu    sync.Mutex
-	items []*expect
+	items []answer
 	// skipping: a batch failed and its Sync has not been pushed yet
 	skipping bool
 	closed   bool
 }
 
-// push adds the expectation of a message about to be sent; it reports
+// push adds the answer of a message about to be sent; it reports
 // false when the server will skip that message (the batch has failed).
-func (q *queue) push(e *expect) bool {
+func (q *queue) push(a answer) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.skipping && e.skippable() {
-		e.skipped()
+	if q.skipping && skippable(a) {
+		skipped(a)
 		return false
 	}
-	if e.kind == kSync {
-		q.skipping = false
+	if !skippable(a) {
+		q.skipping = false // the Sync ends the batch
 	}
-	q.items = append(q.items, e)
+	q.items = append(q.items, a)
 	return true
 }
 
-// pop returns the oldest expectation, or nil when none is pending (a
+// pop returns the oldest answer, or nil when none is pending (a
 // message the client did not ask for: a FATAL, or a notice).
-func (q *queue) pop() *expect {
+func (q *queue) pop() answer {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.items) == 0 {
@@ -58,43 +58,30 @@ func (q *queue) empty() bool {
 	return len(q.items) == 0
 }
 
-// failBatch drops the expectations the server will skip after an error
+// failBatch drops the answers the server will skip after an error
 // in a batch: everything up to the next Sync, including those not yet
 // pushed.
 func (q *queue) failBatch() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) > 0 {
-		e := q.items[0]
-		if !e.skippable() {
-			return // the Sync (or a simple query after it)
+		a := q.items[0]
+		if !skippable(a) {
+			return // the Sync
 		}
-		e.skipped()
+		skipped(a)
 		q.items[0] = nil
 		q.items = q.items[1:]
 	}
 	q.skipping = true
 }
 
-// close ends the queue: expectations still waiting are told.
+// close ends the queue: answers still waiting are told.
 func (q *queue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, e := range q.items {
-		e.skipped()
+	for _, a := range q.items {
+		skipped(a)
 	}
 	q.items, q.closed = nil, true
-}
-
-// skippable: the server skips this message after an error in its batch.
-func (e *expect) skippable() bool { return e.kind != kSync }
-
-// skipped tells a waiting client loop that its message was skipped.
-func (e *expect) skipped() {
-	if e.lock != nil {
-		select {
-		case e.lock <- lockResult{err: errSkipped}:
-		default:
-		}
-	}
 }

@@ -1,4 +1,4 @@
-// The relay loop: server messages matched to the expectations the client
+// The relay loop: server messages matched to the answers the client
 // loop queued, in order.
 
 package wire
@@ -6,51 +6,11 @@ package wire
 import (
 	"bytes"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 )
-
-type kind int
-
-const (
-	kQuery    kind = iota // a simple query: everything up to ReadyForQuery
-	kParse                // ParseComplete
-	kBind                 // BindComplete
-	kDescribe             // [ParameterDescription] RowDescription | NoData
-	kExecute              // DataRow* then CommandComplete | PortalSuspended | EmptyQueryResponse
-	kClose                // CloseComplete
-	kSync                 // ReadyForQuery
-	kRefused              // the error of the proxy's failing message
-	kLock                 // the rows an UPDATE locks and reads: DataRow* CommandComplete
-	kWrite                // its per-row write-backs: (BindComplete CommandComplete)×writes
-)
-
-// expect is what the server will answer to one message.
-type expect struct {
-	kind    kind
-	plan    *rewrite.Plan
-	refused *rewrite.Refusal
-	// refusedLater: an error found after the message was sent (a COPY
-	// row that does not encrypt), set by the client loop
-	refusedLater atomic.Pointer[rewrite.Refusal]
-	objType      byte
-	st           *stmt
-	portal       *portal
-	// quiet: the proxy's own message (a Describe after Parse, the Parse,
-	// Bind or Close of an UPDATE's statements): its answer is not relayed
-	quiet   bool
-	lock    chan lockResult // kLock: where the locked rows go
-	locked  [][][]byte
-	writes  int   // kWrite: write-backs still to come
-	updated int64 // kWrite: rows they updated
-
-	rows    *rowState
-	copyOut *copyStream
-	failed  bool // a value did not decrypt: drop the rest of the result
-}
 
 // send writes a message to the client: as it came from the server when
 // it is the message being relayed, unchanged.
@@ -71,7 +31,7 @@ type serverMsg struct {
 
 func (s *session) relay() error {
 	defer close(s.relayEnded) // the client loop may wait for a lock's rows
-	var cur *expect
+	var cur answer
 	for {
 		typ, raw, err := s.up.next()
 		if err != nil {
@@ -89,9 +49,9 @@ func (s *session) relay() error {
 	}
 }
 
-// relayOne handles one server message for expectation cur (nil: none
-// current yet) and returns the expectation now current.
-func (s *session) relayOne(cur *expect, typ byte, raw []byte) (*expect, error) {
+// relayOne handles one server message for answer cur (nil: none
+// current yet) and returns the answer now current.
+func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 	switch typ {
 	case 'N', 'A', 'S':
 		// notices, notifications and parameter changes: relayed as
@@ -127,15 +87,15 @@ func (s *session) relayOne(cur *expect, typ byte, raw []byte) (*expect, error) {
 	return next, nil
 }
 
-// popUntilSync drops the expectations of a batch the relay stopped
-// answering; the server has sent ReadyForQuery, so the Sync is queued.
-func (s *session) popUntilSync() *expect {
+// popUntilSync drops the answers of a batch the relay stopped relaying;
+// the server has sent ReadyForQuery, so the Sync is queued.
+func (s *session) popUntilSync() {
 	for {
-		e := s.q.pop()
-		if e == nil || e.kind == kSync {
-			return e
+		a := s.q.pop()
+		if _, sync := a.(*syncAnswer); a == nil || sync {
+			return
 		}
-		e.skipped()
+		skipped(a)
 	}
 }
 
@@ -153,83 +113,74 @@ func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
 		Message: r.Message, Detail: r.Detail, Hint: r.Hint}
 }
 
-// process handles message m for expectation e; it returns whether e is
-// complete and the expectation now current.
-func (s *session) process(e *expect, m pgproto3.BackendMessage) (bool, *expect) {
+// process handles message m for answer a; it returns whether a is
+// complete and the answer now current.
+func (s *session) process(a answer, m pgproto3.BackendMessage) (bool, answer) {
+	r := resultOf(a)
 	if er, ok := m.(*pgproto3.ErrorResponse); ok {
-		switch {
-		case e.refused != nil:
-			s.send(errorFrom(e.refused))
-		case e.refusedLater.Load() != nil:
-			s.send(errorFrom(e.refusedLater.Load()))
-		case e.failed:
+		switch ref := refusalOf(a); {
+		case ref != nil:
+			s.send(errorFrom(ref))
+		case r != nil && r.failed:
+			// the client has the proxy's error for this result
 		default:
 			s.send(er)
 		}
-		e.rows = nil
-		if e.lock != nil {
-			e.lock <- lockResult{err: errSkipped}
+		if r != nil {
+			r.rows = nil
 		}
-		if e.kind == kQuery || e.kind == kSync {
-			return false, e
+		skipped(a)
+		switch a.(type) {
+		case *queryAnswer, *syncAnswer:
+			return false, a // ReadyForQuery follows
 		}
-		// the server skips the rest of the batch: so do the
-		// expectations; the next message is the Sync's ReadyForQuery
+		// the server skips the rest of the batch: so do the answers; the
+		// next message is the Sync's ReadyForQuery
 		s.q.failBatch()
 		return true, nil
 	}
 	if rfq, ok := m.(*pgproto3.ReadyForQuery); ok {
 		s.txStatus.Store(uint32(rfq.TxStatus))
-		if e.kind != kQuery && e.kind != kSync {
+		switch a.(type) {
+		case *queryAnswer, *syncAnswer:
+		default:
 			// a failed result made the relay drop the rest of a batch
 			s.popUntilSync()
 		}
 		s.send(rfq)
 		return true, nil
 	}
-	if e.failed {
+	if r != nil && r.failed {
 		// a value did not decrypt and the client got an error: in a
 		// simple query the rest of that result is dropped; in a batch,
 		// where the client now skips to ReadyForQuery as after any error,
 		// everything up to ReadyForQuery is (the server did not fail, so
 		// it goes on answering the batch's later messages)
-		if e.kind == kQuery {
+		if _, simple := a.(*queryAnswer); simple {
 			switch m.(type) {
 			case *pgproto3.CommandComplete, *pgproto3.EmptyQueryResponse:
-				e.failed = false
+				r.failed = false
 			}
 		}
-		return false, e
+		return false, a
 	}
-	switch e.kind {
-	case kQuery:
-		s.queryMessage(e, m)
-		return false, e
-	case kDescribe:
-		return s.describeMessage(e, m), e
-	case kExecute:
-		return s.executeMessage(e, m), e
-	case kLock:
-		return s.lockMessage(e, m), e
-	case kWrite:
-		return s.writeMessage(e, m), e
-	}
-	// ParseComplete, BindComplete, CloseComplete
-	if !e.quiet {
-		s.send(m)
-	}
-	return true, e
+	return a.take(s, m), a
 }
 
 // fail reports a value that does not decrypt and drops the rest of the
-// result (never ciphertext handed on as data).
-func (s *session) fail(e *expect, err error) {
+// result (never ciphertext handed on as data); in a batch, the answers
+// still queued are dropped too (the relay swallows the server's messages
+// up to ReadyForQuery) and the client loop's UPDATE waits end.
+func (s *session) fail(r *rowsResult, batch bool, err error) {
 	s.send(errorFrom(computeError(err)))
-	e.failed = true
-	e.rows = nil
+	r.failed = true
+	r.rows = nil
+	if batch {
+		s.q.failBatch()
+	}
 }
 
-func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) {
+func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.RowDescription:
 		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil)
@@ -237,10 +188,10 @@ func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) {
 	case *pgproto3.DataRow:
 		if e.rows == nil {
 			s.send(m)
-			return
+			return false
 		}
 		if err := e.rows.row(m); err != nil {
-			s.fail(e, err)
+			s.fail(&e.rowsResult, false, err)
 		}
 	case *pgproto3.CommandComplete:
 		if e.rows != nil {
@@ -258,19 +209,20 @@ func (s *session) queryMessage(e *expect, m pgproto3.BackendMessage) {
 		if e.copyOut != nil {
 			out, err := e.copyOut.decryptRow(m.Data)
 			if err != nil {
-				s.fail(e, err)
-				return
+				s.fail(&e.rowsResult, false, err)
+				return false
 			}
 			s.send(&pgproto3.CopyData{Data: out})
-			return
+			return false
 		}
 		s.send(m)
 	default:
 		s.send(m)
 	}
+	return false
 }
 
-func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
+func (e *describeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.ParameterDescription:
 		if !e.quiet {
@@ -310,7 +262,7 @@ func (s *session) describeMessage(e *expect, m pgproto3.BackendMessage) bool {
 	return true
 }
 
-func (s *session) executeMessage(e *expect, m pgproto3.BackendMessage) bool {
+func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.DataRow:
 		if e.rows == nil {
@@ -322,7 +274,7 @@ func (s *session) executeMessage(e *expect, m pgproto3.BackendMessage) bool {
 			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns)
 		}
 		if err := e.rows.row(m); err != nil {
-			s.fail(e, err)
+			s.fail(&e.rowsResult, true, err)
 		}
 		return false
 	case *pgproto3.CommandComplete:

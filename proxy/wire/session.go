@@ -176,9 +176,9 @@ func (s *session) run(params map[string]string) error {
 	}
 }
 
-// push queues the expectation of a message about to be sent; false: the
+// push queues the answer to a message about to be sent; false: the
 // server will skip the message (its batch has failed).
-func (s *session) push(e *expect) bool { return s.q.push(e) }
+func (s *session) push(a answer) bool { return s.q.push(a) }
 
 // sendServer writes a message to the server: as the client sent it when
 // it is the client's message, unchanged.
@@ -346,7 +346,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		return s.bind(m)
 	case *pgproto3.Describe:
 		s.inBatch = true
-		e := &expect{kind: kDescribe, objType: m.ObjectType}
+		e := &describeAnswer{objType: m.ObjectType}
 		if m.ObjectType == 'S' {
 			e.st = s.stmts[m.Name]
 		} else if p := s.portals[m.Name]; p != nil {
@@ -372,7 +372,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			// the proxy sorts and limits: the server's rows are all needed
 			m = &pgproto3.Execute{Portal: m.Portal}
 		}
-		s.push(&expect{kind: kExecute, portal: p})
+		s.push(&executeAnswer{portal: p})
 		s.sendServer(m)
 	case *pgproto3.Close:
 		s.inBatch = true
@@ -381,11 +381,11 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		} else {
 			delete(s.portals, m.Name)
 		}
-		s.push(&expect{kind: kClose})
+		s.push(&completeAnswer{})
 		s.sendServer(m)
 	case *pgproto3.Sync:
 		s.inBatch = false
-		s.push(&expect{kind: kSync})
+		s.push(&syncAnswer{})
 		s.sendServer(m)
 		return s.flushServer()
 	case *pgproto3.Flush:
@@ -419,7 +419,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.sendServer(m)
 		return s.flushServer()
 	case *pgproto3.FunctionCall:
-		s.push(&expect{kind: kQuery, plan: &rewrite.Plan{}})
+		s.push(&queryAnswer{plan: &rewrite.Plan{}})
 		s.sendServer(m)
 		return s.flushServer()
 	case *pgproto3.Terminate:
@@ -483,7 +483,7 @@ func (s *session) query(m *pgproto3.Query) error {
 	p, err := s.prepare(m.String)
 	if err != nil {
 		s.dropCopy = true
-		s.push(&expect{kind: kQuery, refused: refusal(err), plan: &rewrite.Plan{}})
+		s.push(&queryAnswer{refused: refusal(err), plan: &rewrite.Plan{}})
 		s.sendServer(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
 		return s.flushServer()
 	}
@@ -491,10 +491,10 @@ func (s *session) query(m *pgproto3.Query) error {
 	if p.Update != nil {
 		return s.simpleUpdate(p)
 	}
-	e := &expect{kind: kQuery, plan: p}
+	e := &queryAnswer{plan: p}
 	if p.Copy != nil && p.Copy.From {
 		s.copyIn = newCopyStream(s, p.Copy)
-		s.copyIn.expect = e
+		s.copyIn.answer = e
 	}
 	s.push(e)
 	if p.SQL == m.String {
@@ -510,7 +510,7 @@ func (s *session) query(m *pgproto3.Query) error {
 // as the statement would have), the client the proxy's error, and the
 // rest of the batch is dropped.
 func (s *session) refuseInBatch(r *rewrite.Refusal) {
-	s.push(&expect{kind: kRefused, refused: r})
+	s.push(&refusedAnswer{refused: r})
 	s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: refusedName})
 	s.skipping = true
 }
@@ -546,17 +546,17 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	if up := p.Update; up != nil {
 		oids = updateOIDs(up, oids)
 	}
-	s.push(&expect{kind: kParse})
+	s.push(&completeAnswer{})
 	s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
 	if up := p.Update; up != nil {
-		s.push(&expect{kind: kClose, quiet: true})
+		s.push(&completeAnswer{quiet: true})
 		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
 		s.parseLock(lockPrefix+m.Name, up, oids)
 	}
 	if s.cat.HasEncryption() {
 		// learn the result's types now: later Executes may come without
 		// a Describe
-		s.push(&expect{kind: kDescribe, objType: 'S', st: st, quiet: true})
+		s.push(&describeAnswer{objType: 'S', st: st, quiet: true})
 		s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: m.Name})
 	}
 	return nil
@@ -584,7 +584,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		if st != nil {
 			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats}
 		}
-		s.push(&expect{kind: kBind})
+		s.push(&completeAnswer{})
 		s.sendServer(m)
 		return nil
 	}
@@ -594,7 +594,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		return nil
 	}
 	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns}
-	s.push(&expect{kind: kBind})
+	s.push(&completeAnswer{})
 	s.sendServer(out)
 	return nil
 }
@@ -641,7 +641,7 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 		}
 	}
 	s.portals[m.DestinationPortal] = &portal{st: st, bound: b, params: params}
-	s.push(&expect{kind: kBind})
+	s.push(&completeAnswer{})
 	s.sendServer(b)
 	return nil
 }
@@ -651,7 +651,7 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 // implicit transaction unless the client has opened one).
 func (s *session) simpleUpdate(p *rewrite.Plan) error {
 	up := p.Update
-	s.push(&expect{kind: kParse, quiet: true})
+	s.push(&completeAnswer{quiet: true})
 	s.sendServer(&pgproto3.Parse{Query: up.LockSQL})
 	r := &rmw{plan: p, bound: &pgproto3.Bind{},
 		writeParse: &pgproto3.Parse{Query: p.SQL, ParameterOIDs: updateOIDs(up, nil)}}
@@ -660,7 +660,7 @@ func (s *session) simpleUpdate(p *rewrite.Plan) error {
 	if err != nil {
 		return err
 	}
-	s.push(&expect{kind: kSync})
+	s.push(&syncAnswer{})
 	s.sendServer(&pgproto3.Sync{})
 	return s.flushServer()
 }

@@ -35,6 +35,8 @@ MISSING_ENV = re.compile(r"missing environment variable (\w+)")
 TIMED_OUT = re.compile(r"panic: test timed out after (\S+)")
 RUNNING = re.compile(r"^\s+(Test\S*) \([0-9hms.]+\)$")
 LOCATION = re.compile(r"^\s*\S+_test\.go:\d+: ?(.*)$")
+# t.TempDir() in a subtest's name: /tmp/TestName<random>/001
+TEMPDIR = re.compile(r"(Test\w*?)\d+/(\d{3})(?=\D|$)")
 
 
 def short(pkg):
@@ -80,7 +82,7 @@ class Run:
                     elif action in ("output", "build-output"):
                         pkg_out.setdefault(pkg, []).append(ev.get("Output", ""))
                     continue
-                name = f"{pkg}.{test}"
+                name = pkg + "." + TEMPDIR.sub(r"\1*/\2", test)
                 if action == "run":
                     started.add(name)
                 elif action == "output":
