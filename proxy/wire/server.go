@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,8 +31,16 @@ type Config struct {
 	// user and database come from each client unless it names them.
 	Upstream string
 	Keys     *catalog.Keys
-	// ClientTLS, if set, is offered to clients that ask for TLS.
+	// ClientTLS, if set, is offered to clients that ask for TLS.  With
+	// ClientCAs and ClientAuth = VerifyClientCertIfGiven, a client's
+	// certificate is verified, and UpstreamCerts may stand in for it.
 	ClientTLS *tls.Config
+	// UpstreamCerts, if set, is a directory of certificates the proxy
+	// presents to the server for a user (USER.crt, USER.key): used for a
+	// client that connected with a certificate verified against
+	// ClientTLS.ClientCAs whose common name is the user it logs in as
+	// (what PostgreSQL's cert authentication checks).
+	UpstreamCerts string
 	// Catalog is a libpq connection string for the proxy's own
 	// connections, on which it reads each database's encrypted-column
 	// catalog ("": Upstream); the database is each client's, and so is
@@ -134,6 +143,7 @@ func fatalHint(b *pgproto3.Backend, code, msg, hint string) error {
 
 func (s *Server) serveConn(c net.Conn) error {
 	var client net.Conn = c
+	certUser := "" // the common name of the client's verified certificate
 	b := pgproto3.NewBackend(client, client)
 	var startup *pgproto3.StartupMessage
 	for startup == nil {
@@ -155,6 +165,9 @@ func (s *Server) serveConn(c net.Conn) error {
 			tc := tls.Server(c, s.cfg.ClientTLS)
 			if err := tc.Handshake(); err != nil {
 				return fmt.Errorf("wire: TLS with client: %w", err)
+			}
+			if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+				certUser = chains[0][0].Subject.CommonName
 			}
 			client = tc
 			b = pgproto3.NewBackend(client, client)
@@ -188,7 +201,14 @@ func (s *Server) serveConn(c net.Conn) error {
 			params[k] = v
 		}
 	}
-	server, err := s.dial()
+	var cert *tls.Certificate
+	if certUser != "" && certUser == params["user"] && s.cfg.UpstreamCerts != "" {
+		var err error
+		if cert, err = s.upstreamCert(certUser); err != nil {
+			return fatal(b, "08006", "pgcipher-proxy: "+err.Error())
+		}
+	}
+	server, err := s.dial(cert)
 	if err != nil {
 		return fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
 	}
@@ -225,9 +245,22 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return r.w.Write(p)
 }
 
+// upstreamCert loads the certificate the proxy presents for user.
+func (s *Server) upstreamCert(user string) (*tls.Certificate, error) {
+	if user == "" || strings.ContainsAny(user, "/\\\x00") || strings.HasPrefix(user, ".") {
+		return nil, fmt.Errorf("no upstream certificate for user %q", user)
+	}
+	base := filepath.Join(s.cfg.UpstreamCerts, user)
+	c, err := tls.LoadX509KeyPair(base+".crt", base+".key")
+	if err != nil {
+		return nil, fmt.Errorf("the upstream certificate of user %q: %w", user, err)
+	}
+	return &c, nil
+}
+
 // dial opens a connection to the server, with TLS if the connection
-// string asks for it.
-func (s *Server) dial() (net.Conn, error) {
+// string asks for it, presenting cert if given.
+func (s *Server) dial(cert *tls.Certificate) (net.Conn, error) {
 	cfg := s.upstream
 	network, addr := "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	if strings.HasPrefix(cfg.Host, "/") {
@@ -255,7 +288,12 @@ func (s *Server) dial() (net.Conn, error) {
 		return nil, err
 	}
 	if reply[0] == 'S' {
-		tc := tls.Client(conn, cfg.TLSConfig)
+		tcfg := cfg.TLSConfig
+		if cert != nil {
+			tcfg = tcfg.Clone()
+			tcfg.Certificates = []tls.Certificate{*cert}
+		}
+		tc := tls.Client(conn, tcfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("TLS with server: %w", err)
@@ -383,7 +421,7 @@ func (s *Server) authReply(b *pgproto3.Backend, f *pgproto3.Frontend, t uint32) 
 // cancel forwards a CancelRequest: the client holds the server's own
 // process id and key (BackendKeyData is relayed unchanged).
 func (s *Server) cancel(m *pgproto3.CancelRequest) error {
-	c, err := s.dial()
+	c, err := s.dial(nil)
 	if err != nil {
 		return err
 	}

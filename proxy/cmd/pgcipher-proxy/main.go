@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,7 +34,12 @@ const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--c
   --cmk-file F           file holding the column master key (pgcipher-keys new-cmk)
   --cmk-command C        command printing it (sh -c, 30 s limit)
   --cmk-name NAME        name of the CMK, wrapped into column keys (default main)
-  --tls-cert F, --tls-key F   offer TLS to clients
+  --tls-cert F, --tls-key F   offer TLS to clients (with the server's own
+                         certificate and key, SCRAM channel binding passes through)
+  --tls-client-ca F      verify clients' certificates against these CAs
+  --upstream-certs DIR   for a client whose verified certificate names the user
+                         it logs in as, present DIR/USER.crt and DIR/USER.key
+                         to the server (PostgreSQL's cert authentication)
   --log-level LEVEL      debug, info, warn or error (default info)
   --record F             test mode: append every byte sent to the server to F
   --pprof HOST:PORT      serve Go's profiler (net/http/pprof) there, for performance work
@@ -41,7 +47,7 @@ const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--c
 `
 
 type settings struct {
-	listen, upstream, catalog, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, logLevel, record, pprof string
+	listen, upstream, catalog, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, tlsClientCA, upstreamCerts, logLevel, record, pprof string
 }
 
 func main() {
@@ -62,6 +68,7 @@ func parse(args []string) (*settings, error) {
 	config := fs.String("config", "", "")
 	vars := map[string]*string{"listen": &st.listen, "upstream": &st.upstream, "catalog": &st.catalog, "cmk-file": &st.cmkFile,
 		"cmk-command": &st.cmkCommand, "cmk-name": &st.cmkName, "tls-cert": &st.tlsCert, "tls-key": &st.tlsKey,
+		"tls-client-ca": &st.tlsClientCA, "upstream-certs": &st.upstreamCerts,
 		"log-level": &st.logLevel, "record": &st.record, "pprof": &st.pprof}
 	for name, p := range vars {
 		fs.StringVar(p, name, *p, "")
@@ -147,7 +154,22 @@ func run(args []string) error {
 			return fmt.Errorf("TLS certificate: %w", err)
 		}
 		cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if st.tlsClientCA != "" {
+			pem, err := os.ReadFile(st.tlsClientCA)
+			if err != nil {
+				return fmt.Errorf("--tls-client-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--tls-client-ca: no certificate in %s", st.tlsClientCA)
+			}
+			cfg.ClientTLS.ClientCAs, cfg.ClientTLS.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		}
 	}
+	if st.tlsClientCA != "" && st.tlsCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	cfg.UpstreamCerts = st.upstreamCerts
 	if st.record != "" {
 		f, err := os.OpenFile(st.record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {

@@ -1,0 +1,140 @@
+package wire
+
+// The proxy's TLS towards the server: the certificate it presents for a
+// user whose own certificate it verified, and when SCRAM channel binding
+// can pass through (the proxy shows the server's certificate).
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// newCert makes a certificate for cn, signed by parent (self-signed when nil).
+func newCert(t *testing.T, cn string, parent *tls.Certificate) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"},
+		IsCA: parent == nil, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}
+	signer, signerKey := tmpl, any(key)
+	if parent != nil {
+		signer, _ = x509.ParseCertificate(parent.Certificate[0])
+		signerKey = parent.PrivateKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func writeCert(t *testing.T, dir, user string, c tls.Certificate) {
+	t.Helper()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, user+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), 0o600)
+	os.WriteFile(filepath.Join(dir, user+".key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+}
+
+// fakeTLSServer answers one SSLRequest with 'S' and a TLS handshake that
+// asks for a client certificate; it reports the common name it got.
+func fakeTLSServer(t *testing.T, cert tls.Certificate) (string, chan string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	got := make(chan string, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req := make([]byte, 8)
+		if _, err := io.ReadFull(c, req); err != nil {
+			return
+		}
+		c.Write([]byte{'S'})
+		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert})
+		if err := tc.Handshake(); err != nil {
+			got <- "handshake: " + err.Error()
+			return
+		}
+		cn := "(none)"
+		if p := tc.ConnectionState().PeerCertificates; len(p) > 0 {
+			cn = p[0].Subject.CommonName
+		}
+		got <- cn
+		tc.Read(make([]byte, 1))
+	}()
+	return l.Addr().String(), got
+}
+
+func TestUpstreamCertificate(t *testing.T) {
+	ca := newCert(t, "test CA", nil)
+	serverCert := newCert(t, "localhost", &ca)
+	dir := t.TempDir()
+	writeCert(t, dir, "alice", newCert(t, "alice", &ca))
+	for _, tc := range []struct {
+		user, want string
+	}{{"alice", "alice"}, {"", "(none)"}} {
+		addr, got := fakeTLSServer(t, serverCert)
+		host, port, _ := net.SplitHostPort(addr)
+		up, err := pgconn.ParseConfig(fmt.Sprintf("host=%s port=%s sslmode=require", host, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{cfg: Config{UpstreamCerts: dir}, upstream: up}
+		var cert *tls.Certificate
+		if tc.user != "" {
+			if cert, err = s.upstreamCert(tc.user); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := s.dial(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cn := <-got; cn != tc.want {
+			t.Errorf("user %q: the server got certificate %q, want %q", tc.user, cn, tc.want)
+		}
+		// channel binding passes only with the server's own certificate
+		client, _ := net.Pipe()
+		tlsClient := tls.Server(client, &tls.Config{})
+		s.cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{serverCert}}
+		if !s.channelBindingPasses(tlsClient, c) {
+			t.Error("the proxy shows the server's certificate: channel binding should pass")
+		}
+		s.cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{newCert(t, "localhost", &ca)}}
+		if s.channelBindingPasses(tlsClient, c) {
+			t.Error("another certificate: channel binding must not pass")
+		}
+		c.Close()
+	}
+	s := &Server{cfg: Config{UpstreamCerts: dir}}
+	for _, bad := range []string{"../alice", "bob", ".alice", "a/b"} {
+		if _, err := s.upstreamCert(bad); err == nil {
+			t.Errorf("upstreamCert(%q) succeeded", bad)
+		}
+	}
+}
