@@ -121,7 +121,7 @@ func (c *Catalog) ForSession(s Session) *Catalog {
 type NameError struct{ Name string }
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("the proxy cannot tell which relation %q names: this session changed its search_path in a way the proxy does not follow", e.Name)
+	return fmt.Sprintf("the proxy cannot tell which relation %q names: this session changed its search_path, or its open transaction changed relations of that name, in a way the proxy does not follow", e.Name)
 }
 
 // Empty is the catalog of a database without the extension.
@@ -178,6 +178,22 @@ func (c *Catalog) Named(name string) bool { return len(c.byName[name]) > 0 }
 // columns named name (tests; Load reads them from the server).
 func (c *Catalog) AddPlainNamed(schema, name string) {
 	c.plainNamed[name] = append(c.plainNamed[name], schema)
+}
+
+// NamesEncryption reports whether sql names one of the extension's
+// encrypted types or the pgcipher schema: a statement that may create or
+// bind encrypted columns.
+func (c *Catalog) NamesEncryption(sql string) bool {
+	low := strings.ToLower(sql)
+	if strings.Contains(low, "pgcipher") {
+		return true
+	}
+	for _, t := range c.Types {
+		if strings.Contains(low, t.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup resolves a relation name as PostgreSQL would through the search

@@ -36,14 +36,25 @@ type names struct {
 	// localPath: SET LOCAL search_path in the open transaction, which the
 	// proxy does not follow (unknown until the transaction ends)
 	localPath bool
-	onCommit  []string // temporary relations that go when it ends
+	// ddl: uncommitted DDL named an encrypted relation's name: names
+	// are unknown until it settles
+	ddl      bool
+	onCommit []string // temporary relations that go when it ends
+}
+
+// uncommittedDDL records DDL inside a transaction that names an
+// encrypted relation's name; it reports whether anything changed.
+func (n *names) uncommittedDDL() bool {
+	changed := !n.ddl
+	n.ddl = true
+	return changed
 }
 
 // reset starts the session's state with its default search path setting.
 func (n *names) reset(user, setting string) {
 	n.user, n.base = user, setting
 	n.cur = nameState{temps: map[string]bool{}}
-	n.committed, n.localPath, n.onCommit = nil, false, nil
+	n.committed, n.localPath, n.ddl, n.onCommit = nil, false, false, nil
 }
 
 // session is the state as catalog resolution wants it.
@@ -56,7 +67,7 @@ func (n *names) session() catalog.Session {
 	if role == "" {
 		role = n.user
 	}
-	return catalog.Session{Temps: n.cur.temps, PathUnknown: n.cur.unknown || n.localPath,
+	return catalog.Session{Temps: n.cur.temps, PathUnknown: n.cur.unknown || n.localPath || n.ddl,
 		SearchPath: expandSearchPath(setting, role)}
 }
 
@@ -116,7 +127,7 @@ func (n *names) apply(changes []rewrite.NameChange, settled bool) bool {
 // may be one is sent as pg_temp's), and a search path that may have
 // changed becomes unknown.  It reports whether anything changed.
 func (n *names) settle(rolledBack bool) bool {
-	if n.committed == nil && !n.localPath && len(n.onCommit) == 0 {
+	if n.committed == nil && !n.localPath && !n.ddl && len(n.onCommit) == 0 {
 		return false
 	}
 	if rolledBack && n.committed != nil {
@@ -130,6 +141,6 @@ func (n *names) settle(rolledBack bool) bool {
 	for _, t := range n.onCommit {
 		delete(n.cur.temps, t)
 	}
-	n.committed, n.localPath, n.onCommit = nil, false, nil
+	n.committed, n.localPath, n.ddl, n.onCommit = nil, false, false, nil
 	return true
 }

@@ -451,9 +451,16 @@ func (s *session) prepare(sql string) (*rewrite.Plan, error) {
 	if p.Reload && p.Parsed && (s.txStatus.Load() != 'I' || s.inBatch) {
 		// the proxy reads the catalog on its own connection, which sees
 		// committed changes only
-		return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
-			Message: "pgcipher: statements that create or change encrypted columns must run outside a transaction block",
-			Hint:    "Run this statement on its own (autocommit), then the statements that use it: the proxy learns encrypted columns once they are committed."}
+		if s.cat.NamesEncryption(sql) {
+			return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
+				Message: "pgcipher: statements that create or change encrypted columns must run outside a transaction block",
+				Hint:    "Run this statement on its own (autocommit), then the statements that use it: the proxy learns encrypted columns once they are committed."}
+		}
+		// DDL naming an encrypted relation's name: a relation the proxy
+		// cannot see yet may now come first in the search path
+		if s.names.uncommittedDDL() {
+			s.namesChanged()
+		}
 	}
 	if p.Reload {
 		s.changed()

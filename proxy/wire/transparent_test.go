@@ -426,4 +426,30 @@ func TestNamesHidingEncrypted(t *testing.T) {
 	if _, err := c.Exec(ctx, "INSERT INTO foo VALUES (10, 'MARKER-ENC-10')"); err != nil {
 		t.Errorf("after RESET: %v", err)
 	}
+
+	// DDL inside a transaction block: encrypted columns are refused (the
+	// proxy's catalog connection cannot see them before they commit);
+	// other DDL runs, and names it may have changed are unknown until
+	// the transaction ends
+	tx, _ = c.Begin(ctx)
+	if _, err := tx.Exec(ctx, "CREATE TABLE enc2 (x enc_text)"); pgErrCode(err) != "PC001" {
+		t.Errorf("CREATE TABLE with an encrypted column in a transaction block: %v, want PC001", err)
+	}
+	tx.Rollback(ctx)
+	tx, _ = c.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if _, err := tx.Exec(ctx, "CREATE TABLE foo (id int)"); pgErrCode(err) != "25006" {
+		t.Errorf("CREATE TABLE foo in a read-only transaction: %v, want the server's 25006", err)
+	}
+	tx.Rollback(ctx)
+	tx, _ = c.Begin(ctx)
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA s4; CREATE TABLE s4.foo (a int, b text)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO foo VALUES (11, 'x')"); pgErrCode(err) != "PC001" {
+		t.Errorf("INSERT INTO foo after CREATE TABLE s4.foo in the same transaction: %v, want PC001", err)
+	}
+	tx.Rollback(ctx)
+	if _, err := c.Exec(ctx, "INSERT INTO foo VALUES (12, 'MARKER-ENC-12')"); err != nil {
+		t.Errorf("after the transaction: %v", err)
+	}
 }

@@ -165,13 +165,29 @@ fresh_db() {
 proxy_port=$(free_port "$server_port")
 # start_proxy LOG [tls]: the proxy on $proxy_port, to the server over TCP
 # (so that pg_hba.conf's md5, scram-sha-256 and password lines apply)
+# The proxy reads the encrypted-column catalog on connections of its own,
+# as the superuser over the Unix socket (the pgx_* roles log in with
+# passwords the proxy does not have).  With TLS it shows clients the
+# server's own certificate, so that SCRAM channel binding passes through,
+# verifies clients' certificates against pgx's CA and presents
+# pgx_sslcert's certificate upstream for a client that proved it.
 start_proxy() {
     local args=(--upstream "host=127.0.0.1 port=$server_port sslmode=disable")
     if [ "${2:-}" = tls ]; then
+        mkdir -p "$tmp/upstream-certs"
+        cp "$certs/pgx_sslcert.crt" "$tmp/upstream-certs/"
+        # the proxy's copy of the key, unencrypted (generate_certs.go labels
+        # its encrypted PEM block CERTIFICATE, which openssl will not read)
+        sed 's/ CERTIFICATE-----/ RSA PRIVATE KEY-----/' "$certs/pgx_sslcert.key" |
+            openssl pkey -passin pass:certpw -out "$tmp/upstream-certs/pgx_sslcert.key" 2> "$tmp/openssl.log" ||
+            { cat "$tmp/openssl.log"; return 1; }
+        chmod 600 "$tmp/upstream-certs/pgx_sslcert.key"
         args=(--upstream "host=localhost port=$server_port sslmode=require"
-            --tls-cert "$certs/localhost.crt" --tls-key "$certs/localhost.key")
+            --tls-cert "$certs/localhost.crt" --tls-key "$certs/localhost.key"
+            --tls-client-ca "$certs/ca.pem" --upstream-certs "$tmp/upstream-certs")
     fi
     "$proxy" --listen "127.0.0.1:$proxy_port" "${args[@]}" \
+        --catalog "host=$sock port=$server_port user=postgres" \
         --cmk-file "$tmp/cmk.hex" --cmk-name main > "$1" 2>&1 &
     proxy_pid=$!
     for _ in $(seq 100); do
