@@ -6,6 +6,7 @@ package rewrite
 
 import (
 	"encoding/hex"
+	"strconv"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -271,83 +272,9 @@ func (a *analyzer) copyStmt(s *pg.CopyStmt) error {
 			return err
 		}
 	}
-	cp := &CopyPlan{From: s.IsFrom, Delimiter: '\t', Null: `\N`, Quote: '"', Escape: '"'}
-	delimSet, nullSet, escSet := false, false, false
-	for _, o := range s.Options {
-		d := o.GetDefElem()
-		if d == nil {
-			continue
-		}
-		val := ""
-		if d.Arg != nil {
-			if d.Arg.GetString_() != nil {
-				val = d.Arg.GetString_().Sval
-			} else if d.Arg.GetBoolean() != nil {
-				if d.Arg.GetBoolean().Boolval {
-					val = "true"
-				} else {
-					val = "false"
-				}
-			} else if d.Arg.GetInteger() != nil {
-				val = "1"
-				if d.Arg.GetInteger().Ival == 0 {
-					val = "0"
-				}
-			} else if d.Arg.GetAStar() != nil {
-				val = "*"
-			}
-		}
-		switch strings.ToLower(d.Defname) {
-		case "format":
-			switch strings.ToLower(val) {
-			case "csv":
-				cp.CSV = true
-			case "binary":
-				if !s.IsFrom {
-					return refuse("Use FORMAT text or csv for COPY TO.", "pgcipher: COPY TO with FORMAT binary is not supported on relations with encrypted columns")
-				}
-				cp.Binary = true
-			case "text":
-			default:
-				return refuse("Use FORMAT text or csv.", "pgcipher: COPY FORMAT %s is not supported on relations with encrypted columns", val)
-			}
-		case "delimiter":
-			if len(val) != 1 {
-				return refuse("", "pgcipher: COPY delimiter must be a single one-byte character")
-			}
-			cp.Delimiter, delimSet = val[0], true
-		case "null":
-			cp.Null, nullSet = val, true
-		case "header":
-			cp.Header = val == "" || val == "true" || val == "1" || strings.EqualFold(val, "on") || strings.EqualFold(val, "match")
-		case "quote":
-			if len(val) != 1 {
-				return refuse("", "pgcipher: COPY quote must be a single one-byte character")
-			}
-			cp.Quote = val[0]
-		case "escape":
-			if len(val) != 1 {
-				return refuse("", "pgcipher: COPY escape must be a single one-byte character")
-			}
-			cp.Escape, escSet = val[0], true
-		case "encoding", "force_quote", "force_not_null", "force_null", "freeze", "default", "on_error", "log_verbosity":
-			if strings.ToLower(d.Defname) == "default" {
-				return refuse("", "pgcipher: COPY DEFAULT is not supported on relations with encrypted columns")
-			}
-		default:
-			return refuse("", "pgcipher: COPY option %s is not supported on relations with encrypted columns", d.Defname)
-		}
-	}
-	if cp.CSV {
-		if !delimSet {
-			cp.Delimiter = ','
-		}
-		if !nullSet {
-			cp.Null = ""
-		}
-		if !escSet {
-			cp.Escape = cp.Quote
-		}
+	cp, err := copyOptions(s.IsFrom, s.Options)
+	if err != nil {
+		return err
 	}
 	attrs := r.Attrs
 	if len(s.Attlist) > 0 {
@@ -377,6 +304,93 @@ func (a *analyzer) copyStmt(s *pg.CopyStmt) error {
 	}
 	a.plan.Copy = cp
 	return nil
+}
+
+// copyOptions reads COPY's options into a plan's format (the columns
+// are the caller's); options that would change what the proxy must split
+// or write are refused.
+func copyOptions(from bool, options []*pg.Node) (*CopyPlan, error) {
+	cp := &CopyPlan{From: from, Delimiter: '\t', Null: `\N`, Quote: '"', Escape: '"'}
+	delimSet, nullSet, escSet := false, false, false
+	for _, o := range options {
+		d := o.GetDefElem()
+		if d == nil {
+			continue
+		}
+		val := optionValue(d.Arg)
+		switch strings.ToLower(d.Defname) {
+		case "format":
+			switch strings.ToLower(val) {
+			case "csv":
+				cp.CSV = true
+			case "binary":
+				if !from {
+					return nil, refuse("Use FORMAT text or csv for COPY TO.", "pgcipher: COPY TO with FORMAT binary is not supported on relations with encrypted columns")
+				}
+				cp.Binary = true
+			case "text":
+			default:
+				return nil, refuse("Use FORMAT text or csv.", "pgcipher: COPY FORMAT %s is not supported on relations with encrypted columns", val)
+			}
+		case "delimiter":
+			if len(val) != 1 {
+				return nil, refuse("", "pgcipher: COPY delimiter must be a single one-byte character")
+			}
+			cp.Delimiter, delimSet = val[0], true
+		case "null":
+			cp.Null, nullSet = val, true
+		case "header":
+			cp.Header = val == "" || val == "true" || val == "1" || strings.EqualFold(val, "on") || strings.EqualFold(val, "match")
+		case "quote":
+			if len(val) != 1 {
+				return nil, refuse("", "pgcipher: COPY quote must be a single one-byte character")
+			}
+			cp.Quote = val[0]
+		case "escape":
+			if len(val) != 1 {
+				return nil, refuse("", "pgcipher: COPY escape must be a single one-byte character")
+			}
+			cp.Escape, escSet = val[0], true
+		case "encoding", "force_quote", "force_not_null", "force_null", "freeze", "default", "on_error", "log_verbosity":
+			if strings.ToLower(d.Defname) == "default" {
+				return nil, refuse("", "pgcipher: COPY DEFAULT is not supported on relations with encrypted columns")
+			}
+		default:
+			return nil, refuse("", "pgcipher: COPY option %s is not supported on relations with encrypted columns", d.Defname)
+		}
+	}
+	if cp.CSV {
+		if !delimSet {
+			cp.Delimiter = ','
+		}
+		if !nullSet {
+			cp.Null = ""
+		}
+		if !escSet {
+			cp.Escape = cp.Quote
+		}
+	}
+	return cp, nil
+}
+
+// optionValue is an option's argument as text ("" when it has none).
+func optionValue(arg *pg.Node) string {
+	switch {
+	case arg == nil:
+		return ""
+	case arg.GetString_() != nil:
+		return arg.GetString_().Sval
+	case arg.GetBoolean() != nil:
+		return strconv.FormatBool(arg.GetBoolean().Boolval)
+	case arg.GetInteger() != nil:
+		if arg.GetInteger().Ival == 0 {
+			return "0"
+		}
+		return "1"
+	case arg.GetAStar() != nil:
+		return "*"
+	}
+	return ""
 }
 
 // keyFunction recognizes SELECT pgcipher.add_column_key('name').
