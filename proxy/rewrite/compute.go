@@ -482,70 +482,22 @@ func (a *analyzer) grouping(names []string) bool {
 // It is called after the FROM clause is in scope, before the select list
 // is analysed; it leaves in s the query the server runs.
 func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
-	needed := false
-	for _, t := range s.TargetList {
-		if rt := t.GetResTarget(); rt != nil && rt.Val != nil && !a.serverComputable(sc, rt.Val) {
-			needed = true
-		}
+	needed, havingNeeds, err := a.computeNeeded(sc, s)
+	if !needed && !havingNeeds || err != nil {
+		return false, err
 	}
-	havingNeeds := s.HavingClause != nil && a.refsEncrypted(sc, s.HavingClause) &&
-		hasNode(s.HavingClause, func(n *pg.Node) bool {
-			f := n.GetFuncCall()
-			return f != nil && aggregates[strings.ToLower(funcName(f))] && !a.serverComputable(sc, n)
-		})
-	if !needed && !havingNeeds {
-		return false, nil
-	}
-	if !a.top {
-		return false, refuse("Send the statement on its own.",
-			"pgcipher: computations over encrypted columns are supported only in a statement sent on its own, not in a multi-statement query")
-	}
-	if len(s.DistinctClause) > 0 || len(s.WindowClause) > 0 || s.IntoClause != nil || s.LockingClause != nil {
-		return false, refuse(hintCompute, "pgcipher: DISTINCT, windows, INTO and FOR UPDATE are not supported with computations over encrypted columns")
-	}
+	a.computing = s
+	defer func() { a.computing = nil }()
 	grouped := len(s.GroupClause) > 0 || hasNode(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{TargetList: s.TargetList, HavingClause: s.HavingClause}}},
 		func(n *pg.Node) bool {
 			f := n.GetFuncCall()
 			return f != nil && aggregates[strings.ToLower(funcName(f))]
 		})
-	for _, g := range s.GroupClause {
-		if g.GetAConst() != nil || g.GetColumnRef() == nil && a.refsEncrypted(sc, g) {
-			return false, refuse("Group by columns or by expressions of plaintext columns.",
-				"pgcipher: with computations over encrypted columns, GROUP BY takes columns and expressions without encrypted columns, not positions")
-		}
-	}
-	a.computing = s
-	defer func() { a.computing = nil }()
 	b := &builder{a: a, sc: sc, grouped: grouped, names: map[int]string{}}
 	cp := &ComputePlan{Limit: -1}
-	names := map[string]int{}
-	for _, t := range s.TargetList {
-		rt := t.GetResTarget()
-		if rt == nil || rt.Val == nil {
-			continue
-		}
-		name := rt.Name
-		if cr := rt.Val.GetColumnRef(); cr != nil && isStar(cr) {
-			return false, refuse("Name the columns.", "pgcipher: * is not supported with computations over encrypted columns")
-		}
-		if name == "" {
-			name = defaultName(rt.Val)
-		}
-		if a.serverComputable(sc, rt.Val) {
-			if _, err := a.targetList(sc, []*pg.Node{t}); err != nil {
-				return false, err
-			}
-			i := b.input(Input{}, rt.Val)
-			b.names[i] = rt.Name
-			cp.Outputs = append(cp.Outputs, Output{Name: name, In: i})
-		} else {
-			e, err := b.expr(rt.Val)
-			if err != nil {
-				return false, err
-			}
-			cp.Outputs = append(cp.Outputs, Output{Name: name, Expr: e})
-		}
-		names[name] = len(cp.Outputs) - 1
+	names, err := a.computeOutputs(sc, s, b, cp)
+	if err != nil {
+		return false, err
 	}
 	if havingNeeds {
 		e, err := b.expr(s.HavingClause)
@@ -558,7 +510,92 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 		cp.Having = e
 		s.HavingClause = nil
 	}
-	// ORDER BY: on the server unless it sorts by what the proxy computes
+	if err := a.computeOrder(sc, s, b, cp, names, havingNeeds); err != nil {
+		return false, err
+	}
+	// the server's select list: one field per input
+	s.TargetList = nil
+	for i, n := range b.targets {
+		s.TargetList = append(s.TargetList, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: b.names[i], Val: n, Location: -1}}})
+	}
+	cp.Inputs = b.inputs
+	a.plan.Compute = cp
+	a.changed = true
+	return true, nil
+}
+
+// computeNeeded reports whether the proxy must compute the select list
+// or HAVING of s, and refuses the queries where it cannot.
+func (a *analyzer) computeNeeded(sc *scope, s *pg.SelectStmt) (needed, havingNeeds bool, err error) {
+	for _, t := range s.TargetList {
+		if rt := t.GetResTarget(); rt != nil && rt.Val != nil && !a.serverComputable(sc, rt.Val) {
+			needed = true
+		}
+	}
+	havingNeeds = s.HavingClause != nil && a.refsEncrypted(sc, s.HavingClause) &&
+		hasNode(s.HavingClause, func(n *pg.Node) bool {
+			f := n.GetFuncCall()
+			return f != nil && aggregates[strings.ToLower(funcName(f))] && !a.serverComputable(sc, n)
+		})
+	if !needed && !havingNeeds {
+		return false, false, nil
+	}
+	if !a.top {
+		return false, false, refuse("Send the statement on its own.",
+			"pgcipher: computations over encrypted columns are supported only in a statement sent on its own, not in a multi-statement query")
+	}
+	if len(s.DistinctClause) > 0 || len(s.WindowClause) > 0 || s.IntoClause != nil || s.LockingClause != nil {
+		return false, false, refuse(hintCompute, "pgcipher: DISTINCT, windows, INTO and FOR UPDATE are not supported with computations over encrypted columns")
+	}
+	for _, g := range s.GroupClause {
+		if g.GetAConst() != nil || g.GetColumnRef() == nil && a.refsEncrypted(sc, g) {
+			return false, false, refuse("Group by columns or by expressions of plaintext columns.",
+				"pgcipher: with computations over encrypted columns, GROUP BY takes columns and expressions without encrypted columns, not positions")
+		}
+	}
+	return needed, havingNeeds, nil
+}
+
+// computeOutputs makes the outputs of a computed select list: a field the
+// server computes is an input handed on, the others expressions over the
+// inputs.  It returns the outputs' names (for ORDER BY).
+func (a *analyzer) computeOutputs(sc *scope, s *pg.SelectStmt, b *builder, cp *ComputePlan) (map[string]int, error) {
+	names := map[string]int{}
+	for _, t := range s.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			continue
+		}
+		name := rt.Name
+		if cr := rt.Val.GetColumnRef(); cr != nil && isStar(cr) {
+			return nil, refuse("Name the columns.", "pgcipher: * is not supported with computations over encrypted columns")
+		}
+		if name == "" {
+			name = defaultName(rt.Val)
+		}
+		if a.serverComputable(sc, rt.Val) {
+			if _, err := a.targetList(sc, []*pg.Node{t}); err != nil {
+				return nil, err
+			}
+			i := b.input(Input{}, rt.Val)
+			b.names[i] = rt.Name
+			cp.Outputs = append(cp.Outputs, Output{Name: name, In: i})
+		} else {
+			e, err := b.expr(rt.Val)
+			if err != nil {
+				return nil, err
+			}
+			cp.Outputs = append(cp.Outputs, Output{Name: name, Expr: e})
+		}
+		names[name] = len(cp.Outputs) - 1
+	}
+	return names, nil
+}
+
+// computeOrder leaves ORDER BY to the server unless it sorts by what the
+// proxy computes (or a computed HAVING comes with LIMIT or OFFSET): then
+// the proxy sorts, and applies LIMIT and OFFSET itself.
+func (a *analyzer) computeOrder(sc *scope, s *pg.SelectStmt, b *builder, cp *ComputePlan, names map[string]int, havingNeeds bool) error {
 	proxySort := havingNeeds && (s.LimitCount != nil || s.LimitOffset != nil)
 	for _, n := range s.SortClause {
 		sb := n.GetSortBy()
@@ -576,44 +613,35 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 				}
 			}
 		}
+		return nil
 	}
-	if proxySort {
-		for _, n := range s.SortClause {
-			sb := n.GetSortBy()
-			if sb == nil || sb.SortbyDir == pg.SortByDir_SORTBY_USING {
-				return false, refuse(hintCompute, "pgcipher: this ORDER BY cannot be computed by the proxy")
+	for _, n := range s.SortClause {
+		sb := n.GetSortBy()
+		if sb == nil || sb.SortbyDir == pg.SortByDir_SORTBY_USING {
+			return refuse(hintCompute, "pgcipher: this ORDER BY cannot be computed by the proxy")
+		}
+		var e compute.Expr
+		if i, ok := outputRef(sb.Node, names, len(cp.Outputs)); ok && cp.Outputs[i].Expr != nil {
+			e = cp.Outputs[i].Expr
+		} else {
+			var err error
+			if e, err = b.expr(sb.Node); err != nil {
+				return err
 			}
-			var e compute.Expr
-			if i, ok := outputRef(sb.Node, names, len(cp.Outputs)); ok && cp.Outputs[i].Expr != nil {
-				e = cp.Outputs[i].Expr
-			} else {
-				var err error
-				if e, err = b.expr(sb.Node); err != nil {
-					return false, err
-				}
-			}
-			desc, nf := sortDirection(sb)
-			cp.Order = append(cp.Order, SortKey{Expr: e, Desc: desc, NullsFirst: nf})
 		}
-		s.SortClause = nil
-		var err error
-		if cp.Limit, err = limitValue(s.LimitCount, -1); err != nil {
-			return false, err
-		}
-		if cp.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
-			return false, err
-		}
-		s.LimitCount, s.LimitOffset = nil, nil
+		desc, nf := sortDirection(sb)
+		cp.Order = append(cp.Order, SortKey{Expr: e, Desc: desc, NullsFirst: nf})
 	}
-	// the server's select list: one field per input
-	s.TargetList = nil
-	for i, n := range b.targets {
-		s.TargetList = append(s.TargetList, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: b.names[i], Val: n, Location: -1}}})
+	s.SortClause = nil
+	var err error
+	if cp.Limit, err = limitValue(s.LimitCount, -1); err != nil {
+		return err
 	}
-	cp.Inputs = b.inputs
-	a.plan.Compute = cp
-	a.changed = true
-	return true, nil
+	if cp.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
+		return err
+	}
+	s.LimitCount, s.LimitOffset = nil, nil
+	return nil
 }
 
 // outputRef resolves ORDER BY n or ORDER BY name to an output.
