@@ -77,25 +77,7 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 		return nil, err
 	}
 	if s.Op != pg.SetOperation_SETOP_NONE && s.Op != pg.SetOperation_SET_OPERATION_UNDEFINED {
-		l, err := a.selectStmt(sc, s.Larg, false)
-		if err != nil {
-			return nil, err
-		}
-		r, err := a.selectStmt(sc, s.Rarg, false)
-		if err != nil {
-			return nil, err
-		}
-		if l != nil || r != nil {
-			return nil, refuse("Run the parts as separate queries.",
-				"pgcipher: UNION, INTERSECT and EXCEPT of encrypted columns are not supported")
-		}
-		out := &scope{parent: sc}
-		for _, n := range s.SortClause {
-			if err := a.generic(out, n, "ORDER BY of a UNION, INTERSECT or EXCEPT"); err != nil {
-				return nil, err
-			}
-		}
-		return l, a.limits(sc, s)
+		return nil, a.setOperation(sc, s)
 	}
 	for _, vl := range s.ValuesLists {
 		if err := a.generic(sc, vl, "VALUES"); err != nil {
@@ -121,18 +103,8 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 			return nil, err
 		}
 	}
-	if s.WhereClause != nil {
-		conj := top && a.top && a.filterable(s)
-		saved := a.cur
-		a.cur = nil
-		if conj {
-			a.cur = s
-		}
-		err := a.predicate(sc, s.WhereClause, conj)
-		a.cur = saved
-		if err != nil {
-			return nil, err
-		}
+	if err := a.where(sc, s, top); err != nil {
+		return nil, err
 	}
 	for _, g := range s.GroupClause {
 		if err := a.groupItem(sc, s, g, "GROUP BY"); err != nil {
@@ -144,21 +116,8 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 			return nil, err
 		}
 	}
-	if len(s.DistinctClause) > 0 {
-		if len(s.DistinctClause) == 1 && s.DistinctClause[0] == nil || s.DistinctClause[0].Node == nil {
-			for _, at := range outputAttrs(out) {
-				if at.Binding == nil || !at.Binding.Spec.Level.HasToken() {
-					return nil, refuse("Bind the column at level EQ or ORD.",
-						"pgcipher: DISTINCT on encrypted column %q needs level EQ or ORD", at.Name)
-				}
-			}
-		} else {
-			for _, d := range s.DistinctClause {
-				if err := a.groupItem(sc, s, d, "DISTINCT ON"); err != nil {
-					return nil, err
-				}
-			}
-		}
+	if err := a.distinct(sc, s, out); err != nil {
+		return nil, err
 	}
 	for _, n := range s.SortClause {
 		if err := a.sortItem(sc, s, n, top); err != nil {
@@ -171,6 +130,69 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 		}
 	}
 	return out, a.limits(sc, s)
+}
+
+// setOperation: UNION, INTERSECT or EXCEPT, of plaintext columns only.
+func (a *analyzer) setOperation(sc *scope, s *pg.SelectStmt) error {
+	l, err := a.selectStmt(sc, s.Larg, false)
+	if err != nil {
+		return err
+	}
+	r, err := a.selectStmt(sc, s.Rarg, false)
+	if err != nil {
+		return err
+	}
+	if l != nil || r != nil {
+		return refuse("Run the parts as separate queries.",
+			"pgcipher: UNION, INTERSECT and EXCEPT of encrypted columns are not supported")
+	}
+	out := &scope{parent: sc}
+	for _, n := range s.SortClause {
+		if err := a.generic(out, n, "ORDER BY of a UNION, INTERSECT or EXCEPT"); err != nil {
+			return err
+		}
+	}
+	return a.limits(sc, s)
+}
+
+// where analyses a query's WHERE: a top-level query's AND-ed conjuncts
+// may hold LIKE rechecks (a.cur is the query they add hidden fields to).
+func (a *analyzer) where(sc *scope, s *pg.SelectStmt, top bool) error {
+	if s.WhereClause == nil {
+		return nil
+	}
+	conj := top && a.top && a.filterable(s)
+	saved := a.cur
+	a.cur = nil
+	if conj {
+		a.cur = s
+	}
+	err := a.predicate(sc, s.WhereClause, conj)
+	a.cur = saved
+	return err
+}
+
+// distinct: DISTINCT needs a token (EQ or ORD) on every encrypted output
+// column; DISTINCT ON's expressions are group items.
+func (a *analyzer) distinct(sc *scope, s *pg.SelectStmt, out *catalog.Relation) error {
+	if len(s.DistinctClause) == 0 {
+		return nil
+	}
+	if len(s.DistinctClause) == 1 && s.DistinctClause[0] == nil || s.DistinctClause[0].Node == nil {
+		for _, at := range outputAttrs(out) {
+			if at.Binding == nil || !at.Binding.Spec.Level.HasToken() {
+				return refuse("Bind the column at level EQ or ORD.",
+					"pgcipher: DISTINCT on encrypted column %q needs level EQ or ORD", at.Name)
+			}
+		}
+		return nil
+	}
+	for _, d := range s.DistinctClause {
+		if err := a.groupItem(sc, s, d, "DISTINCT ON"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *analyzer) limits(sc *scope, s *pg.SelectStmt) error {

@@ -73,24 +73,7 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 	}
 	switch e.Kind {
 	case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
-		lvl, ok := need(op)
-		if !ok || e.Kind != pg.A_Expr_Kind_AEXPR_OP && lvl != colcrypt.EQ {
-			c := l
-			if c == nil {
-				c = r
-			}
-			return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
-		}
-		if l != nil && r != nil {
-			if err := a.joinable(l, r); err != nil {
-				return err
-			}
-			return a.levelFits(l, lvl, op)
-		}
-		if l != nil {
-			return a.compared(sc, l, e.Rexpr, lvl, op)
-		}
-		return a.compared(sc, r, e.Lexpr, lvl, op)
+		return a.operator(sc, e, l, r, op)
 	case pg.A_Expr_Kind_AEXPR_IN:
 		if l == nil {
 			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be used in an IN list", r.name)
@@ -102,46 +85,7 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 		}
 		return nil
 	case pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:
-		lvl, ok := need(op)
-		if l == nil || !ok {
-			return refuse(hintAllowed, "pgcipher: this ANY/ALL cannot be computed on encrypted columns")
-		}
-		if err := a.levelFits(l, lvl, op); err != nil {
-			return err
-		}
-		if arr := e.Rexpr.GetAArrayExpr(); arr != nil {
-			for _, x := range arr.Elements {
-				if err := a.compared(sc, l, x, lvl, op+" ANY"); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if p := e.Rexpr.GetParamRef(); p != nil {
-			return a.param(l, int(p.Number), false, true)
-		}
-		if lit := arrayLiteral(e.Rexpr); lit != nil {
-			// '{a,b}' (pgx's simple protocol writes arrays so): each
-			// element encrypted, the literal becomes ARRAY[...]
-			var elems []string
-			if err := arrayParser.Scan(pgtype.TextArrayOID, 0, []byte(*lit), &elems); err != nil {
-				return &Refusal{Code: CodeValue, Message: "pgcipher: malformed array literal for " + strconv.Quote(l.name), Detail: err.Error()}
-			}
-			arr := &pg.A_ArrayExpr{Location: -1}
-			for _, x := range elems {
-				n := pg.MakeAConstStrNode(x, -1)
-				if err := a.encryptLiteral(l, n, x, false); err != nil {
-					return err
-				}
-				arr.Elements = append(arr.Elements, n)
-			}
-			if len(arr.Elements) == 0 {
-				return refuse("", "pgcipher: an empty array cannot be typed for encrypted column %q", l.name)
-			}
-			e.Rexpr = &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: arr}}
-			return nil
-		}
-		return refuse(hintAllowed, "pgcipher: %s ANY on encrypted column %q needs an ARRAY[...] of values or one parameter", op, l.name)
+		return a.anyAll(sc, e, l, op)
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN,
 		pg.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
 		if l == nil {
@@ -164,6 +108,73 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 		c = r
 	}
 	return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
+}
+
+// operator: a binary operator (or IS [NOT] DISTINCT FROM) with an
+// encrypted column on one side or both.
+func (a *analyzer) operator(sc *scope, e *pg.A_Expr, l, r *col, op string) error {
+	lvl, ok := need(op)
+	if !ok || e.Kind != pg.A_Expr_Kind_AEXPR_OP && lvl != colcrypt.EQ {
+		c := l
+		if c == nil {
+			c = r
+		}
+		return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
+	}
+	if l != nil && r != nil {
+		if err := a.joinable(l, r); err != nil {
+			return err
+		}
+		return a.levelFits(l, lvl, op)
+	}
+	if l != nil {
+		return a.compared(sc, l, e.Rexpr, lvl, op)
+	}
+	return a.compared(sc, r, e.Lexpr, lvl, op)
+}
+
+// anyAll: c op ANY/ALL (ARRAY[...] | $n | '{...}') with encrypted column c.
+func (a *analyzer) anyAll(sc *scope, e *pg.A_Expr, l *col, op string) error {
+	lvl, ok := need(op)
+	if l == nil || !ok {
+		return refuse(hintAllowed, "pgcipher: this ANY/ALL cannot be computed on encrypted columns")
+	}
+	if err := a.levelFits(l, lvl, op); err != nil {
+		return err
+	}
+	if arr := e.Rexpr.GetAArrayExpr(); arr != nil {
+		for _, x := range arr.Elements {
+			if err := a.compared(sc, l, x, lvl, op+" ANY"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if p := e.Rexpr.GetParamRef(); p != nil {
+		return a.param(l, int(p.Number), false, true)
+	}
+	if lit := arrayLiteral(e.Rexpr); lit != nil {
+		// '{a,b}' (pgx's simple protocol writes arrays so): each element
+		// encrypted, the literal becomes ARRAY[...]
+		var elems []string
+		if err := arrayParser.Scan(pgtype.TextArrayOID, 0, []byte(*lit), &elems); err != nil {
+			return &Refusal{Code: CodeValue, Message: "pgcipher: malformed array literal for " + strconv.Quote(l.name), Detail: err.Error()}
+		}
+		arr := &pg.A_ArrayExpr{Location: -1}
+		for _, x := range elems {
+			n := pg.MakeAConstStrNode(x, -1)
+			if err := a.encryptLiteral(l, n, x, false); err != nil {
+				return err
+			}
+			arr.Elements = append(arr.Elements, n)
+		}
+		if len(arr.Elements) == 0 {
+			return refuse("", "pgcipher: an empty array cannot be typed for encrypted column %q", l.name)
+		}
+		e.Rexpr = &pg.Node{Node: &pg.Node_AArrayExpr{AArrayExpr: arr}}
+		return nil
+	}
+	return refuse(hintAllowed, "pgcipher: %s ANY on encrypted column %q needs an ARRAY[...] of values or one parameter", op, l.name)
 }
 
 // aexprPlain: an operator expression without a direct encrypted column;
