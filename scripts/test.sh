@@ -253,9 +253,11 @@ proxy_check() {
     # password authentication for the relay tests (SCRAM and md5 roles)
     { printf 'local all pgc_scram scram-sha-256\nlocal all pgc_md5 md5\n'; cat "$dir/data/pg_hba.conf"; } > "$dir/hba"
     mv "$dir/hba" "$dir/data/pg_hba.conf"
+    # every statement logged with its application_name: the tests check
+    # that the proxy's catalog queries ran on its own connections only
     "$build/install/bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-        -o "-p 55199 -k $dir -c listen_addresses=''" start || return 1
-    (cd "$top/proxy" && GOFLAGS=-buildvcs=false \
+        -o "-p 55199 -k $dir -c listen_addresses='' -c log_statement=all -c log_line_prefix=%a@" start || return 1
+    (cd "$top/proxy" && GOFLAGS=-buildvcs=false PGCIPHER_TEST_SERVER_LOG="$dir/server.log" \
         PGCIPHER_TEST_UPSTREAM="host=$dir port=55199 user=pgc_tester dbname=postgres" PGCIPHER_TEST_PASSWORD_AUTH=1 \
         "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog ./compute 2>&1 | grep -v '^=== RUN')
     rc=${PIPESTATUS[0]}

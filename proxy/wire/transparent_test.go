@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -336,6 +337,33 @@ func TestOwnCatalogConnection(t *testing.T) {
 		if bytes.Contains(rec.Bytes(), []byte(q)) {
 			t.Errorf("a catalog query (%s) was sent on a client's connection", q)
 		}
+	}
+	// the server's own word (log_statement = all, log_line_prefix = %a@):
+	// the catalog queries come from the proxy's catalog connections only,
+	// and they did run (the control)
+	logPath := os.Getenv("PGCIPHER_TEST_SERVER_LOG")
+	if logPath == "" {
+		t.Log("PGCIPHER_TEST_SERVER_LOG not set: the server log is not checked")
+		return
+	}
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, elsewhere := 0, 0
+	for _, line := range strings.Split(string(log), "\n") {
+		if !strings.Contains(line, "statement:") || !strings.Contains(line, "e.extname = 'pgcipher_columns'") {
+			continue
+		}
+		if strings.HasPrefix(line, "pgcipher-proxy catalog@") {
+			own++
+		} else {
+			elsewhere++
+			t.Errorf("a catalog query on another connection: %.200s", line)
+		}
+	}
+	if own == 0 || elsewhere > 0 {
+		t.Errorf("catalog queries in the server log: %d on the proxy's catalog connections, %d elsewhere", own, elsewhere)
 	}
 }
 
