@@ -124,6 +124,14 @@ SELECT upper(ssn), length(ssn) FROM patients WHERE id = 1;
 SQL
 echo "the DBA, connected directly, sees the row the application just wrote as ciphertext:"
 psql_enc -At -c "SELECT id, left(ssn::text, 40) || '...', left(born::text, 40) || '...' FROM public.patients WHERE id = 10001" | sed 's/^/   /'
+echo "transparent where it need not rewrite: a temporary table named like the encrypted one is the"
+echo "session's own and stays plaintext, and the proxy reads the catalog on connections of its own:"
+psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -e <<'SQL' 2>&1 | sed 's/^/   /'
+CREATE TEMP TABLE patients (id int, ssn text);
+INSERT INTO patients VALUES (1, 'plaintext in a temporary table');
+SELECT id, ssn FROM patients;
+SELECT application_name, count(*) FROM pg_stat_activity WHERE application_name LIKE 'pgcipher-proxy%' GROUP BY 1;
+SQL
 
 step "4c. Computed by the proxy, never by the server: Alibaba's sysbench statements, unchanged"
 echo "test1(id, k, c, pad) as in Alibaba's Always-confidential report, k enc_int4 (EQ, indexed), c and pad RND;"

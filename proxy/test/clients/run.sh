@@ -45,34 +45,18 @@ done
 [ "$direct" = 1 ] || [ -x "$build/bin/pgcipher-proxy" ] ||
     { echo "run.sh: no $build/bin/pgcipher-proxy (./pgcipher build)" >&2; exit 2; }
 
+# shellcheck source=proxy/test/lib.sh
+. "$top/proxy/test/lib.sh"
 tmp=$(mktemp -d /tmp/pgc-clients.XXXXXX)
 sock=$tmp/sock
 mkdir -p "$sock"
 proxy_pid=
-stop_proxy() {
-    if [ -n "$proxy_pid" ]; then
-        kill "$proxy_pid" 2>/dev/null || true
-        wait "$proxy_pid" 2>/dev/null || true
-        proxy_pid=
-    fi
-}
 cleanup() {
     stop_proxy
     "$bin/pg_ctl" -D "$tmp/data" -m immediate stop > /dev/null 2>&1 || true
     if [ "${PGCIPHER_CLIENTS_KEEP:-}" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
-
-# a free TCP port on 127.0.0.1 in 55000-55999
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((55000 + (RANDOM + $$) % 1000))
-        [ "$p" = "${1:-}" ] && continue
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
-    done
-    echo "run.sh: no free port" >&2; return 1
-}
 
 # the cluster: trust on the socket directory and 127.0.0.1, no locale (so
 # text sorts by bytes on both tables).  The superuser is not named after

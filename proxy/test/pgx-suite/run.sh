@@ -59,18 +59,13 @@ for ext in hstore ltree pgcipher_columns; do
 done
 go=$("$top/scripts/go.sh" path)
 
+# shellcheck source=proxy/test/lib.sh
+. "$top/proxy/test/lib.sh"
 tmp=$(mktemp -d /tmp/pgc-pgx.XXXXXX)
 sock=$tmp/sock
 mkdir -p "$sock"
 proxy_pid=
 status=1
-stop_proxy() {
-    if [ -n "$proxy_pid" ]; then
-        kill "$proxy_pid" 2>/dev/null || true
-        wait "$proxy_pid" 2>/dev/null || true
-        proxy_pid=
-    fi
-}
 cleanup() {
     stop_proxy
     "$bin/pg_ctl" -D "$tmp/data" -m immediate stop > /dev/null 2>&1 || true
@@ -82,17 +77,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# a free TCP port on 127.0.0.1 in 55000-55999, other than $1
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((55000 + (RANDOM + $$) % 1000))
-        [ "$p" = "${1:-}" ] && continue
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
-    done
-    echo "run.sh: no free port" >&2; return 1
-}
 
 # --- pgx's module, writable, with its dependencies --------------------------
 # (downloaded outside any module: proxy/go.sum is not touched)
