@@ -108,6 +108,10 @@ func namesUserAndDB(s string) (bool, bool) {
 	return userKey.MatchString(s), dbKey.MatchString(s)
 }
 
+// Close closes the proxy's catalog connections (client connections end
+// with their clients).
+func (s *Server) Close() { s.catalogConns.closeAll() }
+
 // Reload marks every cached catalog stale (SIGHUP).
 func (s *Server) Reload() { s.catalogs.invalidateAll() }
 

@@ -201,5 +201,6 @@ func run(args []string) error {
 	}()
 	go func() { <-ctx.Done(); l.Close() }()
 	log.Info("listening", "address", l.Addr().String(), "upstream", st.upstream)
+	defer srv.Close()
 	return srv.Serve(ctx, l)
 }
