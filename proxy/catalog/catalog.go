@@ -107,6 +107,9 @@ type Session struct {
 	// PathUnknown: the session changed its search path in a way the
 	// proxy does not follow
 	PathUnknown bool
+	// Before: the state before changes the server has not confirmed
+	// yet (nil: none); a name must resolve the same way in both
+	Before *Session
 }
 
 // ForSession returns the catalog as session s sees it (the relations are
@@ -171,6 +174,17 @@ func (c *Catalog) Mentions(sql string) bool {
 	return false
 }
 
+// TypeNamed reports whether name is one of the extension's encrypted
+// types.
+func (c *Catalog) TypeNamed(name string) bool {
+	for _, t := range c.Types {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Named reports whether a relation with encrypted columns has this name.
 func (c *Catalog) Named(name string) bool { return len(c.byName[name]) > 0 }
 
@@ -208,6 +222,23 @@ func (c *Catalog) Lookup(schema, name string) *Relation {
 
 // Resolve is Lookup with the reason it cannot decide: a *NameError.
 func (c *Catalog) Resolve(schema, name string) (*Relation, error) {
+	r, err := c.resolveIn(&c.Session, schema, name)
+	if err != nil || c.Before == nil {
+		return r, err
+	}
+	if schema == "" && c.Temps[name] {
+		// a temporary relation: the statement names it pg_temp's, out of
+		// reach of the encrypted one whatever the server undoes
+		return nil, nil
+	}
+	// a change the server may still undo: both states must agree
+	if b, err := c.resolveIn(c.Before, schema, name); err != nil || b != r {
+		return nil, &NameError{Name: name}
+	}
+	return r, nil
+}
+
+func (c *Catalog) resolveIn(sess *Session, schema, name string) (*Relation, error) {
 	cands := c.byName[name]
 	if len(cands) == 0 {
 		return nil, nil
@@ -224,13 +255,13 @@ func (c *Catalog) Resolve(schema, name string) (*Relation, error) {
 		}
 		return nil, nil
 	}
-	if c.Temps[name] {
+	if sess.Temps[name] {
 		return nil, nil // pg_temp is searched first
 	}
-	if c.PathUnknown {
+	if sess.PathUnknown {
 		return nil, &NameError{Name: name}
 	}
-	for _, s := range c.SearchPath {
+	for _, s := range sess.SearchPath {
 		for _, r := range cands {
 			if r.Schema == s {
 				return r, nil

@@ -35,10 +35,27 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 			Hint: "The proxy does not send statements that name encrypted relations and do not parse."}
 	}
 	a := &analyzer{cat: cat, keys: keys, plan: &Plan{Parsed: true, Cacheable: true}, version: tree.Version}
+	encDDL := false // an earlier statement of sql created or bound encrypted columns
 	for _, raw := range tree.Stmts {
 		a.top = len(tree.Stmts) == 1
+		if encDDL && readsOrWrites(raw.Stmt) {
+			// analysed with the catalog before the DDL: its relations
+			// may have encrypted columns the proxy does not know yet
+			return nil, refuse("Send the statements that use new encrypted columns after the statements that create them, as a query of their own.",
+				"pgcipher: a query that creates or binds encrypted columns cannot also read or write rows")
+		}
+		reload := a.plan.Reload
+		a.plan.Reload = false
 		if err := a.statement(raw.Stmt); err != nil {
 			return nil, err
+		}
+		if a.plan.Reload && cat.NamesEncryption(stmtText(sql, raw)) {
+			encDDL = true
+		}
+		a.plan.Reload = a.plan.Reload || reload
+		if a.plan.Copy != nil && len(tree.Stmts) > 1 {
+			return nil, refuse("Send COPY as a query of its own.",
+				"pgcipher: COPY of a relation with encrypted columns must be the only statement of its query")
 		}
 	}
 	if a.err != nil {
@@ -55,6 +72,31 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 		}
 	}
 	return a.plan, nil
+}
+
+// stmtText is one statement's text within sql.
+func stmtText(sql string, raw *pg.RawStmt) string {
+	start := int(raw.StmtLocation)
+	if start < 0 || start > len(sql) {
+		return sql
+	}
+	if raw.StmtLen == 0 || start+int(raw.StmtLen) > len(sql) {
+		return sql[start:]
+	}
+	return sql[start : start+int(raw.StmtLen)]
+}
+
+// readsOrWrites: a statement that reads or writes rows of relations.
+func readsOrWrites(n *pg.Node) bool {
+	switch {
+	case n.GetInsertStmt() != nil, n.GetUpdateStmt() != nil, n.GetDeleteStmt() != nil,
+		n.GetMergeStmt() != nil, n.GetCopyStmt() != nil, n.GetExplainStmt() != nil:
+		return true
+	case n.GetSelectStmt() != nil:
+		s := n.GetSelectStmt()
+		return len(s.FromClause) > 0 || len(s.ValuesLists) > 0 || s.Op != pg.SetOperation_SETOP_NONE && s.Op != pg.SetOperation_SET_OPERATION_UNDEFINED
+	}
+	return false
 }
 
 // changesCatalog is the cheap test for statements that pass unparsed:
@@ -184,6 +226,52 @@ func (a *analyzer) resolve(sc *scope, cr *pg.ColumnRef) (*col, error) {
 	return nil, nil
 }
 
+// isTemp: a relation created temporary.
+func isTemp(rv *pg.RangeVar) bool {
+	return rv != nil && (rv.Relpersistence == "t" || rv.Schemaname == "pg_temp")
+}
+
+// The proxy learns encrypted columns from its catalog connection, which
+// cannot see another session's temporary relations: a temporary relation
+// with encrypted columns would take plaintext.
+func refuseTempEncrypted(name string) error {
+	return refuse("Use a permanent table for encrypted columns, or a temporary one of plaintext columns.",
+		"pgcipher: temporary relation %q would have encrypted columns, which the proxy cannot follow", name)
+}
+
+// intoChecked refuses a temporary relation made from encrypted columns
+// (CREATE TEMP TABLE … AS, SELECT … INTO TEMP).
+func (a *analyzer) intoChecked(rv *pg.RangeVar, out *catalog.Relation) error {
+	if isTemp(rv) && out != nil && hasEncrypted(out) {
+		return refuseTempEncrypted(rv.Relname)
+	}
+	return nil
+}
+
+// tempTable refuses a temporary table with a column of an encrypted type
+// or LIKE a relation with encrypted columns.
+func (a *analyzer) tempTable(s *pg.CreateStmt) error {
+	for _, e := range s.TableElts {
+		if cd := e.GetColumnDef(); cd != nil && cd.TypeName != nil && len(cd.TypeName.Names) > 0 {
+			t := cd.TypeName.Names[len(cd.TypeName.Names)-1].GetString_()
+			if t != nil && a.cat.TypeNamed(t.Sval) {
+				return refuseTempEncrypted(s.Relation.Relname)
+			}
+		}
+		if lc := e.GetTableLikeClause(); lc != nil {
+			if r := a.relation(lc.Relation); r != nil && hasEncrypted(r) {
+				return refuseTempEncrypted(s.Relation.Relname)
+			}
+		}
+	}
+	for _, inh := range s.InhRelations {
+		if r := a.relation(inh.GetRangeVar()); r != nil && hasEncrypted(r) {
+			return refuseTempEncrypted(s.Relation.Relname)
+		}
+	}
+	return nil
+}
+
 func hasEncrypted(r *catalog.Relation) bool {
 	for _, at := range r.Attrs {
 		if at.Enc != nil {
@@ -249,7 +337,10 @@ func (a *analyzer) statement(n *pg.Node) error {
 		if f := a.keyFunction(s); f != "" {
 			return a.keyCall(s, f)
 		}
-		_, err := a.selectStmt(nil, s, true)
+		out, err := a.selectStmt(nil, s, true)
+		if err == nil && s.IntoClause != nil {
+			err = a.intoChecked(s.IntoClause.Rel, out)
+		}
 		return err
 	case n.GetInsertStmt() != nil:
 		a.plan.Touches = true
@@ -294,10 +385,16 @@ func (a *analyzer) statement(n *pg.Node) error {
 		a.plan.Reload, a.plan.Touches = true, true
 		q := n.GetCreateTableAsStmt().Query
 		if q.GetSelectStmt() != nil {
-			_, err := a.selectStmt(nil, q.GetSelectStmt(), false)
+			out, err := a.selectStmt(nil, q.GetSelectStmt(), false)
+			if err == nil && n.GetCreateTableAsStmt().Into != nil {
+				err = a.intoChecked(n.GetCreateTableAsStmt().Into.Rel, out)
+			}
 			return err
 		}
 		return nil
+	case n.GetCreateStmt() != nil && isTemp(n.GetCreateStmt().Relation):
+		a.plan.Reload = true
+		return a.tempTable(n.GetCreateStmt())
 	case n.GetAlterTableStmt() != nil:
 		a.plan.Reload = true
 		return a.alterTable(n.GetAlterTableStmt())

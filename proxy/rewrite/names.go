@@ -48,22 +48,44 @@ type NameChange struct {
 
 // sessionWords is the cheap test for statements that may change name
 // resolution and do not name an encrypted relation.
-var sessionWords = regexp.MustCompile(`(?i)search_path|temp|discard|role|authoriz|reset|drop`)
+var sessionWords = regexp.MustCompile(`(?i)search_path|set_config|temp|discard|role|authoriz|reset|drop`)
 
 // setConfigPath matches set_config('search_path', '<value>', true|false).
 var setConfigPath = regexp.MustCompile(`(?is)set_config\s*\(\s*'search_path'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
 
+// setConfigName matches set_config( and its first argument when that is
+// a literal.
+var setConfigName = regexp.MustCompile(`(?is)set_config\s*\(\s*(?:'((?:[^']|'')*)'\s*,)?`)
+
+// setConfigChanges: set_config('search_path', '<literal>', bool) is
+// followed; one whose setting is not a literal other than search_path,
+// or whose value is not a literal, makes the path unknown.
+func setConfigChanges(sql string) []NameChange {
+	calls := setConfigName.FindAllStringSubmatchIndex(sql, -1)
+	var out []NameChange
+	for _, c := range calls {
+		if c[2] < 0 {
+			return []NameChange{{Kind: UnknownPath}} // a computed setting name
+		}
+		name := strings.ToLower(strings.TrimSpace(sql[c[2]:c[3]]))
+		if strings.ReplaceAll(name, "-", "_") != "search_path" {
+			continue
+		}
+		m := setConfigPath.FindStringSubmatch(sql[c[0]:])
+		if m == nil {
+			return []NameChange{{Kind: UnknownPath}}
+		}
+		out = append(out, NameChange{Kind: SetPath, Value: strings.ReplaceAll(m[1], "''", "'"),
+			Local: strings.EqualFold(m[2], "true")})
+	}
+	return out
+}
+
 // nameChanges lists what the statements of tree do to name resolution.
 func nameChanges(sql string, tree *pg.ParseResult) []NameChange {
 	var out []NameChange
-	low := strings.ToLower(sql)
-	if strings.Contains(low, "set_config") && strings.Contains(low, "search_path") {
-		if m := setConfigPath.FindStringSubmatch(sql); m != nil && len(setConfigPath.FindAllString(sql, -1)) == 1 {
-			out = append(out, NameChange{Kind: SetPath, Value: strings.ReplaceAll(m[1], "''", "'"),
-				Local: strings.EqualFold(m[2], "true")})
-		} else {
-			out = append(out, NameChange{Kind: UnknownPath})
-		}
+	if strings.Contains(strings.ToLower(sql), "set_config") {
+		out = append(out, setConfigChanges(sql)...)
 	}
 	for _, raw := range tree.Stmts {
 		out = append(out, stmtNameChanges(raw.Stmt)...)
@@ -119,7 +141,7 @@ func variableSet(v *pg.VariableSetStmt) []NameChange {
 	name := strings.ToLower(v.Name)
 	switch {
 	case v.Kind == pg.VariableSetKind_VAR_RESET_ALL:
-		return []NameChange{{Kind: ResetPath}, {Kind: SetRole}}
+		return []NameChange{{Kind: ResetPath}} // role is not reset by RESET ALL
 	case name == "search_path":
 		switch v.Kind {
 		case pg.VariableSetKind_VAR_SET_VALUE:

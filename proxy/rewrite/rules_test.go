@@ -81,12 +81,15 @@ func TestNameChanges(t *testing.T) {
 		{"SET LOCAL search_path = app", []NameChange{{Kind: SetPath, Value: "app", Local: true}}},
 		{"SET search_path TO DEFAULT", []NameChange{{Kind: ResetPath}}},
 		{"RESET search_path", []NameChange{{Kind: ResetPath}}},
-		{"RESET ALL", []NameChange{{Kind: ResetPath}, {Kind: SetRole}}},
+		{"RESET ALL", []NameChange{{Kind: ResetPath}}},
 		{"SET search_path FROM CURRENT", []NameChange{{Kind: UnknownPath}}},
 		{"SELECT set_config('search_path', 'app, public', false)", []NameChange{{Kind: SetPath, Value: "app, public"}}},
 		{"SELECT pg_catalog.set_config('search_path', '', false)", []NameChange{{Kind: SetPath, Value: ""}}},
 		{"SELECT set_config('search_path', 'app', true)", []NameChange{{Kind: SetPath, Value: "app", Local: true}}},
 		{"SELECT set_config('search_path', current_setting('x'), false)", []NameChange{{Kind: UnknownPath}}},
+		{"SELECT set_config('application_name', 'x', false)", nil},
+		{"SELECT set_config($1, $2, false)", []NameChange{{Kind: UnknownPath}}},
+		{"SELECT set_config('search' || '_path', 'app', false)", []NameChange{{Kind: UnknownPath}}},
 		{"SET ROLE alice", []NameChange{{Kind: SetRole, Value: "alice"}}},
 		{"SET ROLE NONE", []NameChange{{Kind: SetRole}}},
 		{"RESET ROLE", []NameChange{{Kind: SetRole}}},
@@ -149,6 +152,35 @@ func TestNameResolution(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.want != "" && !strings.Contains(p.SQL, tc.want):
 			t.Errorf("%s: sent %s, want it to contain %q", tc.name, p.SQL, tc.want)
+		}
+	}
+}
+
+// TestRefusedAcrossStatements: what the proxy cannot follow within one
+// query string, or in a temporary relation, is refused.
+func TestRefusedAcrossStatements(t *testing.T) {
+	cat, keys := testcat.New(t)
+	for _, tc := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"CREATE TEMP TABLE s (x enc_text)", true},
+		{"CREATE TEMP TABLE s (x public.enc_int4)", true},
+		{"CREATE TEMP TABLE s (LIKE enc_t)", true},
+		{"CREATE TEMP TABLE s AS SELECT * FROM enc_t", true},
+		{"CREATE TEMP TABLE s AS SELECT id FROM enc_t", false},
+		{"SELECT t INTO TEMP s FROM enc_t", true},
+		{"CREATE TEMP TABLE enc_t (a int, b varchar)", false},
+		{"CREATE TABLE t2 (x enc_text); SELECT pgcipher.encrypt_column('t2', 'x', 'k1', 'EQ')", false},
+		{"CREATE TABLE t2 (x enc_text); SELECT pgcipher.encrypt_column('t2', 'x', 'k1', 'EQ'); INSERT INTO t2 VALUES ('MARKER')", true},
+		{"CREATE TABLE t2 (x enc_text); COPY t2 FROM STDIN", true},
+		{"CREATE INDEX ON enc_t (i4); SELECT count(*) FROM enc_t", false},
+		{"COPY plain_table FROM STDIN; COPY enc_t (id, t) FROM STDIN", true},
+		{"COPY enc_t (id, t) FROM STDIN; SELECT 1", true},
+	} {
+		_, err := Analyze(tc.sql, cat, keys)
+		if tc.refused != (err != nil) {
+			t.Errorf("%s: error %v, want refused = %v", tc.sql, err, tc.refused)
 		}
 	}
 }

@@ -17,12 +17,19 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 )
 
-// catalogConns keeps one connection per database, opened when first
-// needed and again after an error.
+// catalogConns keeps one connection per database (and user, when the
+// catalog connection string names none), opened when first needed and
+// again after an error; each has its own lock, so that a slow database
+// holds up only its own sessions.
 type catalogConns struct {
 	srv   *Server
-	mu    sync.Mutex
-	conns map[string]*pgconn.PgConn // by database and user
+	mu    sync.Mutex // guards conns
+	conns map[string]*catalogConn
+}
+
+type catalogConn struct {
+	mu   sync.Mutex
+	conn *pgconn.PgConn
 }
 
 // catalogTimeout bounds one catalog read, connecting included.
@@ -32,15 +39,21 @@ const catalogTimeout = 30 * time.Second
 // client's, used when the catalog connection string names none.
 func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *pgconn.PgConn) error) error {
 	key := db + "\x00" + user
-	if c.srv.catalogCfg.User != "" && c.srv.catalogUser {
+	if c.srv.catalogUser {
 		key = db
 	}
+	c.mu.Lock()
+	e := c.conns[key]
+	if e == nil {
+		e = &catalogConn{}
+		c.conns[key] = e
+	}
+	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn := c.conns[key]
-	if conn == nil || conn.IsClosed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn == nil || e.conn.IsClosed() {
 		cfg := c.srv.catalogCfg.Copy()
 		cfg.Database = db
 		if !c.srv.catalogUser {
@@ -50,15 +63,15 @@ func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *p
 			cfg.RuntimeParams = map[string]string{}
 		}
 		cfg.RuntimeParams["application_name"] = "pgcipher-proxy catalog"
-		var err error
-		if conn, err = pgconn.ConnectConfig(ctx, cfg); err != nil {
+		conn, err := pgconn.ConnectConfig(ctx, cfg)
+		if err != nil {
 			return fmt.Errorf("catalog connection to database %q: %w", db, err)
 		}
-		c.conns[key] = conn
+		e.conn = conn
 	}
-	err := f(ctx, conn)
-	if err != nil && !conn.IsClosed() && conn.TxStatus() != 'I' {
-		conn.Close(ctx) // a connection in an unknown state is not reused
+	err := f(ctx, e.conn)
+	if err != nil && !e.conn.IsClosed() && e.conn.TxStatus() != 'I' {
+		e.conn.Close(ctx) // a connection in an unknown state is not reused
 	}
 	return err
 }
@@ -69,8 +82,12 @@ func (c *catalogConns) closeAll() {
 	defer c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for k, conn := range c.conns {
-		conn.Close(ctx)
+	for k, e := range c.conns {
+		e.mu.Lock()
+		if e.conn != nil {
+			e.conn.Close(ctx)
+		}
+		e.mu.Unlock()
 		delete(c.conns, k)
 	}
 }
@@ -103,6 +120,10 @@ func (q querier) SimpleQuery(sql string) ([]catalog.Result, error) {
 func (c *catalogConns) loadCatalog(db, user string) (*catalog.Catalog, error) {
 	var cat *catalog.Catalog
 	err := c.with(db, user, func(ctx context.Context, conn *pgconn.PgConn) error {
+		if cached, _ := c.srv.catalogs.get(db); cached != nil {
+			cat = cached // read by another session while this one waited
+			return nil
+		}
 		var err error
 		cat, err = catalog.Load(querier{ctx: ctx, conn: conn})
 		return err
@@ -119,50 +140,79 @@ const searchPathQuery = `SELECT COALESCE(
  (SELECT c FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
   WHERE c LIKE 'search\_path=%' AND s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = $1))
     AND s.setrole IN (0, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $2))
-  ORDER BY s.setdatabase <> 0 AND s.setrole <> 0 DESC, s.setrole <> 0 DESC LIMIT 1),
+  ORDER BY s.setdatabase <> 0 AND s.setrole <> 0 DESC, s.setrole <> 0 DESC, s.setdatabase <> 0 DESC LIMIT 1),
  (SELECT 'search_path=' || CASE WHEN source IN ('default', 'configuration file', 'command line', 'environment variable')
    THEN setting ELSE boot_val END FROM pg_catalog.pg_settings WHERE name = 'search_path'))`
 
-// defaultSearchPath returns the search_path setting a client session
-// starts with: its startup parameters' if it sets one, else the server's
-// choice for its role and database.
-func (c *catalogConns) defaultSearchPath(db, user string, params map[string]string) (string, error) {
-	if v, ok := startupSearchPath(params); ok {
-		return v, nil
-	}
-	var setting string
+// unusableQuery: the schemas a role may not look into (no USAGE), which
+// PostgreSQL skips on the search path.
+const unusableQuery = `SELECT n.nspname FROM pg_catalog.pg_namespace n
+ WHERE n.nspname !~ '^pg_(toast_)?temp_' AND NOT pg_catalog.has_schema_privilege($1, n.oid, 'USAGE')`
+
+// sessionNames returns the search_path setting a client session starts
+// with (its startup parameters' if it sets one, else the server's choice
+// for its role and database) and the schemas its user cannot use.
+func (c *catalogConns) sessionNames(db, user string, params map[string]string) (string, map[string]bool, error) {
+	setting, fromStartup := startupSearchPath(params)
+	unusable := map[string]bool{}
 	err := c.with(db, user, func(ctx context.Context, conn *pgconn.PgConn) error {
-		res := conn.ExecParams(ctx, searchPathQuery, [][]byte{[]byte(db), []byte(user)}, nil, nil, nil).Read()
+		if !fromStartup {
+			res := conn.ExecParams(ctx, searchPathQuery, [][]byte{[]byte(db), []byte(user)}, nil, nil, nil).Read()
+			if res.Err != nil {
+				return res.Err
+			}
+			if len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+				setting = strings.TrimPrefix(string(res.Rows[0][0]), "search_path=")
+			}
+		}
+		res := conn.ExecParams(ctx, unusableQuery, [][]byte{[]byte(user)}, nil, nil, nil).Read()
 		if res.Err != nil {
 			return res.Err
 		}
-		if len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
-			setting = strings.TrimPrefix(string(res.Rows[0][0]), "search_path=")
+		for _, r := range res.Rows {
+			unusable[string(r[0])] = true
 		}
 		return nil
 	})
-	return setting, err
+	return setting, unusable, err
 }
 
 // startupSearchPath finds search_path in a startup packet, as a parameter
 // of its own or in options (-c search_path=... or --search_path=...).
 func startupSearchPath(params map[string]string) (string, bool) {
-	if v, ok := params["search_path"]; ok {
-		return v, true
-	}
-	opts := strings.Fields(strings.ReplaceAll(params["options"], `\ `, "\x00"))
-	for i, o := range opts {
-		o = strings.ReplaceAll(o, "\x00", " ")
-		switch {
-		case o == "-c" && i+1 < len(opts) && strings.HasPrefix(opts[i+1], "search_path="):
-			return strings.ReplaceAll(strings.TrimPrefix(opts[i+1], "search_path="), "\x00", " "), true
-		case strings.HasPrefix(o, "-csearch_path="):
-			return strings.TrimPrefix(o, "-csearch_path="), true
-		case strings.HasPrefix(o, "--search_path="):
-			return strings.TrimPrefix(o, "--search_path="), true
+	value, found := "", false
+	for k, v := range params {
+		if gucName(k) == "search_path" {
+			value, found = v, true
 		}
 	}
-	return "", false
+	// options: -c name=value, -cname=value or --name=value; "\ " is a
+	// space inside a value; later settings win, as in PostgreSQL
+	opts := strings.Fields(strings.ReplaceAll(params["options"], `\ `, "\x00"))
+	for i := 0; i < len(opts); i++ {
+		o := opts[i]
+		switch {
+		case o == "-c" && i+1 < len(opts):
+			i++
+			o = opts[i]
+		case strings.HasPrefix(o, "-c"):
+			o = o[2:]
+		case strings.HasPrefix(o, "--"):
+			o = o[2:]
+		default:
+			continue
+		}
+		if k, v, ok := strings.Cut(o, "="); ok && gucName(k) == "search_path" {
+			value, found = strings.ReplaceAll(v, "\x00", " "), true
+		}
+	}
+	return value, found
+}
+
+// gucName normalises a setting's name as PostgreSQL does: case folded,
+// "-" read as "_".
+func gucName(s string) string {
+	return strings.ReplaceAll(strings.ToLower(s), "-", "_")
 }
 
 // expandSearchPath splits a search_path setting into schema names as

@@ -72,7 +72,7 @@ func runSession(t *testing.T, input []byte) []byte {
 	go fakeServer(serverSide, &got, &mu)
 	srv := &Server{cfg: Config{Keys: keys}, catalogs: newCatalogCache()}
 	s := newSession(srv, &conns{r: clientProxy, w: clientProxy}, &conns{r: proxyServer, w: proxyServer}, "fuzz", "fuzz")
-	s.names.reset("fuzz", "public")
+	s.names.reset("fuzz", "public", nil)
 	s.setCatalog(cat)
 	s.catGen = srv.catalogs.gen.Load()
 	srv.catalogs.put("fuzz", cat, s.catGen)

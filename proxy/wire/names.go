@@ -29,7 +29,9 @@ func (n nameState) clone() nameState {
 type names struct {
 	user string // the session user
 	base string // the default search_path setting
-	cur  nameState
+	// unusable: schemas the session user has no USAGE on
+	unusable map[string]bool
+	cur      nameState
 	// committed: the state before an unsettled change (a transaction
 	// block, a batch, a statement not yet answered); nil: none
 	committed *nameState
@@ -51,34 +53,72 @@ func (n *names) uncommittedDDL() bool {
 }
 
 // reset starts the session's state with its default search path setting.
-func (n *names) reset(user, setting string) {
-	n.user, n.base = user, setting
+func (n *names) reset(user, setting string, unusable map[string]bool) {
+	n.user, n.base, n.unusable = user, setting, unusable
 	n.cur = nameState{temps: map[string]bool{}}
 	n.committed, n.localPath, n.ddl, n.onCommit = nil, false, false, nil
 }
 
-// session is the state as catalog resolution wants it.
+// session is the state as catalog resolution wants it: with changes
+// the server has not confirmed, the state before them too.
 func (n *names) session() catalog.Session {
-	setting := n.base
-	if n.cur.path != "" {
-		setting = n.cur.path
+	s := n.sessionOf(n.cur)
+	s.PathUnknown = s.PathUnknown || n.localPath || n.ddl
+	if n.committed != nil {
+		b := n.sessionOf(*n.committed)
+		s.Before = &b
 	}
-	role := n.cur.role
+	return s
+}
+
+func (n *names) sessionOf(st nameState) catalog.Session {
+	setting := n.base
+	if st.path != "" {
+		setting = st.path
+	}
+	role := st.role
 	if role == "" {
 		role = n.user
 	}
-	return catalog.Session{Temps: n.cur.temps, PathUnknown: n.cur.unknown || n.localPath || n.ddl,
-		SearchPath: expandSearchPath(setting, role)}
+	var path []string
+	for _, p := range expandSearchPath(setting, role) {
+		// PostgreSQL skips schemas the role cannot use; another role's
+		// privileges are not known: its path stays as written
+		if st.role == "" && n.unusable[p] {
+			continue
+		}
+		path = append(path, p)
+	}
+	return catalog.Session{Temps: st.temps, PathUnknown: st.unknown, SearchPath: path}
 }
 
-// apply records a statement's changes; settled: nothing is pending and
-// the statement runs alone outside a transaction block (its changes
-// cannot be undone).  It reports whether anything changed.
-func (n *names) apply(changes []rewrite.NameChange, settled bool) bool {
+// rolledBackInBlock: inside a transaction block something was rolled
+// back (to a savepoint, or an error): changes made since the block began
+// may be gone; those names are unknown until it ends.
+func (n *names) rolledBackInBlock() bool {
+	if n.committed == nil || n.cur.unknown {
+		return false
+	}
+	changed := false
+	if n.cur.path != n.committed.path || n.cur.role != n.committed.role {
+		n.cur.unknown, changed = true, true
+	}
+	for t := range n.committed.temps {
+		if !n.cur.temps[t] {
+			n.cur.temps[t], changed = true, true
+		}
+	}
+	return changed
+}
+
+// apply records a statement's changes, provisionally until settle: the
+// statement may still fail, or its transaction roll back.  inBlock: it
+// runs inside a transaction block.  It reports whether anything changed.
+func (n *names) apply(changes []rewrite.NameChange, inBlock bool) bool {
 	if len(changes) == 0 {
 		return false
 	}
-	if !settled && n.committed == nil {
+	if n.committed == nil {
 		c := n.cur.clone()
 		n.committed = &c
 	}
@@ -86,7 +126,7 @@ func (n *names) apply(changes []rewrite.NameChange, settled bool) bool {
 		switch c.Kind {
 		case rewrite.SetPath:
 			if c.Local {
-				n.localPath = n.localPath || !settled // outside a block SET LOCAL does nothing
+				n.localPath = n.localPath || inBlock // outside a block SET LOCAL does nothing
 				continue
 			}
 			n.cur.path, n.cur.unknown = c.Value, false
@@ -99,7 +139,7 @@ func (n *names) apply(changes []rewrite.NameChange, settled bool) bool {
 			n.cur.unknown = true
 		case rewrite.SetRole:
 			if c.Local {
-				n.localPath = n.localPath || !settled
+				n.localPath = n.localPath || inBlock
 				continue
 			}
 			n.cur.role = c.Value

@@ -16,6 +16,9 @@ type queue struct {
 	// skipping: a batch failed and its Sync has not been pushed yet
 	skipping bool
 	closed   bool
+	// pending: answers pushed and not yet complete (queued, or the
+	// relay's current one)
+	pending int
 }
 
 // push adds the answer of a message about to be sent; it reports
@@ -31,7 +34,15 @@ func (q *queue) push(a answer) bool {
 		q.skipping = false // the Sync ends the batch
 	}
 	q.items = append(q.items, a)
+	q.pending++
 	return true
+}
+
+// finish: the relay completed an answer it popped.
+func (q *queue) finish() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending--
 }
 
 // pop returns the oldest answer, or nil when none is pending (a
@@ -51,11 +62,12 @@ func (q *queue) pop() answer {
 	return e
 }
 
-// empty: no answer is pending.
+// empty: no answer is pending, the relay's current one included (what
+// the server did with every message sent is known).
 func (q *queue) empty() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items) == 0
+	return q.pending == 0
 }
 
 // failBatch drops the answers the server will skip after an error
@@ -72,6 +84,7 @@ func (q *queue) failBatch() {
 		skipped(a)
 		q.items[0] = nil
 		q.items = q.items[1:]
+		q.pending--
 	}
 	q.skipping = true
 }
@@ -83,5 +96,5 @@ func (q *queue) close() {
 	for _, a := range q.items {
 		skipped(a)
 	}
-	q.items, q.closed = nil, true
+	q.items, q.closed, q.pending = nil, true, 0
 }

@@ -82,6 +82,15 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 	done, next := s.process(cur, m)
 	s.fromServer = serverMsg{}
 	if done {
+		s.q.finish()
+		if typ == 'Z' && raw[5] == 'I' && s.ddlPending.Load() {
+			// a catalog change is committed (or gone): catalogs read
+			// before it may be stale
+			s.srv.catalogs.invalidateAll()
+			if s.q.empty() {
+				s.ddlPending.Store(false)
+			}
+		}
 		return nil, nil
 	}
 	return next, nil
@@ -92,7 +101,11 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 func (s *session) popUntilSync() {
 	for {
 		a := s.q.pop()
-		if _, sync := a.(*syncAnswer); a == nil || sync {
+		if a == nil {
+			return
+		}
+		s.q.finish()
+		if _, sync := a.(*syncAnswer); sync {
 			return
 		}
 		skipped(a)

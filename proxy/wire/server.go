@@ -86,7 +86,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("wire: catalog connection %q: %w", catStr, err)
 	}
 	s.catalogUser, _ = namesUserAndDB(catStr)
-	s.catalogConns = &catalogConns{srv: s, conns: map[string]*pgconn.PgConn{}}
+	s.catalogConns = &catalogConns{srv: s, conns: map[string]*catalogConn{}}
 	return s, nil
 }
 

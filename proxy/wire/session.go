@@ -4,6 +4,8 @@ package wire
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +56,8 @@ func (c *catalogCache) invalidateAll() { c.gen.Add(1) }
 // stmt is a prepared statement as the client named it.
 type stmt struct {
 	name       string
+	sql        string // as the client sent it
+	gen        uint64 // the session's names and catalog it was planned with
 	plan       *rewrite.Plan
 	clientOIDs []uint32 // parameter types the client declared
 	// desc: the server's description of the rewritten statement, from the
@@ -97,6 +101,9 @@ type session struct {
 	catPtr atomic.Pointer[catalog.Catalog]
 	catGen uint64
 	names  names // the session's search path and temporary relations
+	// gen counts changes of names or catalog: a prepared statement
+	// planned under another is planned again before it is bound
+	gen uint64
 	// the relay's index of columns by ciphertext header
 	cands    map[colcrypt.Header][]*colcrypt.Column
 	candsCat *catalog.Catalog
@@ -111,6 +118,11 @@ type session struct {
 	// rolledBack: the relay saw an error or a ROLLBACK since the client
 	// loop last settled the session's names
 	rolledBack atomic.Bool
+	// ddlPending: a statement that may change the catalog was sent; the
+	// relay invalidates every session's catalog again once the server is
+	// idle outside a transaction (a catalog read meanwhile may predate
+	// its commit)
+	ddlPending atomic.Bool
 	inBatch    bool        // extended-protocol messages since the last Sync
 	skipping   bool        // refused in a batch: drop messages until Sync
 	copyIn     *copyStream // COPY FROM STDIN in progress
@@ -140,9 +152,9 @@ type conns struct {
 }
 
 func (s *session) run(params map[string]string) error {
-	path, err := s.srv.catalogConns.defaultSearchPath(s.db, s.user, params)
+	path, unusable, err := s.srv.catalogConns.sessionNames(s.db, s.user, params)
 	if err == nil {
-		s.names.reset(s.user, path)
+		s.names.reset(s.user, path, unusable)
 		err = s.loadCatalog()
 	}
 	if err != nil {
@@ -199,6 +211,7 @@ func (s *session) setCatalog(c *catalog.Catalog) {
 	}
 	s.shared = c
 	s.applyNames()
+	s.gen++
 }
 
 // applyNames makes the session's view of the catalog after a change of
@@ -236,9 +249,9 @@ func (s *session) refresh() {
 	if !s.stale && s.catGen == s.srv.catalogs.gen.Load() {
 		return
 	}
-	if s.txStatus.Load() != 'I' || s.inBatch {
-		// inside a transaction the change is not committed yet: the
-		// next statement outside one reloads
+	if s.txStatus.Load() != 'I' || s.inBatch || !s.q.empty() {
+		// inside a transaction, or with answers pending, the change may
+		// not be committed yet: the next statement outside one reloads
 		return
 	}
 	if err := s.loadCatalog(); err != nil {
@@ -283,7 +296,17 @@ func refusal(err error) *rewrite.Refusal {
 
 // The harmless failing messages that put the server into the state a
 // failed statement would: no side effect, a constant text.
-const refusedName = "pgcipher: statement refused by the proxy"
+var refusedName = "pgcipher: statement refused by the proxy " + randomTag()
+
+// randomTag is a per-process random suffix: a client cannot prepare a
+// statement of that name to make a refused statement look successful.
+func randomTag() string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
 
 func (s *session) clientLoop() error {
 	for {
@@ -358,7 +381,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.inBatch = true
 		p := s.portals[m.Portal]
 		if p != nil {
-			s.applyNameChanges(p.st.plan, false)
+			s.applyNameChanges(p.st.plan)
 		}
 		if p != nil && p.st.plan.Update != nil {
 			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.name, write: p.st.name,
@@ -437,12 +460,7 @@ var errTerminated = errors.New("wire: client terminated")
 // prepare analyses a statement the client sent (Query or Parse), with
 // the catalog and the session's names brought up to date first.
 func (s *session) prepare(sql string) (*rewrite.Plan, error) {
-	if s.txStatus.Load() == 'I' && !s.inBatch && s.q.empty() {
-		// nothing pending: what the server did is known
-		if s.names.settle(s.rolledBack.Swap(false)) {
-			s.namesChanged()
-		}
-	}
+	s.settleNames()
 	s.refresh()
 	p, err := s.analyze(sql)
 	if err != nil {
@@ -464,15 +482,31 @@ func (s *session) prepare(sql string) (*rewrite.Plan, error) {
 	}
 	if p.Reload {
 		s.changed()
+		s.ddlPending.Store(true)
 	}
 	return p, nil
 }
 
+// settleNames settles the session's name changes once the server has
+// answered everything outside a transaction block (before a batch's
+// first message marks it open).
+func (s *session) settleNames() {
+	switch {
+	case s.txStatus.Load() == 'I' && !s.inBatch && s.q.empty():
+		// nothing pending: what the server did is known
+		if s.names.settle(s.rolledBack.Swap(false)) {
+			s.namesChanged()
+		}
+	case s.rolledBack.Load() && s.names.rolledBackInBlock():
+		// rolled back to a savepoint (or failed) inside a block
+		s.namesChanged()
+	}
+}
+
 // applyNames records a statement's changes to name resolution as it is
 // sent to the server.
-func (s *session) applyNameChanges(p *rewrite.Plan, single bool) {
-	settled := single && s.txStatus.Load() == 'I' && !s.inBatch && s.q.empty()
-	if s.names.apply(p.Names, settled) {
+func (s *session) applyNameChanges(p *rewrite.Plan) {
+	if s.names.apply(p.Names, s.txStatus.Load() != 'I') {
 		s.namesChanged()
 	}
 }
@@ -482,6 +516,7 @@ func (s *session) applyNameChanges(p *rewrite.Plan, single bool) {
 func (s *session) namesChanged() {
 	s.plans = map[string]*rewrite.Plan{}
 	s.applyNames()
+	s.gen++
 }
 
 func (s *session) query(m *pgproto3.Query) error {
@@ -494,7 +529,7 @@ func (s *session) query(m *pgproto3.Query) error {
 		s.sendServer(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
 		return s.flushServer()
 	}
-	s.applyNameChanges(p, p.Statements <= 1)
+	s.applyNameChanges(p)
 	if p.Update != nil {
 		return s.simpleUpdate(p)
 	}
@@ -523,7 +558,9 @@ func (s *session) refuseInBatch(r *rewrite.Refusal) {
 }
 
 func (s *session) parse(m *pgproto3.Parse) error {
+	s.settleNames()
 	s.inBatch = true
+	s.copyIn, s.dropCopy = nil, false // a simple query's COPY is over
 	p, err := s.prepare(m.Query)
 	if err == nil && p.Copy != nil {
 		err = &rewrite.Refusal{Code: rewrite.CodeRefused,
@@ -534,7 +571,7 @@ func (s *session) parse(m *pgproto3.Parse) error {
 		s.refuseInBatch(refusal(err))
 		return nil
 	}
-	st := &stmt{name: m.Name, plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+	st := &stmt{name: m.Name, sql: m.Query, gen: s.gen, plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
 	s.stmts[m.Name] = st
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	for len(oids) < len(p.Params) {
@@ -571,7 +608,14 @@ func (s *session) parse(m *pgproto3.Parse) error {
 
 func (s *session) bind(m *pgproto3.Bind) error {
 	s.inBatch = true
+	s.copyIn, s.dropCopy = nil, false
 	st := s.stmts[m.PreparedStatement]
+	if st != nil && st.gen != s.gen {
+		if err := s.replan(st); err != nil {
+			s.refuseInBatch(refusal(err))
+			return nil
+		}
+	}
 	if st != nil && st.plan.Hidden > 0 && len(m.ResultFormatCodes) > 1 {
 		// the client formats the fields it sees; the hidden ones come as text
 		for i := 0; i < st.plan.Hidden; i++ {
@@ -604,6 +648,44 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	s.push(&completeAnswer{})
 	s.sendServer(out)
 	return nil
+}
+
+// replan checks a prepared statement planned before a change of the
+// session's names or of the catalog: PostgreSQL plans it again with the
+// new names, so the proxy does; a plan that would now differ (another
+// relation, other encrypted parameters) is refused rather than bound.
+func (s *session) replan(st *stmt) error {
+	p, err := s.analyze(st.sql)
+	if err != nil {
+		return err
+	}
+	if !samePlan(st.plan, p) {
+		return &rewrite.Refusal{Code: rewrite.CodeRefused,
+			Message: fmt.Sprintf("pgcipher: prepared statement %q names other relations or columns since it was prepared", st.name),
+			Hint:    "Prepare it again: a change of search_path, of temporary relations or of encrypted columns changed what it names."}
+	}
+	st.gen = s.gen
+	return nil
+}
+
+// samePlan: two plans of one statement send the same SQL and encrypt the
+// same parameters the same way.
+func samePlan(a, b *rewrite.Plan) bool {
+	if a.SQL != b.SQL || len(a.Params) != len(b.Params) || (a.Update == nil) != (b.Update == nil) ||
+		(a.Compute == nil) != (b.Compute == nil) || a.Hidden != b.Hidden {
+		return false
+	}
+	for i := range a.Params {
+		x, y := a.Params[i], b.Params[i]
+		if (x == nil) != (y == nil) {
+			return false
+		}
+		if x != nil && (x.EncType.OID != y.EncType.OID || x.Array != y.Array || x.Pattern != y.Pattern ||
+			(x.Column == nil) != (y.Column == nil) || x.Column != nil && x.Column.Spec() != y.Column.Spec()) {
+			return false
+		}
+	}
+	return true
 }
 
 // updateOIDs adds the types of the write-back's own parameters.

@@ -375,7 +375,7 @@ func TestOwnCatalogConnection(t *testing.T) {
 // used as plaintext, never rewritten as the encrypted one; where the
 // proxy cannot follow the search path it refuses.
 func TestNamesHidingEncrypted(t *testing.T) {
-	e, conninfo, _ := transparentEnv(t)
+	e, conninfo, rec := transparentEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := connect(t, conninfo)
@@ -482,5 +482,57 @@ func TestNamesHidingEncrypted(t *testing.T) {
 	tx.Rollback(ctx)
 	if _, err := c.Exec(ctx, "INSERT INTO foo VALUES (12, 'MARKER-ENC-12')"); err != nil {
 		t.Errorf("after the transaction: %v", err)
+	}
+
+	// a SET undone by ROLLBACK TO SAVEPOINT: the proxy does not trust it
+	tx, _ = c.Begin(ctx)
+	for _, sql := range []string{"SAVEPOINT a", "SET search_path = s2, public", "ROLLBACK TO SAVEPOINT a"} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO foo VALUES (13, 'x')"); pgErrCode(err) != "PC001" {
+		t.Errorf("INSERT after ROLLBACK TO SAVEPOINT of a SET search_path: %v, want PC001", err)
+	}
+	tx.Rollback(ctx)
+	mustExec(t, c, "RESET search_path")
+
+	// a statement prepared while foo meant s2.foo, bound after it means
+	// the encrypted one again: refused, its parameter never sent
+	mustExec(t, c, "SET search_path = s2, public")
+	if _, err := c.Prepare(ctx, "ins", "INSERT INTO foo VALUES ($1, $2)"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c, "RESET search_path")
+	if _, err := c.Exec(ctx, "ins", 14, "MARKER-PREPARED-14"); pgErrCode(err) != "PC001" {
+		t.Errorf("a statement prepared under another search_path: %v, want PC001", err)
+	}
+	if bytes.Contains(rec.Bytes(), []byte("MARKER-PREPARED-14")) {
+		t.Error("the parameter of the refused prepared statement reached the server")
+	}
+
+	// a schema on the path the role cannot use is skipped, as PostgreSQL
+	// skips it: foo is the encrypted table for this role
+	mustExec(t, c, `DROP ROLE IF EXISTS pgc_nousage; CREATE ROLE pgc_nousage LOGIN;
+CREATE SCHEMA s5; CREATE TABLE s5.foo (a int, b text);
+GRANT INSERT, SELECT ON public.foo TO pgc_nousage`)
+	t.Cleanup(func() {
+		c2, err := pgx.Connect(context.Background(), e.upstream)
+		if err == nil {
+			c2.Exec(context.Background(), "DROP DATABASE "+e.db+" WITH (FORCE)")
+			c2.Exec(context.Background(), "DROP ROLE IF EXISTS pgc_nousage")
+			c2.Close(context.Background())
+		}
+	})
+	login := strings.Fields(strings.SplitN(conninfo, "user=", 2)[1])[0]
+	nc := connect(t, strings.Replace(conninfo, "user="+login, "user=pgc_nousage options=-csearch_path=s5,public", 1))
+	if _, err := nc.Exec(ctx, "INSERT INTO foo VALUES (20, 'MARKER-USAGE-20')"); err != nil {
+		t.Fatalf("INSERT as a role without USAGE on s5: %v", err)
+	}
+	if bytes.Contains(rec.Bytes(), []byte("MARKER-USAGE-20")) {
+		t.Error("a value for the encrypted foo went to the server in plaintext: s5.foo was taken for it")
+	}
+	if err := direct.QueryRow(ctx, "SELECT count(*) FROM public.foo WHERE a = 20").Scan(&n); err != nil || n != 1 {
+		t.Errorf("public.foo row 20: %d (%v)", n, err)
 	}
 }
