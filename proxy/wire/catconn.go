@@ -108,8 +108,8 @@ func (q querier) SimpleQuery(sql string) ([]catalog.Result, error) {
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		if r.FieldDescriptions == nil {
-			continue
+		if !r.CommandTag.Select() {
+			continue // pgconn leaves FieldDescriptions nil for no rows: the tag says it
 		}
 		out = append(out, catalog.Result{Rows: r.Rows})
 	}

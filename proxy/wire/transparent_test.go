@@ -536,3 +536,16 @@ GRANT INSERT, SELECT ON public.foo TO pgc_nousage`)
 		t.Errorf("public.foo row 20: %d (%v)", n, err)
 	}
 }
+
+// TestEmptyCatalog: a database with the extension and no encrypted
+// column yet (every catalog query but the first returns no rows).
+func TestEmptyCatalog(t *testing.T) {
+	e := setup(t)
+	conninfo := e.startProxy(t, &syncBuffer{})
+	mustExec(t, connect(t, conninfo), "CREATE EXTENSION pgcipher_columns")
+	c := connect(t, conninfo) // a new session reads the catalog
+	mustExec(t, c, "SELECT pgcipher.add_column_key('k1')")
+	mustExec(t, c, "CREATE TABLE t (id int, s enc_text)")
+	mustExec(t, c, "SELECT pgcipher.encrypt_column('t', 's', 'k1', 'EQ')")
+	mustExec(t, c, "INSERT INTO t VALUES (1, 'x')")
+}
