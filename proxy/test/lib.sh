@@ -22,3 +22,14 @@ free_port() {
     done
     echo "run.sh: no free port" >&2; return 1
 }
+
+# wait_proxy PORT LOG: wait until the proxy started as $proxy_pid listens
+# on 127.0.0.1:PORT; if it exits first, print its log LOG and fail.
+wait_proxy() {
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        kill -0 "$proxy_pid" 2>/dev/null || { cat "$2"; return 1; }
+        sleep 0.1
+    done
+    echo "the proxy does not listen on $1"; return 1
+}

@@ -95,12 +95,7 @@ start_proxy() {
     "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$port" --upstream "host=$sock port=$server_port" \
         --cmk-file "$tmp/cmk.hex" --cmk-name main --record "$record" > "$1" 2>&1 &
     proxy_pid=$!
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-        kill -0 "$proxy_pid" 2>/dev/null || { cat "$1"; return 1; }
-        sleep 0.1
-    done
-    echo "the proxy does not listen on $port"; return 1
+    wait_proxy "$port" "$1"
 }
 
 # what every client test gets

@@ -174,12 +174,7 @@ start_proxy() {
         --catalog "host=$sock port=$server_port user=postgres" \
         --cmk-file "$tmp/cmk.hex" --cmk-name main > "$1" 2>&1 &
     proxy_pid=$!
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null && return 0
-        kill -0 "$proxy_pid" 2>/dev/null || { cat "$1"; return 1; }
-        sleep 0.1
-    done
-    echo "the proxy does not listen on $proxy_port"; return 1
+    wait_proxy "$proxy_port" "$1"
 }
 
 # proxy-enc: the columns extension and an encrypted public.foo, made through
