@@ -7,7 +7,8 @@ Checked, in README.md, docs/design.md, proxy/README.md and server/README.md:
 - "a corpus of N statements" / "the N-statement corpus": the 'ok:' and
   'refuse:' lines of proxy/test/corpus.txt;
 - "applies N small patches" (a number or an English word): the files in
-  server/patches;
+  server/patches/17 (the series the sentence describes says so: "applies
+  N small patches" is 17's count unless written "on 18 applies N");
 - "pgvector ... N regression tests" and "(N tests": the counts that
   test/extensions/run.sh checks (PGVECTOR_REGRESS_COUNT, PGVECTOR_TAP_COUNT).
 
@@ -43,7 +44,11 @@ def facts(top):
     """(name, pattern, true value): each pattern's group 1 is a number"""
     with open(os.path.join(top, "proxy/test/corpus.txt")) as f:
         corpus = sum(1 for line in f if re.match(r"(ok|refuse): ", line))
-    patches = len([p for p in os.listdir(os.path.join(top, "server/patches")) if p.endswith(".patch")])
+    def series(major):
+        d = os.path.join(top, "server/patches", major)
+        return len([p for p in os.listdir(d) if p.endswith(".patch")]) if os.path.isdir(d) else 0
+
+    patches = series("17")
     with open(os.path.join(top, "test/extensions/run.sh")) as f:
         run_sh = f.read()
     regress = int(re.search(r"^PGVECTOR_REGRESS_COUNT=(\d+)", run_sh, re.M).group(1))
@@ -51,7 +56,8 @@ def facts(top):
     return [
         ("corpus statements", r"corpus of (\d+) statements", corpus),
         ("corpus statements", r"(\d+)-statement corpus", corpus),
-        ("patches", r"applies ([\w-]+)\s+small patches", patches),
+        ("patches", r"(?<!on 18 )applies ([\w-]+)\s+small patches", patches),
+        ("patches on 18", r"on 18 applies ([\w-]+)\s+small patches", series("18")),
         ("pgvector regression tests", r"pgvector [\d.]+'s (\d+) regression tests", regress),
         ("pgvector TAP tests", r"TAP files \((\d+) tests", tap),
     ]

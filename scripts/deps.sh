@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(build-essential ccache bison flex pkg-config perl
           libssl-dev openssl liblz4-dev libzstd-dev libicu-dev libreadline-dev zlib1g-dev
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
+          # PostgreSQL 18's io_method=io_uring
+          liburing-dev
           python3 python3-venv procps curl unzip pgbouncer
           # the proxy's real-client tests (proxy/test/clients)
           sysbench default-jdk-headless maven

@@ -14,9 +14,10 @@
 #                      (our TAP files); ./pgcipher fmt fixes what it can
 #   minor-release      the build warns when Debian trixie's index names a newer
 #                      release than a pin (server/fetch-source.sh)
-#   patches            server/patches.sh check: the patches come back
-#                      byte-identical from their git form, and every hook in an
-#                      upstream C file carries a "pgcipher" marker
+#   patches            server/patches.sh check, both series (17 and 18): the
+#                      patches come back byte-identical from their git form,
+#                      and every hook in an upstream C file carries a
+#                      "pgcipher" marker
 #   install-modes      the build run again under umask 077 leaves install trees
 #                      every user can read (a server run by another OS user)
 #   encryption-tap     our TAP tests: crypto vectors and key ring (001), no
@@ -30,6 +31,11 @@
 #                      known outputs of every cipher use under the linked
 #                      OpenSSL 3.5 and the machine's 3.0 (001), one libcrypto
 #                      per process with TLS and pgcrypto (009)
+#   read-path          our TAP test 012: every read path (sequential, bitmap,
+#                      index and index-only scans, pg_prewarm, VACUUM, ANALYZE,
+#                      local buffers) answers as a stock cluster, under every
+#                      io_method on 18 (sync, worker with 1 and 3 workers,
+#                      io_uring); a flipped ciphertext byte is a damaged page
 #   stock-pg_control   our TAP test 011: pg_control of encrypted clusters as
 #                      stock 17 writes it (layout, CRC, stock pg_controldata),
 #                      the cipher's record (damaged, dropped by a stock tool,
@@ -96,7 +102,12 @@
 #                      restore of an aes-256 cluster; repository scanned for
 #                      markers, with an unencrypted control
 #
-# Usage: test.sh [SUITE...]   (default: all)
+# Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
+#        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,
+#        regress-aes256 and tap-pg_upgrade: what CI runs on the other major)
+# The major is the build's (./pgcipher test --pg 18); PGCIPHER_IO_METHOD
+# (./pgcipher test --pg 18 --io-method worker) sets io_method for every
+# server the suites start.
 set -uo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
@@ -107,6 +118,13 @@ jobs=${JOBS:-$(nproc)}
 "$top/scripts/build.sh" || { echo "test: build failed"; echo "suites: 0 passed, 1 failed"; exit 1; }
 
 mkdir -p "$logs" "$build/test-keys"
+echo "test: PostgreSQL $(sed -n 's/^#define PG_VERSION "\(.*\)"/\1/p' "$build/install/include/postgresql/server/pg_config.h" 2>/dev/null)${PGCIPHER_IO_METHOD:+, io_method=$PGCIPHER_IO_METHOD}"
+# --io-method (18): every server the suites start reads this file
+# (pg_regress --temp-config, PostgreSQL::Test::Cluster's init)
+if [ -n "${PGCIPHER_IO_METHOD:-}" ]; then
+    printf 'io_method = %s\n' "$PGCIPHER_IO_METHOD" > "$logs/io_method.conf"
+    export TEMP_CONFIG=$logs/io_method.conf
+fi
 kek=$build/test-keys/kek
 [ -s "$kek" ] || { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; echo; } > "$kek"
 chmod 600 "$kek"
@@ -159,7 +177,13 @@ tap() {
     return $rc
 }
 
-selected=("$@")
+# "core": what CI runs on the major that is not the default
+core=(design-refs patches encryption-tap read-path pg_upgrade stock-pg_control
+      regress-aes256 tap-pg_upgrade)
+selected=()
+for s in "$@"; do
+    if [ "$s" = core ]; then selected+=("${core[@]}"); else selected+=("$s"); fi
+done
 sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 design_refs() {
@@ -169,13 +193,14 @@ design_refs() {
 sel design-refs        && suite design-refs        design_refs
 sel doc-facts          && suite doc-facts          python3 "$top/scripts/check-doc-facts.py" "$top"
 sel lint               && suite lint               "$top/scripts/lint.sh"
-sel patches            && suite patches           "$top/server/patches.sh" check
+patches_check() { PGCIPHER_PG=17 "$top/server/patches.sh" check && PGCIPHER_PG=18 "$top/server/patches.sh" check; }
+sel patches            && suite patches            patches_check
 minor_release() {
     # the build says when Debian names a newer release than a pin: the
     # pinned tarball checked against an older and a newer pin of its name
-    local src=$top/server/fetch-source.sh file sha out
-    file=postgresql-17_$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$src").orig.tar.bz2
-    sha=$(sed -n 's/^PG_ORIG_SHA256=//p' "$src")
+    local package version upstream sha suite file out
+    read -r package version upstream sha suite < <("$top/server/fetch-source.sh" --pin 17)
+    file=${package}_$upstream.orig.tar.bz2
     out=$("$top/scripts/fetch-debian-source.sh" "$build" postgresql-17 17.0-1 "$file" "$sha" 2>&1) || return 1
     echo "$out"
     grep -q "WARNING: Debian trixie's index names postgresql-17 .*, newer than the pinned 17.0-1" <<<"$out" ||
@@ -204,12 +229,18 @@ install_modes() {
     echo "every install tree and the directories above it usable by every user after a build under umask 077"
 }
 sel install-modes      && suite install-modes     install_modes
-sel encryption-tap     && suite encryption-tap     tap src/test/encryption "" '/0(08|11)_'
+sel encryption-tap     && suite encryption-tap     tap src/test/encryption "" '/0(08|11|12)_'
 build_stock() {
-    # stock 17, the same source without our patches (as for bench)
+    # stock PostgreSQL of the same major, the same source without our
+    # patches (as for bench)
     "$top/server/build.sh" "$build" --stock > "$logs/stock-build.log" 2>&1 ||
         { tail -20 "$logs/stock-build.log"; return 1; }
 }
+read_path() {
+    # 012: every read path (every io_method on 18) against a stock cluster
+    build_stock && PGCIPHER_STOCK_INSTALL=$build/stock/install tap src/test/encryption "" '+/012_'
+}
+sel read-path          && suite read-path          read_path
 pg_upgrade_check() {
     # 008 needs stock 17 and Debian's PostgreSQL 15
     build_stock &&

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# build.sh — build pgcipher's PostgreSQL 17 into BUILD_DIR/install.
+# build.sh — build pgcipher's PostgreSQL (17 or 18) into BUILD_DIR/install.
 #
 # Steps, each skipped when already up to date:
 #   1. fetch the pinned source (fetch-source.sh) and unpack it to BUILD_DIR/postgresql;
 #      the tree is unpacked afresh whenever the source or a patch changes;
-#   2. apply server/patches/*.patch (small hook patches, one per concern);
+#   2. apply server/patches/MAJOR/*.patch (small hook patches, one per concern);
 #   3. overlay server/src/** into the tree as symbolic links, so editing one of
 #      our files and running this again rebuilds incrementally;
-#   4. configure (OpenSSL, lz4, zstd, ICU, TAP tests) with ccache, make, make install.
+#   4. configure (OpenSSL, lz4, zstd, ICU, TAP tests; liburing from 18 on) with
+#      ccache, make, make install.
 #
 # OpenSSL is the pinned one openssl.sh builds into BUILD_DIR/openssl/install
 # (Debian 12's has no VAES path for AES-XTS), linked with a run path so every
@@ -19,6 +20,8 @@
 # of the benchmarks.
 #
 # Usage: server/build.sh BUILD_DIR [--stock]
+# The major is $PGCIPHER_PG (default 17); a build directory holds one major
+# (an install tree made for another is removed first).
 set -euo pipefail
 # Install trees (and the directories above them) usable by every OS user,
 # whatever the caller's umask: a server may run as another user than the
@@ -41,11 +44,16 @@ tree=$build/postgresql
 prefix=$build/install
 jobs=${JOBS:-$(nproc)}
 
-"$here/fetch-source.sh" "$src_build"
+major=${PGCIPHER_PG:-17}
+# its last line: the pinned tarball (build/source may hold other versions)
+orig=$("$here/fetch-source.sh" "$src_build" "$major" | tail -n 1)
 openssl=$("$here/openssl.sh" "$src_build" | tail -n 1)	# its last line: where it installed
-# the pinned tarball by name: build/source may hold other versions
-orig=$src_build/source/postgresql-17_$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$here/fetch-source.sh").orig.tar.bz2
-patches=$here/patches
+patches=$here/patches/$major
+[ -d "$patches" ] || { echo "build: no patch series for PostgreSQL $major ($patches)" >&2; exit 1; }
+if [ -f "$prefix/.pgcipher-major" ] && [ "$(cat "$prefix/.pgcipher-major")" != "$major" ]; then
+    echo "build: $prefix holds PostgreSQL $(cat "$prefix/.pgcipher-major"); removing it for $major"
+    rm -rf "$prefix" "$tree"
+fi
 [ "$stock" = --stock ] && patches=/nonexistent
 
 # 1+2: unpack and patch when the tarball or any patch changed.
@@ -85,6 +93,8 @@ command -v ccache >/dev/null && cc="ccache gcc"
 config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
         --with-includes="$openssl/include" --with-libraries="$openssl/lib"
         --enable-tap-tests --enable-depend --enable-debug ${PGCIPHER_CONFIGURE_EXTRA:-})
+# 18's io_method=io_uring (liburing from Debian)
+[ "$major" -ge 18 ] && config+=(--with-liburing)
 ldflags="-Wl,-rpath,$openssl/lib"
 config_stamp=$(echo "$cc ${config[*]} CFLAGS=${CFLAGS:-} LDFLAGS=$ldflags $(cat "$openssl/.pgcipher-openssl")" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$tree/.pgcipher-config" 2>/dev/null)" != "$config_stamp" ]; then
@@ -105,4 +115,5 @@ if ! (cd "$tree" && make -j"$jobs" -s > "$build/make.log" 2>&1 \
     echo "build: make failed, see $build/make.log" >&2
     exit 1
 fi
-echo "build: installed into $prefix"
+echo "$major" > "$prefix/.pgcipher-major"
+echo "build: installed PostgreSQL $major into $prefix"

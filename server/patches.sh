@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# patches.sh — edit, regenerate and rebase server/patches/ with git.
+# patches.sh — edit, regenerate and rebase server/patches/MAJOR/ with git.
 #
 # The patches are git format-patch files: a header (subject, why, what
 # depends on it) and a diff against the pinned upstream source.  build.sh
@@ -9,7 +9,7 @@
 #
 #   patches.sh unpack [DIR]        the pinned source as commit "upstream"
 #                                  (tagged), one commit per patch on top
-#   patches.sh export [DIR]        rewrite server/patches/*.patch from the
+#   patches.sh export [DIR]        rewrite server/patches/MAJOR/*.patch from the
 #                                  commits upstream..HEAD (stale files removed)
 #   patches.sh check               unpack and export into a scratch directory
 #                                  and compare: the files must come back
@@ -21,14 +21,17 @@
 #                                  resolve, "git rebase --continue", then export
 #   patches.sh diffstat            upstream lines added and removed by the series
 #
-# DIR defaults to $PGCIPHER_BUILD/patches-git (./build/patches-git).  The
-# procedure for a new PostgreSQL release is in server/README.md.
+# MAJOR is $PGCIPHER_PG (default 17): each major has its own series.  DIR
+# defaults to $PGCIPHER_BUILD/patches-git-MAJOR (./build/patches-git-17).
+# The procedure for a new PostgreSQL release, and for carrying a fix to
+# both series, is in server/README.md.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${PGCIPHER_BUILD:-$top/build}
-patches=$here/patches
+major=${PGCIPHER_PG:-17}
+patches=$here/patches/$major
 # Fixed identity and abbreviation: the same commits give the same files.
 git_id=(-c user.name=pgcipher -c user.email=pgcipher@localhost -c core.abbrev=12
         -c safe.directory="*"	# the build tree may belong to the user "pgcipher"
@@ -42,10 +45,9 @@ g() { GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 git -C "$dir" "${git_id[
 # The pinned tarball, fetched and verified (the exact name: build/source may
 # hold other versions)
 pinned_tarball() {
-    local version
-    version=$(sed -n 's/^PG_UPSTREAM_VERSION=//p' "$here/fetch-source.sh")
-    "$here/fetch-source.sh" "$build" >/dev/null || exit 1
-    echo "$build/source/postgresql-17_$version.orig.tar.bz2"
+    local out
+    out=$("$here/fetch-source.sh" "$build" "$major") || exit 1
+    tail -n 1 <<< "$out"
 }
 
 # Replace the work tree's content by a tarball's and commit it as $2.
@@ -170,10 +172,10 @@ rebase() {
 cmd=${1:-}
 shift || true
 case "$cmd" in
-    unpack)   dir=${1:-$build/patches-git}; unpack ;;
-    export)   dir=${1:-$build/patches-git}; export_patches "$patches" ;;
+    unpack)   dir=${1:-$build/patches-git-$major}; unpack ;;
+    export)   dir=${1:-$build/patches-git-$major}; export_patches "$patches" ;;
     check)    check ;;
     diffstat) diffstat ;;
-    rebase)   dir=${2:-$build/patches-git}; rebase "${1:-}" ;;
+    rebase)   dir=${2:-$build/patches-git-$major}; rebase "${1:-}" ;;
     *)        sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
 esac

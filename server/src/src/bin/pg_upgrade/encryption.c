@@ -10,9 +10,9 @@
  * are, in every transfer mode.  Otherwise the blocks must change as they
  * are copied: encrypted (adopting pgcipher), decrypted (leaving it) or
  * re-encrypted under new data keys (the offline re-key).  That is only
- * possible in copy mode; link, clone and copy_file_range are refused by
- * check_data_encryption(), which pg_upgrade runs among its checks, before
- * it changes anything, and which --check reports.
+ * possible in copy mode; link, clone, copy_file_range and (on 18) swap
+ * are refused by check_data_encryption(), which pg_upgrade runs among its
+ * checks, before it changes anything, and which --check reports.
  *
  * The transform uses the server's own tweaks and rules (common/
  * data_encryption.c): relation pages by location, all-zero pages left as
@@ -171,6 +171,10 @@ transfer_mode_option(void)
 			return "--copy-file-range";
 		case TRANSFER_MODE_LINK:
 			return "--link";
+#if PG_VERSION_NUM >= 180000
+		case TRANSFER_MODE_SWAP:
+			return "--swap";
+#endif
 	}
 	return "?";
 }

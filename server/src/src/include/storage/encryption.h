@@ -117,6 +117,15 @@ extern void DecryptBlocksAfterRead(RelFileLocator rlocator,
 								   BlockNumber blocknum,
 								   void **buffers,
 								   BlockNumber nblocks);
+#if PG_VERSION_NUM >= 180000
+/* 18's asynchronous reads: md.c's completion callback (critical section) */
+struct PgAioHandle;
+union PgAioTargetData;
+extern void PrepareAsyncRead(struct PgAioHandle *ioh);
+extern bool DecryptBlocksAfterAsyncRead(struct PgAioHandle *ioh,
+										const union PgAioTargetData *td,
+										int nblocks);
+#endif
 
 /* bufpage.c: did the page just decrypted pass its ciphertext checksum? */
 extern bool PageChecksumVerifiedOnRead(const void *page, uint16 *computed);

@@ -9,6 +9,15 @@
  * relation kind — tables, indexes, TOAST, sequences, catalogs, permanent,
  * unlogged and temporary — is covered by one mechanism.
  *
+ * PostgreSQL 18 reads buffers asynchronously (smgrstartreadv(), under
+ * every io_method, "sync" included): the pages are decrypted by
+ * DecryptBlocksAfterAsyncRead(), which md.c's completion callback calls
+ * before bufmgr's verifies the pages.  That callback runs in a critical
+ * section, in whichever process completes the I/O (the issuer, another
+ * backend waiting for it, or an I/O worker): the decryption there
+ * allocates nothing, runs no key command and never throws; every process
+ * has the key from the postmaster, and a failure becomes the I/O's error.
+ *
  * A page is encrypted with AES-XTS as one data unit, from byte
  * PAGE_ENCRYPTION_OFFSET to the end; the first bytes (LSN, checksum,
  * flags, lower, upper) stay in clear.  The tweak is the page's location in
@@ -44,6 +53,10 @@
 #include "access/xlog.h"
 #include "common/keyring.h"
 #include "port/pg_iovec.h"
+#if PG_VERSION_NUM >= 180000
+#include "storage/aio.h"
+#include "storage/aio_internal.h"	/* the handle's flags and iovec */
+#endif
 #include "storage/bufpage.h"
 #include "storage/checksum.h"
 #include "storage/encryption.h"
@@ -141,15 +154,23 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		((PageHeader) out)->pd_checksum = pg_checksum_page(out, blocknum);
 }
 
-void
-DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
-			BlockNumber blocknum, char *page)
+/*
+ * Decrypt one page in place, remembering a checksum failure for
+ * PageChecksumVerifiedOnRead(); false if the cipher failed.  Allocates
+ * nothing and never throws: the asynchronous read path calls it in a
+ * critical section.
+ */
+static bool
+decrypt_page(RelFileNumber relnumber, ForkNumber forknum,
+			 BlockNumber blocknum, char *page)
 {
 	bool		checksums;
 	uint16		computed = 0;
 
 	if (page_is_all_zeros(page))
-		return;					/* never written: zeros on disk */
+		return true;			/* never written: zeros on disk */
+	if (relation_cipher == NULL)
+		return false;			/* InitializeDataEncryption() did not run */
 	/* pd_upper is in clear: a "new" page that is not all zeros is damaged */
 	checksums = DataChecksumsEnabled() && !PageIsNew((Page) page);
 	if (checksums)
@@ -166,7 +187,14 @@ DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
 		else
 			remember_failed_page(page, computed);
 	}
-	if (!page_crypt(relation_cipher, false, relnumber, forknum, blocknum, page, page))
+	return page_crypt(relation_cipher, false, relnumber, forknum, blocknum, page, page);
+}
+
+void
+DecryptPage(RelFileNumber relnumber, ForkNumber forknum,
+			BlockNumber blocknum, char *page)
+{
+	if (!decrypt_page(relnumber, forknum, blocknum, page))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not decrypt block %u of relation file %u fork %d",
@@ -206,3 +234,52 @@ DecryptBlocksAfterRead(RelFileLocator rlocator, ForkNumber forknum,
 	for (BlockNumber i = 0; i < nblocks; i++)
 		DecryptPage(rlocator.relNumber, forknum, blocknum + i, buffers[i]);
 }
+
+#if PG_VERSION_NUM >= 180000
+/*
+ * Called by mdstartreadv() before the read is staged.  The completion
+ * callback decrypts through the read's iovec, which for a temporary
+ * relation points into this backend's local buffers; with io_method=
+ * io_uring any backend that drains this backend's ring could complete the
+ * read, and there those addresses are not our buffers.  So reads into
+ * local memory execute synchronously, completing here (io_method=worker
+ * already does so for them).
+ */
+void
+PrepareAsyncRead(PgAioHandle *ioh)
+{
+	if (ioh->flags & PGAIO_HF_REFERENCES_LOCAL)
+		pgaio_io_set_flag(ioh, PGAIO_HF_SYNCHRONOUS);
+}
+
+/*
+ * Decrypt, in place, the first nblocks pages an asynchronous read put into
+ * its buffers (a short read completes fewer than it asked for; bufmgr
+ * retries the rest).  The iovec is the one the read used: neighbouring
+ * buffers share an entry.  Called from md.c's completion callback, in a
+ * critical section: no allocation, no ERROR; false if a page could not be
+ * decrypted.
+ */
+bool
+DecryptBlocksAfterAsyncRead(PgAioHandle *ioh, const PgAioTargetData *td,
+							int nblocks)
+{
+	struct iovec *iov;
+	int			iovcnt = pgaio_io_get_iovec_length(ioh, &iov);
+	BlockNumber blocknum = td->smgr.blockNum;
+
+	for (int i = 0; i < iovcnt && nblocks > 0; i++)
+	{
+		char	   *page = iov[i].iov_base;
+
+		for (size_t off = 0; off < iov[i].iov_len && nblocks > 0;
+			 off += BLCKSZ, nblocks--)
+		{
+			if (!decrypt_page(td->smgr.rlocator.relNumber, td->smgr.forkNum,
+							  blocknum++, page + off))
+				return false;
+		}
+	}
+	return true;
+}
+#endif
