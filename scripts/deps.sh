@@ -8,6 +8,8 @@ packages=(build-essential ccache bison flex pkg-config perl
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
           # PostgreSQL 18's io_method=io_uring
           liburing-dev
+          # the lint suite (scripts/lint.sh)
+          shellcheck perltidy
           python3 python3-venv procps curl unzip pgbouncer
           # the proxy's real-client tests (proxy/test/clients)
           sysbench default-jdk-headless maven
