@@ -41,9 +41,11 @@
 #                      the cipher's record (damaged, dropped by a stock tool,
 #                      rebuilt), a stock server refused before it writes
 #   pg_upgrade         our TAP test 008: pg_upgrade from Debian's PostgreSQL 15
-#                      and stock 17 into aes-256 (copy encrypts), --link with
-#                      the old relation key, the re-key (copy), aes-256 to
-#                      unencrypted, refusals, kill -9 of pg_upgrade
+#                      and stock 17 (18) into aes-256 (copy encrypts), --link
+#                      with the old relation key, the re-key (copy), aes-256
+#                      to unencrypted, refusals, kill -9 of pg_upgrade; on 18
+#                      also pgcipher 17 aes-256 into 18 (re-key, --swap
+#                      refused, --link with the old key)
 #   tap-pg_upgrade     PostgreSQL's own pg_upgrade TAP suite (002 upgrades the
 #                      regression database) with both clusters aes-256 under
 #                      different data keys: copy mode re-encrypts every block
@@ -242,10 +244,19 @@ read_path() {
 }
 sel read-path          && suite read-path          read_path
 pg_upgrade_check() {
-    # 008 needs stock 17 and Debian's PostgreSQL 15
+    # 008 needs stock (of this major) and Debian's PostgreSQL 15; on 18,
+    # pgcipher 17 too (the default build, ./pgcipher build), for the
+    # upgrades across majors
+    local pg17=${PGCIPHER_PG17_BINDIR:-$top/build/install/bin}
+    if [ "${PGCIPHER_PG:-17}" -ge 18 ]; then
+        [ "$(cat "$pg17/../.pgcipher-major" 2>/dev/null)" = 17 ] ||
+            { echo "pg_upgrade: no pgcipher 17 in $pg17 (./pgcipher build first)"; return 1; }
+    else
+        pg17=
+    fi
     build_stock &&
     PGCIPHER_STOCK_BINDIR=$build/stock/install/bin PGCIPHER_PG15_BINDIR=/usr/lib/postgresql/15/bin \
-        tap src/test/encryption "" '+/008_'
+    PGCIPHER_PG17_BINDIR=$pg17 tap src/test/encryption "" '+/008_'
 }
 sel pg_upgrade         && suite pg_upgrade         pg_upgrade_check
 stock_pg_control() {

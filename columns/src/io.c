@@ -82,7 +82,7 @@ enc_input(FunctionCallInfo fcinfo, EncType type, bool ordered)
 	int			len;
 
 	result = palloc(VARHDRSZ + pg_b64_dec_len(text_len));
-	len = pg_b64_decode(text, text_len, VARDATA(result), pg_b64_dec_len(text_len));
+	len = pg_b64_decode(text, text_len, (void *) VARDATA(result), pg_b64_dec_len(text_len));
 	if (len < 0)
 		ereturn(fcinfo->context, (Datum) 0,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
@@ -147,7 +147,7 @@ enc_out(PG_FUNCTION_ARGS)
 	char	   *out = palloc(out_len + 1);
 	int			n;
 
-	n = pg_b64_encode(VARDATA_ANY(value), len, out, out_len);
+	n = pg_b64_encode((void *) VARDATA_ANY(value), len, out, out_len);
 	if (n < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),

@@ -59,7 +59,11 @@ enc_compute_stats(VacAttrStats *stats, AnalyzeAttrFetchFunc fetchfunc,
 		bytea	   *value;
 		EncValue	v;
 
+#if PG_VERSION_NUM >= 180000
+		vacuum_delay_point(true);	/* 18: says it is ANALYZE */
+#else
 		vacuum_delay_point();
+#endif
 		if (isnull)
 		{
 			nulls++;

@@ -807,6 +807,8 @@ known_output(int cipher, const char *kind, char *hex)
 		{
 			/* records of a fixed pattern; the epoch and length vary */
 			make_wal_page((char *) buf, lsn);
+			/* the digests were recorded on 17; 18's WAL has another magic */
+			((XLogPageHeaderData *) buf)->xlp_magic = 0xD116;
 			wal_encrypt_page((char *) buf, (char *) out, lsn, 3 + i,
 							 SizeOfXLogLongPHD + (i * 613) % (XLOG_BLCKSZ - SizeOfXLogLongPHD));
 			pg_cryptohash_update(sha, out, XLOG_BLCKSZ);

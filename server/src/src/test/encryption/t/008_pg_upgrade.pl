@@ -2,8 +2,8 @@
 #
 # pg_upgrade into, out of and between encrypted clusters (design 9.2):
 #
-#  - from Debian's stock PostgreSQL 15 and from stock 17 (server/build.sh
-#    --stock) into an aes-256 cluster: copy mode encrypts every block of
+#  - from Debian's stock PostgreSQL 15 and from stock 17 (on 18: stock
+#    18; server/build.sh --stock) into an aes-256 cluster: copy mode encrypts every block of
 #    every fork and the pg_xact and pg_multixact pages; link mode is
 #    refused before anything changes, with the mode that works named;
 #  - pgcipher to pgcipher with the old relation key (initdb
@@ -13,7 +13,10 @@
 #    under the old key;
 #  - pgcipher to unencrypted: copy mode decrypts;
 #  - a kill -9 of pg_upgrade in the middle of its copy leaves the old
-#    cluster as it was, and it starts.
+#    cluster as it was, and it starts;
+#  - on 18, from pgcipher 17 aes-256 (PGCIPHER_PG17_BINDIR): the re-key
+#    in copy mode, --swap refused where blocks must change, and --link
+#    with the old relation key.
 #
 # The dataset covers heap, TOAST, btree, GIN and hash indexes, a sequence,
 # a materialized view, large objects, an unlogged table, a second
@@ -552,6 +555,54 @@ ok( scalar(grep { @{ $found->{ $_->{name} } // [] } } @markers) >= 8,
 		$out,
 		qr/block 0 of file ".*" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it/,
 		'and says which block, instead of re-checksumming the damage');
+}
+
+# ------------------------- pgcipher 17 aes-256 → pgcipher 18 aes-256 (on 18)
+# Across majors: the re-key in copy mode, --swap refused where blocks must
+# change (as --link is), and --link with the old relation key.
+SKIP:
+{
+	my $pgc17 = $ENV{PGCIPHER_PG17_BINDIR};
+	skip 'not PostgreSQL 18, or PGCIPHER_PG17_BINDIR (the 17 build) not set',
+	  1
+	  unless $pgc17 && $enc_b->pg_version >= 18;
+	my $old = PostgreSQL::Test::Cluster->new('pgcipher17',
+		install_path => ($pgc17 =~ s{/bin/?$}{}r));
+	$old->init(
+		extra => [ '--data-checksums', encryption_options('aes-256') ]);
+	$old->append_conf('postgresql.conf', "autovacuum = off\n");
+	$old->start;
+	load_dataset($old, 0);
+	my $expected = answers($old);
+	my $expected_dump = data_dump($old, 'postgres');
+	$old->stop;
+
+	my $rekeyed18 = new_cluster('from17_rekeyed', encryption_options('aes-256'));
+	($ok, $out) = upgrade($old, $rekeyed18, '--swap');
+	ok(!$ok, 'pgcipher 17 → 18 with new keys: --swap is refused');
+	like(
+		$out,
+		qr/every block must be re-encrypted as it is copied: --swap cannot be used/,
+		'and the refusal names --swap');
+	($ok, $out) = upgrade($old, $rekeyed18, '--copy');
+	ok($ok, 'pgcipher 17 → 18 with new keys in copy mode (re-key)')
+	  or diag($out);
+	check_upgraded('pgcipher 17 → 18 --copy re-key',
+		$rekeyed18, $expected, $expected_dump, 1);
+
+	my $same18 = new_cluster(
+		'from17_same_keys',
+		encryption_options('aes-256'),
+		'--encryption-keys-from=' . $old->data_dir);
+	($ok, $out) = upgrade($old, $same18, '--link');
+	ok($ok, 'pgcipher 17 → 18 with the old relation key: --link')
+	  or diag($out);
+	like(
+		$out,
+		qr/both clusters have the same relation key: files are transferred as they are/,
+		'the files move as they are');
+	check_upgraded('pgcipher 17 → 18 --link',
+		$same18, $expected, $expected_dump, 1);
 }
 
 done_testing();
