@@ -91,11 +91,14 @@
 #                      plain, with an encrypted table named like pgx's temporary
 #                      tables, and TLS on both legs — the same result test by
 #                      test required
-#   pgvector           test/extensions: Debian trixie's pgvector built against
-#                      our server; its 14 regression tests and 6 TAP files
-#                      (370 tests) on aes-256 clusters, and a marker scan of a
-#                      vector table (data directory and WAL) with a control
-#   timescaledb        Debian trixie's TimescaleDB (Apache edition): hypertable,
+#   pgvector           test/extensions: Debian's pgvector (trixie's on 17, sid's
+#                      on 18) built against our server; its 14 regression
+#                      tests and 6 TAP files (370 tests) on aes-256 clusters,
+#                      and a marker scan of a vector table (data directory and
+#                      WAL) with a control; skipped, saying so, where the
+#                      mirror does not serve the pinned version
+#   timescaledb        Debian's TimescaleDB (Apache edition; trixie's on 17,
+#                      sid's on 18): hypertable,
 #                      chunks, drop_chunks, crash and recovery on aes-256, and a
 #                      marker scan with an unencrypted control
 #

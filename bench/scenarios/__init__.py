@@ -11,6 +11,7 @@ A module may also set INSTALLS, the builds it needs (default both
 Adding a scenario is adding a module and listing it here."""
 
 from bench.scenarios import (
+    aio,
     alibaba_sysbench,
     columns_micro,
     cybertec_1mb,
@@ -36,5 +37,6 @@ SCENARIOS = {
         proxy,
         alibaba_sysbench,
         instructions,
+        aio,
     )
 }

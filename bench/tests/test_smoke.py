@@ -21,8 +21,9 @@ SMOKE = pytest.mark.skipif(
     os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)"
 )
 # proxy has a smoke run of its own below (it needs the proxy and PgBouncer);
-# pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15)
-OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade"}
+# pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15),
+# aio in test_aio.py (it needs PostgreSQL 18)
+OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade", "aio"}
 
 
 def _bench(tmp_path, *args, timeout=1800):
