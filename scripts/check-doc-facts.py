@@ -44,6 +44,7 @@ def facts(top):
     """(name, pattern, true value): each pattern's group 1 is a number"""
     with open(os.path.join(top, "proxy/test/corpus.txt")) as f:
         corpus = sum(1 for line in f if re.match(r"(ok|refuse): ", line))
+
     def series(major):
         d = os.path.join(top, "server/patches", major)
         return len([p for p in os.listdir(d) if p.endswith(".patch")]) if os.path.isdir(d) else 0

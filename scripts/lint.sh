@@ -60,6 +60,9 @@ fi
 typedefs=$(mktemp)
 {
     cat "$tools/pgindent/typedefs.list"
+    # 18's types that our files use under PG_VERSION_NUM >= 180000 (the
+    # list is the default major's, 17's)
+    printf '%s\n' PgAioHandle PgAioTargetData
     grep -ohP 'typedef\s+(struct|enum|union)\s+\w+\s+\K\w+(?=;)|^}\s*\K\w+(?=;)|typedef\s+[\w ]+\(\*\K\w+' "${c_files[@]}"
 } | sort -u > "$typedefs"
 scratch=$(mktemp -d)

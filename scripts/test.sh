@@ -203,8 +203,8 @@ sel patches            && suite patches            patches_check
 minor_release() {
     # the build says when Debian names a newer release than a pin: the
     # pinned tarball checked against an older and a newer pin of its name
-    local package version upstream sha suite file out
-    read -r package version upstream sha suite < <("$top/server/fetch-source.sh" --pin 17)
+    local package upstream sha file out
+    read -r package _ upstream sha _ < <("$top/server/fetch-source.sh" --pin 17)
     file=${package}_$upstream.orig.tar.bz2
     out=$("$top/scripts/fetch-debian-source.sh" "$build" postgresql-17 17.0-1 "$file" "$sha" 2>&1) || return 1
     echo "$out"

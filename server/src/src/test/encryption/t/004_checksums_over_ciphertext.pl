@@ -16,10 +16,11 @@ PostgreSQL::Test::Utils::append_to_file($keyfile, ('5a' x 32) . "\n");
 my $node = PostgreSQL::Test::Cluster->new('checksums');
 # 18's initdb turns checksums on unless told not to
 my @no_checksums = $node->pg_version >= 18 ? ('--no-data-checksums') : ();
-$node->init(extra => [
-	'--encryption=aes-128', "--encryption-key-command=cat $keyfile",
-	@no_checksums
-]);
+$node->init(
+	extra => [
+		'--encryption=aes-128', "--encryption-key-command=cat $keyfile",
+		@no_checksums
+	]);
 $node->start;
 $node->safe_psql('postgres',
 	"CREATE TABLE t(id int, v text); INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 5000) g; CREATE INDEX ON t(id)"

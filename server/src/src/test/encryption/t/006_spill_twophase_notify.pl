@@ -136,7 +136,8 @@ ANALYZE big, bigger;));
 	$cur->query('SELECT v FROM big ORDER BY v DESC OFFSET 29999');
 	like(
 		$cur->{stderr},
-		qr/temporary file size exceeds "?temp_file_limit"?/,    # 18 quotes the name
+		qr/temporary file size exceeds "?temp_file_limit"?/
+		,    # 18 quotes the name
 		"$label: a sort stopped by temp_file_limit");
 	$cur->{stderr} = '';    # query() leaves the error for the next query
 	$cur->query_safe('RESET temp_file_limit');

@@ -577,7 +577,8 @@ SKIP:
 	my $expected_dump = data_dump($old, 'postgres');
 	$old->stop;
 
-	my $rekeyed18 = new_cluster('from17_rekeyed', encryption_options('aes-256'));
+	my $rekeyed18 =
+	  new_cluster('from17_rekeyed', encryption_options('aes-256'));
 	($ok, $out) = upgrade($old, $rekeyed18, '--swap');
 	ok(!$ok, 'pgcipher 17 → 18 with new keys: --swap is refused');
 	like(

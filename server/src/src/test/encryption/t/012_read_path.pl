@@ -28,7 +28,10 @@ my $enc = PostgreSQL::Test::Cluster->new('encrypted');
 my $ctl = PostgreSQL::Test::Cluster->new('control',
 	defined $stock ? (install_path => $stock) : ());
 note 'control: '
-  . (defined $stock ? "stock build in $stock" : 'unencrypted cluster of this build');
+  . (
+	defined $stock
+	? "stock build in $stock"
+	: 'unencrypted cluster of this build');
 my $pg18 = $enc->pg_version >= 18;
 
 # 17 leaves checksums off unless asked; 18 turns them on by default
@@ -142,8 +145,12 @@ for my $variant (@variants)
 	unless ($loaded++)
 	{
 		$_->safe_psql('postgres', $setup) for ($enc, $ctl);
-		cmp_ok($enc->safe_psql('postgres', "SELECT pg_relation_size('t') / 8192"),
-			'>', 20 * 128, 'the table is over twenty times shared_buffers');
+		cmp_ok(
+			$enc->safe_psql(
+				'postgres', "SELECT pg_relation_size('t') / 8192"),
+			'>',
+			20 * 128,
+			'the table is over twenty times shared_buffers');
 	}
 	for my $check (@checks)
 	{
@@ -155,7 +162,9 @@ for my $variant (@variants)
 		is($got, $want, "$name: $what answers as the control");
 	}
 	# the deletes of one variant are the next one's starting point
-	$_->safe_psql('postgres', 'TRUNCATE t; INSERT INTO t SELECT g, repeat(md5(g::text), 4) FROM generate_series(1, 150000) g; CHECKPOINT') for ($enc, $ctl);
+	$_->safe_psql('postgres',
+		'TRUNCATE t; INSERT INTO t SELECT g, repeat(md5(g::text), 4) FROM generate_series(1, 150000) g; CHECKPOINT'
+	) for ($enc, $ctl);
 }
 
 # One flipped byte of ciphertext in block 100 of t: reported as a damaged
@@ -173,7 +182,8 @@ print $fh chr(ord($byte) ^ 0x20);
 close $fh;
 $enc->start;
 my ($ret, $stdout, $stderr) = $enc->psql('postgres',
-	'SET enable_indexscan = off; SET enable_bitmapscan = off; SELECT v FROM t');
+	'SET enable_indexscan = off; SET enable_bitmapscan = off; SELECT v FROM t'
+);
 isnt($ret, 0, 'a damaged page fails the scan');
 like(
 	$stderr,
