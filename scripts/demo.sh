@@ -240,6 +240,8 @@ echo "VACUUM FULL), the page cipher's ns per 8 kB page beside openssl speed, ins
 echo "fixed workloads under callgrind (no noise; the cipher counted as the CPU runs it); what encrypted columns"
 echo "cost per comparison; and what the wire proxy costs per query (direct vs pgcipher-proxy vs"
 echo "PgBouncer, encrypted point selects)."
+[ "${PGCIPHER_PG:-17}" -ge 18 ] &&
+    echo "On 18 also: a scan from the OS cache and pgbench select-only under each io_method (sync, worker 1-3, io_uring)."
 "$top/scripts/bench.sh" --profile quick --out "$demo/bench"
 echo
 # ratios with their CIs, each said plainly: inside the noise, or slower by N % (bench/headline.py)

@@ -375,10 +375,13 @@ like(
 	);
 	$old15->stop;
 	# the interrupted new cluster is discarded with its tablespace
-	# directories, as pg_upgrade's documentation says
-	unlink glob($old15->basedir . '/ts2/PG_17_*/*/*');
-	rmdir $_ for glob($old15->basedir . '/ts2/PG_17_*/*');
-	rmdir $_ for glob($old15->basedir . '/ts2/PG_17_*');
+	# directories (PG_17_* or PG_18_*: this build's major), as
+	# pg_upgrade's documentation says
+	my $ts_dir =
+	  $old15->basedir . '/ts2/PG_' . $enc_a->pg_version->major . '_*';
+	unlink glob("$ts_dir/*/*");
+	rmdir $_ for glob("$ts_dir/*");
+	rmdir $_ for glob($ts_dir);
 	$enc_a = new_cluster('enc_from15_again', encryption_options('aes-256'));
 }
 

@@ -3,9 +3,9 @@
 # pg_control that every tool can read, and a stock server that stops on an
 # encrypted cluster before it writes anything (design section 10).
 #
-# pg_control of an encrypted cluster is byte for byte a stock PostgreSQL 17
-# pg_control (version 1700, the same struct, its CRC-32C where stock has
-# it) plus pgcipher's 16-byte record of the cipher in the padding after the
+# pg_control of an encrypted cluster is byte for byte a stock PostgreSQL
+# pg_control of the same major (version 1700 on 17, 1800 on 18, the same
+# struct, its CRC-32C where stock has it) plus pgcipher's 16-byte record of the cipher in the padding after the
 # struct.  Checked against a cluster made by stock initdb: the CRC's offset
 # is found in the stock file by computing CRC-32C here, and must hold in
 # ours; stock pg_controldata reads ours without a CRC warning and prints
@@ -20,7 +20,7 @@
 # data directory but postmaster.opts (the command line of the last start)
 # must be byte-identical afterwards.
 #
-# Needs PGCIPHER_STOCK_BINDIR: the same PostgreSQL 17 built without
+# Needs PGCIPHER_STOCK_BINDIR: the same PostgreSQL (17 or 18) built without
 # pgcipher's patches (scripts/test.sh builds it).
 use strict;
 use warnings FATAL => 'all';
@@ -35,9 +35,13 @@ use Test::More;
 
 my $stock_bindir = $ENV{PGCIPHER_STOCK_BINDIR};
 plan skip_all =>
-  'PGCIPHER_STOCK_BINDIR (a stock PostgreSQL 17 build) is not set'
+  'PGCIPHER_STOCK_BINDIR (a stock PostgreSQL build) is not set'
   unless $stock_bindir;
 die "no stock postgres in $stock_bindir" unless -x "$stock_bindir/postgres";
+# PG_CONTROL_VERSION is the major times 100 on 17 and 18
+my ($major) = `"$stock_bindir/pg_config" --version` =~ /PostgreSQL (\d+)/
+  or die "no version from $stock_bindir/pg_config";
+my $control_version = $major * 100;
 
 use constant RECORD_OFFSET => 496;
 use constant RECORD_SIZE => 16;
@@ -138,8 +142,8 @@ ok( $stock_bytes =~ /^.{$crc_at}.{4}\0+$/s,
 my ($stock_out) = controldata($stock_bindir, $stock->data_dir);
 like(
 	$stock_out,
-	qr/^pg_control version number:\s+1700$/m,
-	'stock pg_control version is 1700');
+	qr/^pg_control version number:\s+$control_version$/m,
+	"stock pg_control version is $control_version");
 
 my %clusters;
 foreach my $cipher ('aes-256', 'aes-128', 'off')
@@ -192,8 +196,8 @@ foreach my $cipher ('aes-256', 'aes-128', 'off')
 		"$cipher: stock pg_controldata reads it without a warning");
 	like(
 		$out,
-		qr/^pg_control version number:\s+1700$/m,
-		"$cipher: version 1700 for stock pg_controldata");
+		qr/^pg_control version number:\s+$control_version$/m,
+		"$cipher: version $control_version for stock pg_controldata");
 	my ($ours) = run_command([ 'pg_controldata', '-D', $node->data_dir ]);
 	like(
 		$ours,
