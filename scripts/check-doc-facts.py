@@ -52,8 +52,9 @@ def facts(top):
     patches = series("17")
     with open(os.path.join(top, "test/extensions/run.sh")) as f:
         run_sh = f.read()
-    regress = int(re.search(r"^PGVECTOR_REGRESS_COUNT=(\d+)", run_sh, re.M).group(1))
-    tap = int(re.search(r"^PGVECTOR_TAP_COUNT=(\d+)", run_sh, re.M).group(1))
+    # the counts of the pin for 17 (major_pins: the first with numbers)
+    regress = int(re.search(r"\bPGVECTOR_REGRESS_COUNT=(\d+)", run_sh).group(1))
+    tap = int(re.search(r"\bPGVECTOR_TAP_COUNT=(\d+)", run_sh).group(1))
     return [
         ("corpus statements", r"corpus of (\d+) statements", corpus),
         ("corpus statements", r"(\d+)-statement corpus", corpus),

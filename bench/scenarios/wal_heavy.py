@@ -399,6 +399,16 @@ class WaitSampler:
 
 
 PG_STAT_WAL = "SELECT wal_write, wal_sync, wal_write_time, wal_sync_time, wal_bytes FROM pg_stat_wal"
+# 18 moved WAL writes and syncs, and their times, to pg_stat_io (object
+# 'wal', context 'normal'; 'init' is the creation of new segments)
+PG_STAT_WAL_18 = (
+    "SELECT sum(writes), sum(fsyncs), sum(write_time), sum(fsync_time), "
+    "(SELECT wal_bytes FROM pg_stat_wal) FROM pg_stat_io WHERE object = 'wal' AND context = 'normal'"
+)
+
+
+def _pg18(c):
+    return int(c.psql("SHOW server_version_num")) >= 180000
 
 
 def _client_backends_gone(c, timeout=10):
@@ -424,6 +434,8 @@ def measure_lock(run, c, clients, p):
     {category: share}, text of what "other" held)."""
     c.psql("CHECKPOINT")
     c.psql("SELECT pg_stat_reset_shared('wal')")
+    if _pg18(c):
+        c.psql("SELECT pg_stat_reset_shared('io')")
     lsn0 = _lsn(c)
     sampler = WaitSampler(c, p["sample_ms"] / 1000).start()
     try:
@@ -447,7 +459,7 @@ def measure_lock(run, c, clients, p):
     m["samples"] = sampler.samples
     m["polls_per_s"] = sampler.polls / sampler.seconds if sampler.seconds else 0.0
     _client_backends_gone(c)
-    w, s, wt, st, wb = c.psql(PG_STAT_WAL).split("|")
+    w, s, wt, st, wb = c.psql(PG_STAT_WAL_18 if _pg18(c) else PG_STAT_WAL).split("|")
     m.update(
         wal_write=int(w),
         wal_sync=int(s),
