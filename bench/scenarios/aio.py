@@ -270,15 +270,19 @@ def report(rows, p, out_dir):
         f"**seq-scan-os-cache**: shared_buffers = 1MB, no parallel workers, {p['scans']} timed scans "
         "after one that warms the OS cache.  Higher MB/s is better.\n",
     ]
-    table, summaries = common.ratio_table(
-        [r for r in rows if r.get("workload") == "seq-scan-os-cache"],
-        "stock",
-        p["configs"],
-        ["io_method"],
-        metric="mb_per_s",
-        verdicts=True,
-    )
-    md.append(table)
+
+    def table(workload, metric):
+        return common.ratio_table(
+            [r for r in rows if r.get("workload") == workload],
+            "stock",
+            p["configs"],
+            ["io_method"],
+            metric=metric,
+            verdicts=True,
+        )
+
+    t1, summaries = table("seq-scan-os-cache", "mb_per_s")
+    md.append(t1)
     md.append(
         "\nWith shared_buffers = 1MB, 18 sizes `io_max_concurrency` to 1 (NBuffers / (MaxBackends + 38 "
         "auxiliary processes), `AioChooseMaxConcurrency()`): a backend has one read in flight, and under "
@@ -290,14 +294,7 @@ def report(rows, p, out_dir):
         f"\n**select-only**: pgbench -S, {p['clients']} clients, {p['seconds']} s, "
         f"shared_buffers = {p['select_shared_buffers_mb']}MB (the table is larger).\n"
     )
-    t2, s2 = common.ratio_table(
-        [r for r in rows if r.get("workload") == "select-only"],
-        "stock",
-        p["configs"],
-        ["io_method"],
-        metric="tps",
-        verdicts=True,
-    )
+    t2, s2 = table("select-only", "tps")
     md.append(t2)
     md.append(
         "\n**Where the CPU went** (medians): the server's CPU time per scan or per transaction, "

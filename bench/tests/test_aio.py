@@ -7,14 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
 from bench.scenarios import SCENARIOS, aio
-
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.tests.test_smoke import _bench
 
 
 def test_registered_and_tiny():
@@ -92,30 +90,7 @@ def test_report_on_17_says_so(tmp_path):
     reason="needs BENCH_SMOKE=1 and an 18 build (./pgcipher test --pg 18 bench)",
 )
 def test_smoke_on_18(tmp_path):
-    out = tmp_path / "results"
-    work = tempfile.mkdtemp(prefix="pgb")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            "--profile",
-            "quick",
-            "--tiny",
-            "--scenario",
-            "aio",
-            "--out",
-            str(out),
-            "--workdir",
-            work,
-        ],
-        cwd=TOP,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    print(r.stdout[-3000:], r.stderr[-3000:])
+    r, out, _ = _bench(tmp_path, "--scenario", "aio")
     assert r.returncode == 0
     data = json.loads((out / "results.json").read_text())
     got = {
