@@ -31,6 +31,9 @@
 #                      known outputs of every cipher use under the linked
 #                      OpenSSL 3.5 and the machine's 3.0 (001), one libcrypto
 #                      per process with TLS and pgcrypto (009)
+#   pg_config-cc       pg_config --cc (and PGXS's CC) is one compiler on PATH
+#                      that builds executables: extensions' configure
+#                      scripts (Citus's) run it as one word
 #   read-path          our TAP test 012: every read path (sequential, bitmap,
 #                      index and index-only scans, pg_prewarm, VACUUM, ANALYZE,
 #                      local buffers) answers as a stock cluster, under every
@@ -234,6 +237,27 @@ install_modes() {
     echo "every install tree and the directories above it usable by every user after a build under umask 077"
 }
 sel install-modes      && suite install-modes     install_modes
+pg_config_cc() {
+    # what pg_config and PGXS hand to extensions must be a compiler an
+    # extension's own configure can run as one word (Citus's takes CC so),
+    # as Debian's and PostgreSQL's own builds report it; ccache stays ours
+    local t cc
+    for t in "$build/install" "$build/stock/install"; do
+        [ -x "$t/bin/pg_config" ] || continue
+        cc=$("$t/bin/pg_config" --cc)
+        grep -q "^CC = $cc\$" "$(dirname "$("$t/bin/pg_config" --pgxs)")/../Makefile.global" ||
+            { echo "$t: Makefile.global's CC is not pg_config's \"$cc\""; return 1; }
+        if [ "$(wc -w <<< "$cc")" != 1 ] || ! command -v "$cc" > /dev/null; then
+            echo "$t: pg_config --cc is \"$cc\", not one compiler on PATH"; return 1
+        fi
+        echo 'int main(void) { return 0; }' > "$logs/conftest.c"
+        (cd "$logs" && "$cc" -o conftest conftest.c && ./conftest) ||
+            { echo "$t: \"$cc\" cannot create executables"; return 1; }
+        echo "$t: pg_config --cc is \"$cc\" ($(command -v "$cc")), which builds executables"
+    done
+    rm -f "$logs/conftest.c" "$logs/conftest"
+}
+sel pg_config-cc       && suite pg_config-cc       pg_config_cc
 sel encryption-tap     && suite encryption-tap     tap src/test/encryption "" '/0(08|11|12)_'
 build_stock() {
     # stock PostgreSQL of the same major, the same source without our

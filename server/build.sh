@@ -86,8 +86,15 @@ done
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Paths relative to the build directory, so other checkouts hit the same cache
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-cc="gcc"
-command -v ccache >/dev/null && cc="ccache gcc"
+# The compiler configure records is a plain "gcc": pg_config --cc and
+# PGXS's Makefile.global hand it to every extension built against this
+# tree, and some (Citus's configure) take CC as one word.  ccache stays in
+# our own builds through its masquerade directory (Debian's ccache package:
+# /usr/lib/ccache/gcc -> ccache) first in PATH.
+cc=gcc
+if command -v ccache >/dev/null && [ -x /usr/lib/ccache/gcc ]; then
+    export PATH=/usr/lib/ccache:$PATH
+fi
 # PGCIPHER_CONFIGURE_EXTRA: more configure options, split into words on purpose
 # shellcheck disable=SC2206
 config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu

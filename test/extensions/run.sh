@@ -97,6 +97,9 @@ aes256_opts="--encryption=aes-256 --encryption-key-command='cat $kek'"
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export PATH=$prefix/bin:$PATH
+# pg_config --cc is a plain gcc (server/build.sh): ccache's masquerade
+# directory first keeps PGXS builds cached
+[ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
 
 # unpack NAME ORIG SHA256 STAMP: a fresh $ext/NAME when tarball or stamp changed
 unpack() {
