@@ -105,6 +105,11 @@
 #                      chunks, drop_chunks, crash and recovery on aes-256, and a
 #                      marker scan with an unencrypted control
 #
+#   citus              test/citus: Citus 14.0.1 (../shared/vendor; skipped where
+#                      absent) built unchanged with pg_config's compiler; an
+#                      aes-256 node holding its own shards: distributed,
+#                      reference and columnar tables answer as without Citus,
+#                      and a marker scan of the data directory with a control
 #   pgbackrest         test/tools: pgBackRest 2.59.1 (../shared/vendor; skipped
 #                      where absent) stanza-create, check, backup, archive and
 #                      restore of an aes-256 cluster; repository scanned for
@@ -385,6 +390,7 @@ sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
 sel pgbackrest         && suite pgbackrest         "$top/test/tools/run.sh" pgbackrest
+sel citus              && suite citus              "$top/test/citus/run.sh" smoke
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"
