@@ -107,21 +107,17 @@ sub run_node
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	my @markers =
 	  map { { name => $_, bytes => $marker{$_} } } sort keys %marker;
-	for my $when ('after CHECKPOINT', 'after shutdown')
-	{
-		$node->stop if $when eq 'after shutdown';
-		my $found = scan_for_markers(\@markers, $node->data_dir);
-		if ($encrypted)
-		{
-			markers_nowhere($found, \@markers, "$label $when");
-		}
-		else
-		{
+	scan_at_rest(
+		$node,
+		\@markers,
+		$label,
+		$encrypted,
+		sub {
+			my ($found, $what) = @_;
 			ok(scalar @{ $found->{$_} // [] },
-				"$label $when: the $_ marker is found (the scan can fail)")
+				"$what: the $_ marker is found (the scan can fail)")
 			  for sort keys %marker;
-		}
-	}
+		});
 }
 
 run_node(1);

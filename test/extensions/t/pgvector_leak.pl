@@ -91,34 +91,30 @@ sub run_cluster
 	my @markers = (
 		{ name => 'text', bytes => $text_marker },
 		{ name => 'vector', bytes => $vector_bytes });
-	for my $when ('after CHECKPOINT', 'after shutdown')
-	{
-		$node->stop if $when eq 'after shutdown';
-		my $found = scan_for_markers(\@markers, $node->data_dir);
-		if ($encrypted)
-		{
-			markers_nowhere($found, \@markers, "$label $when");
-		}
-		else
-		{
+	scan_at_rest(
+		$node,
+		\@markers,
+		$label,
+		$encrypted,
+		sub {
+			my ($found, $what) = @_;
 			my $in = sub {
 				my ($name, $pattern) = @_;
 				return scalar grep { /$pattern/ } @{ $found->{$name} // [] };
 			};
 			ok( $in->('text', qr/\Q$files{items}\E$/),
-				"$label $when: text marker found in the table");
+				"$what: text marker found in the table");
 			ok( $in->('vector', qr/\Q$files{items}\E$/),
-				"$label $when: vector marker found in the table");
+				"$what: vector marker found in the table");
 			ok( $in->('vector', qr/\Q$files{items_hnsw}\E$/),
-				"$label $when: vector marker found in the HNSW index");
+				"$what: vector marker found in the HNSW index");
 			ok( $in->('vector', qr/\Q$files{items_ivfflat}\E$/),
-				"$label $when: vector marker found in the IVFFlat index");
+				"$what: vector marker found in the IVFFlat index");
 			ok($in->('text', qr{/pg_wal/}),
-				"$label $when: text marker found in pg_wal");
+				"$what: text marker found in pg_wal");
 			ok($in->('vector', qr{/pg_wal/}),
-				"$label $when: vector marker found in pg_wal");
-		}
-	}
+				"$what: vector marker found in pg_wal");
+		});
 }
 
 run_cluster(1);

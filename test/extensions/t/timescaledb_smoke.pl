@@ -181,25 +181,20 @@ autovacuum = off
 	my @markers = (
 		{ name => 'marker', bytes => $marker },
 		{ name => 'wal marker', bytes => $marker_wal });
-	for my $when ('after CHECKPOINT', 'after shutdown')
-	{
-		$node->stop if $when eq 'after shutdown';
-		my $found = scan_for_markers(\@markers, $node->data_dir);
-		if ($encrypted)
-		{
-			markers_nowhere($found, \@markers, "$label $when");
-		}
-		else
-		{
-			ok( (grep { $_ eq $chunk } @{ $found->{marker} // [] }),
-				"$label $when: marker found in a chunk's file");
+	scan_at_rest(
+		$node,
+		\@markers,
+		$label,
+		$encrypted,
+		sub {
+			my ($found, $what) = @_;
+			ok((grep { $_ eq $chunk } @{ $found->{marker} // [] }),
+				"$what: marker found in a chunk's file");
 			ok((grep { m{/pg_wal/} } @{ $found->{marker} // [] }),
-				"$label $when: marker found in pg_wal");
+				"$what: marker found in pg_wal");
 			ok( (grep { m{/pg_wal/} } @{ $found->{'wal marker'} // [] }),
-				"$label $when: marker written before the crash found in pg_wal"
-			);
-		}
-	}
+				"$what: marker written before the crash found in pg_wal");
+		});
 }
 
 run_cluster(1);

@@ -16,7 +16,8 @@ use Test::More;
 use PostgreSQL::Test::Utils;
 
 our @EXPORT =
-  qw(scan_for_markers markers_nowhere encryption_options file_digests changed_files);
+  qw(scan_for_markers markers_nowhere scan_at_rest encryption_options
+  file_digests changed_files);
 
 # $markers: [ { name => ..., bytes => ... }, ... ]; returns
 # { name => [ files holding it ] }.  Files may vanish while we look.
@@ -56,6 +57,30 @@ sub markers_nowhere
 	{
 		is_deeply($found->{ $m->{name} } // [],
 			[], "$what: $m->{name} marker nowhere in the data directory");
+	}
+}
+
+# The scan at rest of a node whose markers were written and checkpointed:
+# now, then again after a clean shutdown (which stops $node).  Encrypted,
+# no marker anywhere; unencrypted (the control), $control->($found, $what)
+# runs the test's own checks that the markers were found, so the scan can
+# fail.
+sub scan_at_rest
+{
+	my ($node, $markers, $label, $encrypted, $control) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	for my $when ('after CHECKPOINT', 'after shutdown')
+	{
+		$node->stop if $when eq 'after shutdown';
+		my $found = scan_for_markers($markers, $node->data_dir);
+		if ($encrypted)
+		{
+			markers_nowhere($found, $markers, "$label $when");
+		}
+		else
+		{
+			$control->($found, "$label $when");
+		}
 	}
 }
 
