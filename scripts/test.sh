@@ -248,7 +248,7 @@ pg_config_cc() {
     # as Debian's and PostgreSQL's own builds report it; ccache stays ours
     local t cc
     for t in "$build/install" "$build/stock/install"; do
-        [ -x "$t/bin/pg_config" ] || continue
+        [ -x "$t/bin/pg_config" ] || { echo "$t: not built, not checked"; continue; }
         cc=$("$t/bin/pg_config" --cc)
         grep -q "^CC = $cc\$" "$(dirname "$("$t/bin/pg_config" --pgxs)")/../Makefile.global" ||
             { echo "$t: Makefile.global's CC is not pg_config's \"$cc\""; return 1; }

@@ -35,24 +35,17 @@ top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
 here=$top/test/citus
 prefix=$build/install
-vendor=${PGCIPHER_VENDOR:-$top/../shared/vendor}
 jobs=${JOBS:-$(nproc)}
 [ -x "$prefix/bin/pg_config" ] || { echo "citus: $prefix missing: run scripts/build.sh first" >&2; exit 1; }
 export PATH=$prefix/bin:$PATH
-# our builds reach ccache through its masquerade directory (server/build.sh)
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-[ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
+# shellcheck source=test/third_party.sh
+. "$top/test/third_party.sh"
+use_ccache "$build"
 
 build_citus() {
-    local tarball=$vendor/$CITUS_TARBALL src=$build/citus/citus-$CITUS_VERSION stamp
-    if [ ! -f "$tarball" ]; then
-        echo "citus: SKIPPED: $tarball is not here (a clone has no ../shared);"
-        echo "citus: make it from Citus's tag v$CITUS_VERSION with git archive (see test/citus/run.sh)"
-        return 2
-    fi
-    echo "$CITUS_SHA256  $tarball" | sha256sum --quiet -c - \
-        || { echo "citus: sha256 mismatch for $tarball" >&2; return 1; }
+    local tarball src=$build/citus/citus-$CITUS_VERSION stamp
+    tarball=$(vendored citus "$CITUS_TARBALL" "$CITUS_SHA256" \
+        "make it from Citus's tag v$CITUS_VERSION with git archive (see test/citus/run.sh)") || return
     # built again when the server's install tree changed under it
     stamp=$(cat "$prefix/.pgcipher-major" "$prefix/bin/pg_config" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$src/.pgcipher-citus" 2>/dev/null)" != "$stamp" ]; then

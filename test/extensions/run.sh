@@ -92,14 +92,11 @@ fi
 chmod 600 "$kek"
 aes256_opts="--encryption=aes-256 --encryption-key-command='cat $kek'"
 
-# The same cache as the server's build (server/build.sh), paths relative
-# to the build directory so that other checkouts hit it too
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export PATH=$prefix/bin:$PATH
-# pg_config --cc is a plain gcc (server/build.sh): ccache's masquerade
-# directory first keeps PGXS builds cached
-[ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
+# the server's compiler cache (server/build.sh)
+# shellcheck source=test/third_party.sh
+. "$top/test/third_party.sh"
+use_ccache "$build"
 
 # unpack NAME ORIG SHA256 STAMP: a fresh $ext/NAME when tarball or stamp changed
 unpack() {

@@ -32,19 +32,13 @@ build=${PGCIPHER_BUILD:?}
 here=$top/test/tools
 prefix=$build/install
 tools=$build/tools
-vendor=${PGCIPHER_VENDOR:-$top/../shared/vendor}
 [ -x "$prefix/bin/pg_config" ] || { echo "tools: $prefix missing: run scripts/build.sh first" >&2; exit 1; }
 export PATH=$prefix/bin:$PATH
 
 build_pgbackrest() {
-    local tarball=$vendor/$PGBACKREST_TARBALL src=$tools/pgbackrest-$PGBACKREST_VERSION
-    if [ ! -f "$tarball" ]; then
-        echo "tools: SKIPPED: $tarball is not here (a clone has no ../shared);"
-        echo "tools: make it from pgBackRest's tag release/$PGBACKREST_VERSION with git archive (see test/tools/run.sh)"
-        return 2
-    fi
-    echo "$PGBACKREST_SHA256  $tarball" | sha256sum --quiet -c - \
-        || { echo "tools: sha256 mismatch for $tarball" >&2; return 1; }
+    local tarball src=$tools/pgbackrest-$PGBACKREST_VERSION
+    tarball=$(vendored tools "$PGBACKREST_TARBALL" "$PGBACKREST_SHA256" \
+        "make it from pgBackRest's tag release/$PGBACKREST_VERSION with git archive (see test/tools/run.sh)") || return
     if [ ! -x "$src/build/src/pgbackrest" ]; then
         echo "tools: building pgBackRest $PGBACKREST_VERSION (meson, about half a minute)"
         rm -rf "$src"; mkdir -p "$tools"
@@ -59,6 +53,8 @@ build_pgbackrest() {
 
 # shellcheck source=test/prove_tap.sh
 . "$top/test/prove_tap.sh"
+# shellcheck source=test/third_party.sh
+. "$top/test/third_party.sh"
 
 case ${1:-} in
     pgbackrest)
