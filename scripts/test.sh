@@ -107,9 +107,16 @@
 #
 #   citus              test/citus: Citus 14.0.1 (../shared/vendor; skipped where
 #                      absent) built unchanged with pg_config's compiler; an
-#                      aes-256 node holding its own shards: distributed,
-#                      reference and columnar tables answer as without Citus,
-#                      and a marker scan of the data directory with a control
+#                      aes-256 node holding its own shards answers as without
+#                      Citus; a coordinator and two aes-256 workers over TLS
+#                      (verify-full): markers through distributed, reference
+#                      and columnar tables, 2PC, rebalance, shard move,
+#                      intermediate results and spills, absent from every
+#                      node and found on an unencrypted control cluster
+#   citus-regress      Citus's own schedules (minimal, base, columnar, the
+#                      first part of multi) on aes-256 and on unencrypted
+#                      nodes: every test ends the same way on both, each
+#                      failure explained in test/citus/regress-expected-failures
 #   pgbackrest         test/tools: pgBackRest 2.59.1 (../shared/vendor; skipped
 #                      where absent) stanza-create, check, backup, archive and
 #                      restore of an aes-256 cluster; repository scanned for
@@ -390,7 +397,8 @@ sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
 sel pgbackrest         && suite pgbackrest         "$top/test/tools/run.sh" pgbackrest
-sel citus              && suite citus              "$top/test/citus/run.sh" smoke
+sel citus              && suite citus              "$top/test/citus/run.sh" tap
+sel citus-regress      && suite citus-regress      "$top/test/citus/run.sh" regress
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # third_party.sh — sourced by test/extensions/run.sh, test/tools/run.sh and
 # test/citus/run.sh: what building someone else's source against our tree
-# needs in each of them.
+# and running its tests on encrypted clusters needs in each of them.
 #
 # vendored TAG FILE SHA256 HOW: the pinned tarball FILE from ../shared/vendor
 # ($PGCIPHER_VENDOR), checked; prints its path.  Returns 2 (a skip, said
@@ -28,4 +28,16 @@ use_ccache() {
     export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
     export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$1} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
     if [ -x /usr/lib/ccache/gcc ]; then export PATH=/usr/lib/ccache:$PATH; fi
+}
+
+# test_kek BUILD_DIR: scripts/test.sh's key file, BUILD_DIR/test-keys/kek
+# (64 hex digits, made if missing); prints its path
+test_kek() {
+    local kek=$1/test-keys/kek
+    if [ ! -s "$kek" ]; then
+        mkdir -p "$(dirname "$kek")"
+        { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; echo; } > "$kek"
+    fi
+    chmod 600 "$kek"
+    echo "$kek"
 }

@@ -7,11 +7,24 @@
 #                  pg_config reports (no CC override: server/build.sh keeps
 #                  it a plain gcc, and Citus's configure takes CC as one
 #                  word), and install it there
-#   run.sh smoke   the build, then t/citus_smoke.pl: an aes-256 coordinator
-#                  that holds its own shards, a distributed and a reference
-#                  table, a multi-shard query and a 2PC transaction, and a
-#                  scan of the data directory for markers (none; found on an
-#                  unencrypted control)
+#   run.sh tap     the build, then our TAP files: t/citus_smoke.pl (one
+#                  aes-256 node holding its own shards: distributed,
+#                  reference and columnar tables answer as without Citus)
+#                  and t/citus_cluster.pl (a coordinator and two workers,
+#                  each aes-256 with its own key, TLS between them: markers
+#                  through distributed, reference and columnar tables, 2PC,
+#                  a rebalance and a shard move, intermediate results,
+#                  spills; every node's data directory scanned, with an
+#                  unencrypted control cluster)
+#   run.sh regress [--full]
+#                  the build, then Citus's own regression schedules, each
+#                  twice: on aes-256 nodes (coordinator and both workers)
+#                  and on unencrypted nodes of the same build.  Each test
+#                  must end the same way on both, and every failure must be
+#                  one that regress-expected-failures explains (this
+#                  machine, not encryption).  CI runs minimal, base,
+#                  columnar and the first part of multi; --full runs all of
+#                  multi and multi_1 (run once, reported)
 #
 # Citus is in no registry this machine reaches, so its source comes from
 # ../shared/vendor beside the checkout, pinned by the sha256 below.  A clone
@@ -22,7 +35,7 @@
 # directory.  Built in $PGCIPHER_BUILD/citus; nothing is written into the
 # checkout.
 #
-# Usage: test/citus/run.sh build|smoke   (PGCIPHER_TOP, PGCIPHER_BUILD as
+# Usage: test/citus/run.sh build|tap|regress [--full]   (PGCIPHER_TOP, PGCIPHER_BUILD as
 #                                         for scripts/test.sh)
 set -euo pipefail
 umask 022
@@ -68,13 +81,107 @@ build_citus() {
 # shellcheck source=test/prove_tap.sh
 . "$top/test/prove_tap.sh"
 
+# Citus's regression schedules, run by its own driver (pg_regress_multi.pl,
+# through its Makefile's targets).  The driver runs initdb with fixed
+# arguments; initdb's environment defaults (PGCIPHER_ENCRYPTION,
+# PGCIPHER_ENCRYPTION_KEY_COMMAND: docs/design.md section 8) make every
+# node it creates aes-256 without a change to Citus.
+#
+# check-minimal loads the hll extension, whose Debian source package
+# (postgresql-hll) this machine's mirror does not serve: its schedule runs
+# through check-custom-schedule, which loads citus alone (no test in it uses
+# hll; multi's two hll tests have expected outputs for its absence).
+regress_targets() {
+    if [ "${1:-}" = --full ]; then
+        echo "custom:minimal_schedule check-base check-columnar check-multi custom:multi_1_schedule"
+    else
+        echo "custom:minimal_schedule check-base check-columnar custom:multi_part_schedule"
+    fi
+}
+# How much of multi_schedule CI runs: its first lines (setup, then tests),
+# a prefix so that each test finds what the ones before it made
+MULTI_PART_LINES=60
+
+# run_schedule TARGET CONFIG: one target on aes-256 or unencrypted nodes;
+# the test statuses in $out/CONFIG/NAME.status ("ok NAME" / "failed NAME")
+run_schedule() {
+    local target=$1 config=$2 regress=$src/src/test/regress name make_args=() d
+    name=${target#custom:}; name=${name%_schedule}; name=${name#check-}
+    if [[ $target == custom:* ]]; then make_args=(check-custom-schedule "SCHEDULE=${target#custom:}" WORKERCOUNT=2)
+    else make_args=("$target"); fi
+    d=$out/$config; mkdir -p "$d"
+    rm -rf "$regress/results" "$regress/regression.diffs" "$regress/regression.out" "$regress/tmp_check"
+    echo "citus: $name on $config nodes ($(date +%H:%M:%S))"
+    if [ "$config" = aes-256 ]; then
+        PGCIPHER_ENCRYPTION=aes-256 PGCIPHER_ENCRYPTION_KEY_COMMAND="cat $kek" \
+            make -C "$regress" -s "${make_args[@]}" > "$d/$name.log" 2>&1 || true
+    else
+        env -u PGCIPHER_ENCRYPTION -u PGCIPHER_ENCRYPTION_KEY_COMMAND \
+            make -C "$regress" -s "${make_args[@]}" > "$d/$name.log" 2>&1 || true
+    fi
+    cp "$regress/regression.diffs" "$d/$name.diffs" 2>/dev/null || true
+    # every node the driver made has the configuration asked for
+    local want=off node n=0
+    [ "$config" = aes-256 ] && want=aes-256
+    for node in "$regress"/tmp_check/master/data "$regress"/tmp_check/worker.*/data; do
+        [ -f "$node/global/pg_control" ] || continue
+        n=$((n + 1))
+        pg_controldata "$node" | grep -q "^Data encryption: *$want\$" \
+            || { echo "citus: $node is not $want" >&2; return 1; }
+    done
+    [ $n -ge 3 ] || { echo "citus: $name: expected a coordinator and two workers, found $n nodes" >&2; tail -20 "$d/$name.log" >&2; return 1; }
+    # pg_regress's TAP-like lines: "ok 12 + name  34 ms", "not ok 13 - name"
+    sed -nE 's/^ok +[0-9]+ +[-+]? *([^ ]+).*/ok \1/p; s/^not ok +[0-9]+ +[-+]? *([^ ]+).*/failed \1/p' \
+        "$d/$name.log" | sort -k2 > "$d/$name.status"
+    [ -s "$d/$name.status" ] || { echo "citus: $name ran no test on $config nodes" >&2; tail -20 "$d/$name.log" >&2; return 1; }
+    echo "citus: $name on $config nodes: $(grep -c '^ok' "$d/$name.status") passed, $(grep -c '^failed' "$d/$name.status") failed"
+}
+
+# regress [--full]: every target on both configurations, then the verdicts
+regress() {
+    local src=$build/citus/citus-$CITUS_VERSION out=$build/citus/regress target name rc=0 t
+    local kek
+    kek=$(test_kek "$build")
+    head -n "$MULTI_PART_LINES" "$src/src/test/regress/multi_schedule" > "$src/src/test/regress/multi_part_schedule"
+    rm -rf "$out"; mkdir -p "$out"
+    for target in $(regress_targets "$@"); do
+        run_schedule "$target" aes-256 || return 1
+        run_schedule "$target" unencrypted || return 1
+    done
+    # verdicts: the same status per test, and each failure explained
+    local expected=$here/regress-expected-failures
+    for target in $(regress_targets "$@"); do
+        name=${target#custom:}; name=${name%_schedule}; name=${name#check-}
+        if ! diff -u "$out/unencrypted/$name.status" "$out/aes-256/$name.status" > "$out/$name.status.diff"; then
+            echo "citus: $name: tests end differently on aes-256 and unencrypted nodes:" >&2
+            cat "$out/$name.status.diff" >&2; rc=1
+        fi
+        while read -r t; do
+            if ! grep -q "^$t " "$expected"; then
+                echo "citus: $name: $t failed on both configurations, and regress-expected-failures does not explain it:" >&2
+                sed -n "/^diff .*\/$t.out/,/^diff /p" "$out/aes-256/$name.diffs" | head -60 >&2; rc=1
+            fi
+        done < <(sed -n 's/^failed //p' "$out/aes-256/$name.status")
+        printf 'citus: %-8s %4d tests, %4d passed, %2d failed (explained), %s\n' "$name" \
+            "$(wc -l < "$out/aes-256/$name.status")" "$(grep -c '^ok' "$out/aes-256/$name.status")" \
+            "$(grep -c '^failed' "$out/aes-256/$name.status")" \
+            "$([ -s "$out/$name.status.diff" ] && echo 'NOT identical to unencrypted' || echo 'identical to unencrypted')"
+    done
+    return $rc
+}
+
 rc=0
 case ${1:-} in
     build) build_citus || rc=$? ;;
-    smoke)
+    tap)
         build_citus || rc=$?
-        [ $rc = 0 ] && { prove_tap "$build/citus/tap/smoke" "$here/t/citus_smoke.pl" || rc=$?; } ;;
-    *) echo "usage: run.sh build|smoke" >&2; exit 1 ;;
+        [ $rc = 0 ] && { prove_tap "$build/citus/tap/smoke" "$here/t/citus_smoke.pl" || rc=$?; }
+        [ $rc = 0 ] && { prove_tap "$build/citus/tap/cluster" "$here/t/citus_cluster.pl" || rc=$?; } ;;
+    regress)
+        shift
+        build_citus || rc=$?
+        [ $rc = 0 ] && { regress "$@" || rc=$?; } ;;
+    *) echo "usage: run.sh build|tap|regress [--full]" >&2; exit 1 ;;
 esac
 # a skip (2) ends the suite with success, its reason printed
 [ $rc = 2 ] && exit 0

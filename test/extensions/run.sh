@@ -84,19 +84,13 @@ jobs=${JOBS:-$(nproc)}
 major=$("$pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 major_pins "$major"
 
-kek=$build/test-keys/kek
-if [ ! -s "$kek" ]; then
-    mkdir -p "$(dirname "$kek")"
-    { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; echo; } > "$kek"
-fi
-chmod 600 "$kek"
-aes256_opts="--encryption=aes-256 --encryption-key-command='cat $kek'"
-
 export PATH=$prefix/bin:$PATH
 # the server's compiler cache (server/build.sh)
 # shellcheck source=test/third_party.sh
 . "$top/test/third_party.sh"
 use_ccache "$build"
+kek=$(test_kek "$build")
+aes256_opts="--encryption=aes-256 --encryption-key-command='cat $kek'"
 
 # unpack NAME ORIG SHA256 STAMP: a fresh $ext/NAME when tarball or stamp changed
 unpack() {

@@ -105,6 +105,10 @@ extern ssize_t WriteEncryptedTempFile(File file, const struct iovec *iov,
 									  uint32 wait_event_info);
 extern int	TruncateEncryptedTempFile(File file, off_t offset,
 									  uint32 wait_event_info);
+extern bool IsEncryptedScratchPath(const char *path);
+extern int	EncryptedScratchFileFlags(const char *path, int flags);
+extern void RegisterEncryptedScratchFile(File file, const char *path);
+extern FILE *OpenEncryptedScratchStream(const char *path, const char *mode);
 
 /* pagecrypt.c: the storage manager's hooks */
 extern const void **EncryptBlocksForWrite(RelFileLocator rlocator,

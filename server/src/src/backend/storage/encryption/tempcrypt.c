@@ -34,6 +34,16 @@
  * write is encrypted straight from the caller's buffer into the scratch
  * buffer, and such a read decrypted in the caller's buffer, with no copy.
  *
+ * Extensions keep temporary files of their own where fd.c does not know
+ * them as such: Citus writes intermediate results (repartition joins, CTEs
+ * and subqueries pushed to the workers, create_intermediate_result()) to
+ * files under base/pgsql_job_cache with PathNameOpenFilePerm(), and reads
+ * them with it or with COPY FROM (AllocateFile()).  fd.c asks
+ * IsEncryptedScratchPath() about every path it opens those two ways; such
+ * a "scratch file" is encrypted as a temporary file, and AllocateFile()
+ * gets a stdio stream that reads and writes through the same cipher
+ * (OpenEncryptedScratchStream()).
+ *
  * Portions Copyright (c) 2026, pgcipher developers
  *
  * src/backend/storage/encryption/tempcrypt.c
@@ -42,10 +52,15 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "storage/encryption.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #define TWEAK_TINY		UINT64CONST(0xFFFFFFFFFFFFFFFF)
 #define TWEAK_TINY_LEN	UINT64CONST(0xFFFFFFFFFFFFFFFE)
@@ -92,11 +107,13 @@ TempFileIsEncrypted(File file)
 	return !raw_io && file < nfiles && files[file].in_use;
 }
 
-void
-RegisterEncryptedTempFile(File file, const char *path)
+/*
+ * Start serving "file": its nonce from "path" (the same in every process
+ * that opens it by that name), shared when other processes may write it.
+ */
+static void
+register_file(File file, const char *path, bool shared)
 {
-	if (!DataEncryptionEnabled())
-		return;
 	if (file >= nfiles)
 	{
 		int			n = Max(file + 1, Max(nfiles * 2, 32));
@@ -112,10 +129,249 @@ RegisterEncryptedTempFile(File file, const char *path)
 	}
 	files[file].nonce = hash_bytes_extended((const unsigned char *) path,
 											strlen(path), 0);
-	files[file].shared = strstr(path, ".fileset/") != NULL;
+	files[file].shared = shared;
 	files[file].size = logical_size_on_disk(file);
 	files[file].in_use = true;
 }
+
+void
+RegisterEncryptedTempFile(File file, const char *path)
+{
+	if (!DataEncryptionEnabled())
+		return;
+	register_file(file, path, strstr(path, ".fileset/") != NULL);
+}
+
+/*
+ * Scratch files: extensions' temporary files under the data directory,
+ * known by their directory.  Only Citus's job cache for now; its files are
+ * removed when the server starts, as temporary files are.
+ */
+static const char *const scratch_dirs[] = {
+	"base/pgsql_job_cache/",	/* Citus: intermediate results */
+};
+
+/* "path" relative to the data directory, or NULL when outside it */
+static const char *
+relative_to_data_dir(const char *path)
+{
+	size_t		n;
+
+	if (!is_absolute_path(path))
+		return path;
+	if (DataDir == NULL)
+		return NULL;
+	n = strlen(DataDir);
+	if (strncmp(path, DataDir, n) != 0 || path[n] != '/')
+		return NULL;
+	return path + n + 1;
+}
+
+bool
+IsEncryptedScratchPath(const char *path)
+{
+	const char *rel;
+
+	if (!DataEncryptionEnabled() || strstr(path, "pgsql_") == NULL)
+		return false;
+	rel = relative_to_data_dir(path);
+	if (rel == NULL)
+		return false;
+	for (int i = 0; i < lengthof(scratch_dirs); i++)
+		if (strncmp(rel, scratch_dirs[i], strlen(scratch_dirs[i])) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The open flags for a scratch file.  Encrypted writes land at the offset
+ * asked for (a write that grows the file rewrites its last unit), which
+ * O_APPEND would turn into appends.  A caller that truncates on open and
+ * counts its offsets from zero (Citus does) writes at the end anyway:
+ * O_APPEND is dropped.  Appending to an existing file by O_APPEND alone
+ * cannot be served: refused before anything is written.
+ */
+int
+EncryptedScratchFileFlags(const char *path, int flags)
+{
+	if ((flags & O_APPEND) == 0)
+		return flags;
+	if ((flags & O_TRUNC) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot append to encrypted scratch file \"%s\" with O_APPEND", path),
+				 errdetail("Files under this directory are encrypted as temporary files, whose writes need their offset."),
+				 errhint("Open the file with O_TRUNC, or write at explicit offsets.")));
+	return flags & ~O_APPEND;
+}
+
+/* a scratch file, opened by PathNameOpenFilePerm() */
+void
+RegisterEncryptedScratchFile(File file, const char *path)
+{
+	const char *rel = relative_to_data_dir(path);
+
+	/* the relative name: the same nonce whichever way a process names it */
+	register_file(file, rel ? rel : path, true);
+}
+
+#ifdef __GLIBC__
+/*
+ * A stdio stream over a scratch file, for AllocateFile(): a virtual file
+ * descriptor registered as above, read and written at the stream's
+ * position through FileRead() and FileWrite().
+ */
+typedef struct ScratchStream
+{
+	File		file;
+	off_t		pos;
+} ScratchStream;
+
+static ssize_t
+scratch_stream_read(void *cookie, char *buf, size_t size)
+{
+	ScratchStream *s = cookie;
+	ssize_t		n = FileRead(s->file, buf, size, s->pos, WAIT_EVENT_DATA_FILE_READ);
+
+	if (n > 0)
+		s->pos += n;
+	return n;
+}
+
+static ssize_t
+scratch_stream_write(void *cookie, const char *buf, size_t size)
+{
+	ScratchStream *s = cookie;
+	ssize_t		n = FileWrite(s->file, buf, size, s->pos, WAIT_EVENT_DATA_FILE_WRITE);
+
+	if (n > 0)
+		s->pos += n;
+	/* stdio takes 0 for an error */
+	return n < 0 ? 0 : n;
+}
+
+static int
+scratch_stream_seek(void *cookie, off64_t * offset, int whence)
+{
+	ScratchStream *s = cookie;
+	off_t		base;
+
+	switch (whence)
+	{
+		case SEEK_SET:
+			base = 0;
+			break;
+		case SEEK_CUR:
+			base = s->pos;
+			break;
+		case SEEK_END:
+			base = FileSize(s->file);
+			if (base < 0)
+				return -1;
+			break;
+		default:
+			errno = EINVAL;
+			return -1;
+	}
+	if (base + *offset < 0)
+	{
+		errno = EINVAL;
+		return -1;
+	}
+	s->pos = base + *offset;
+	*offset = s->pos;
+	return 0;
+}
+
+static int
+scratch_stream_close(void *cookie)
+{
+	ScratchStream *s = cookie;
+
+	FileClose(s->file);
+	free(s);
+	return 0;
+}
+
+FILE *
+OpenEncryptedScratchStream(const char *path, const char *mode)
+{
+	cookie_io_functions_t io = {
+		.read = scratch_stream_read,
+		.write = scratch_stream_write,
+		.seek = scratch_stream_seek,
+		.close = scratch_stream_close,
+	};
+	bool		plus = strchr(mode, '+') != NULL;
+	int			flags;
+	ScratchStream *s;
+	FILE	   *stream;
+
+	switch (mode[0])
+	{
+		case 'r':
+			flags = plus ? O_RDWR : O_RDONLY;
+			break;
+		case 'w':
+			flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC;
+			break;
+		case 'a':
+			flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT;
+			break;
+		default:
+			errno = EINVAL;
+			return NULL;
+	}
+	s = malloc(sizeof(ScratchStream));
+	if (s == NULL)
+	{
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->file = PathNameOpenFile(path, flags | PG_BINARY);
+	if (s->file < 0)
+	{
+		int			save_errno = errno;
+
+		free(s);
+		errno = save_errno;
+		return NULL;
+	}
+	/* PathNameOpenFile() registered it (IsEncryptedScratchPath()) */
+	Assert(TempFileIsEncrypted(s->file));
+	s->pos = mode[0] == 'a' ? FileSize(s->file) : 0;
+	stream = fopencookie(s, mode, io);
+	if (stream == NULL)
+	{
+		int			save_errno = errno;
+
+		FileClose(s->file);
+		free(s);
+		errno = save_errno;
+		return NULL;
+	}
+
+	/*
+	 * COPY FROM fstat()s fileno() of the stream it opened (to refuse a
+	 * directory).  A cookie stream has no descriptor (glibc keeps -2 there);
+	 * glibc reads, writes and closes it only through the cookie, so the
+	 * number can be the file's kernel descriptor, valid at least until the
+	 * next file is opened.
+	 */
+	stream->_fileno = FileGetRawDesc(s->file);
+	return stream;
+}
+#else
+FILE *
+OpenEncryptedScratchStream(const char *path, const char *mode)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot open encrypted scratch file \"%s\" as a stream on this platform", path),
+			 errdetail("Streams over encrypted files need the C library's fopencookie().")));
+	return NULL;
+}
+#endif
 
 void
 ForgetEncryptedTempFile(File file)
