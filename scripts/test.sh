@@ -112,7 +112,11 @@
 #                      (verify-full): markers through distributed, reference
 #                      and columnar tables, 2PC, rebalance, shard move,
 #                      intermediate results and spills, absent from every
-#                      node and found on an unencrypted control cluster
+#                      node and found on an unencrypted control cluster;
+#                      encrypted columns distributed by an EQ column,
+#                      through the proxy: router queries, co-located joins,
+#                      ORD ranges, MATCH, SUM/AVG, COPY, both protocols, the
+#                      same answers as a plaintext twin, no marker sent
 #   citus-regress      Citus's own schedules (minimal, base, columnar, the
 #                      first part of multi) on aes-256 and on unencrypted
 #                      nodes: every test ends the same way on both, each

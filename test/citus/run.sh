@@ -15,7 +15,10 @@
 #                  through distributed, reference and columnar tables, 2PC,
 #                  a rebalance and a shard move, intermediate results,
 #                  spills; every node's data directory scanned, with an
-#                  unencrypted control cluster)
+#                  unencrypted control cluster) and t/citus_columns.pl
+#                  (always-encrypted columns distributed by Citus, through
+#                  pgcipher-proxy in front of the coordinator: answers
+#                  equal to a plaintext twin's, nothing sent in plaintext)
 #   run.sh regress [--full]
 #                  the build, then Citus's own regression schedules, each
 #                  twice: on aes-256 nodes (coordinator and both workers)
@@ -176,7 +179,8 @@ case ${1:-} in
     tap)
         build_citus || rc=$?
         [ $rc = 0 ] && { prove_tap "$build/citus/tap/smoke" "$here/t/citus_smoke.pl" || rc=$?; }
-        [ $rc = 0 ] && { prove_tap "$build/citus/tap/cluster" "$here/t/citus_cluster.pl" || rc=$?; } ;;
+        [ $rc = 0 ] && { prove_tap "$build/citus/tap/cluster" "$here/t/citus_cluster.pl" || rc=$?; }
+        [ $rc = 0 ] && { PGCIPHER_BIN=$build/bin prove_tap "$build/citus/tap/columns" "$here/t/citus_columns.pl" || rc=$?; } ;;
     regress)
         shift
         build_citus || rc=$?
