@@ -63,6 +63,16 @@ TINY = {
     ),
     "pg-upgrade": dict(scale=2, repetitions=2),
     "aio": dict(scale=1, scans=1, seconds=1, repetitions=2, io_methods=["sync", "worker-1", "io_uring"]),
+    "citus": dict(
+        scale=1,
+        clients=2,
+        seconds=1,
+        copy_rows=10000,
+        agg_queries=1,
+        join_rows=2000,
+        join_queries=1,
+        repetitions=2,
+    ),
     "instructions": dict(
         scale=1,
         seq_scans=1,

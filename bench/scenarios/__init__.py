@@ -13,6 +13,7 @@ Adding a scenario is adding a module and listing it here."""
 from bench.scenarios import (
     aio,
     alibaba_sysbench,
+    citus,
     columns_micro,
     cybertec_1mb,
     cybertec_pgbench,
@@ -38,5 +39,6 @@ SCENARIOS = {
         alibaba_sysbench,
         instructions,
         aio,
+        citus,
     )
 }

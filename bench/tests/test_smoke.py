@@ -22,8 +22,9 @@ SMOKE = pytest.mark.skipif(
 )
 # proxy has a smoke run of its own below (it needs the proxy and PgBouncer);
 # pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15),
-# aio in test_aio.py (it needs PostgreSQL 18)
-OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade", "aio"}
+# aio in test_aio.py (it needs PostgreSQL 18), citus in test_citus.py (it
+# needs Citus from ../shared/vendor)
+OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade", "aio", "citus"}
 
 
 def _bench(tmp_path, *args, timeout=1800):

@@ -1,0 +1,307 @@
+"""citus: a Citus cluster on this machine, encryption off vs aes-256.
+
+Three Citus clusters, each a coordinator and two workers on this machine
+(TCP on localhost, no TLS: it would cost both configurations the same),
+all from pgcipher's binaries with Citus 14.0.1 built once against them
+(test/citus/run.sh):
+
+    off      every node unencrypted (the baseline)
+    off-2    a second, identical one: off-2 / off is the noise floor
+    aes-256  every node aes-256
+
+Workloads, run on the coordinator in interleaved rounds (ABBA):
+
+    select-only       pgbench -S: pgbench_accounts distributed by aid
+                      (a router query per transaction), branches and
+                      tellers reference tables, history distributed by aid
+    tpcb-like         pgbench's default script on the same tables (each
+                      transaction updates reference tables: a 2PC across
+                      the nodes)
+    copy              COPY of copy_rows rows from a file on the coordinator
+                      into a distributed table (rows per second)
+    multi-shard-agg   an aggregate over every shard of pgbench_accounts,
+                      GROUP BY bid (ms per query)
+    repartition-join  a join of two distributed tables on a column neither
+                      is distributed by: Citus repartitions both through
+                      intermediate result files (base/pgsql_job_cache,
+                      encrypted as temporary files on aes-256 nodes:
+                      docs/design.md section 7)
+
+Instruction counts: none here.  callgrind follows one process, and each of
+these workloads runs in a dozen backends on three servers; the code paths
+the cipher adds (pages, WAL, temporary files) are counted by the
+instructions scenario.  The alibaba-sysbench statements on a distributed
+table through pgcipher-proxy are not measured yet."""
+
+import os
+import subprocess
+
+from bench.cluster import Config
+from bench.interleave import interleaved
+from bench.scenarios import common
+
+NAME = "citus"
+TITLE = "Citus: a coordinator and two workers, encryption off vs aes-256 on every node"
+SEED = None
+METRIC = "tps"
+INSTALLS = ("pgcipher",)
+
+BASELINE, NOISE, TREATMENT = "off", "off-2", "aes-256"
+CONFIGS = {
+    "off": Config("off", "pgcipher"),
+    "off-2": Config("off-2", "pgcipher"),
+    "aes-256": Config("aes-256", "pgcipher", "aes-256"),
+}
+WORKLOADS = ["select-only", "tpcb-like", "copy", "multi-shard-agg", "repartition-join"]
+# what each workload records: tps and rows/s, higher is better; ms per
+# query, lower is better
+UNITS = {
+    "select-only": "tps",
+    "tpcb-like": "tps",
+    "copy": "rows_per_s",
+    "multi-shard-agg": "ms_per_query",
+    "repartition-join": "ms_per_query",
+}
+
+PROFILES = {
+    "quick": dict(
+        configs=list(CONFIGS),
+        scale=10,
+        clients=4,
+        seconds=10,
+        copy_rows=1_000_000,
+        agg_queries=5,
+        join_rows=200_000,
+        join_queries=3,
+        repetitions=2,
+    ),
+    "full": dict(
+        configs=list(CONFIGS),
+        scale=50,
+        clients=8,
+        seconds=30,
+        copy_rows=1_000_000,
+        agg_queries=10,
+        join_rows=500_000,
+        join_queries=5,
+        repetitions=4,
+    ),
+}
+
+SETTINGS = {
+    "shared_preload_libraries": "'citus'",
+    "listen_addresses": "'localhost'",
+    "max_connections": 100,
+    "max_prepared_transactions": 100,
+    "shared_buffers": "128MB",
+    "max_wal_size": "4GB",
+    "autovacuum": "off",
+    "citus.enable_statistics_collection": "off",
+}
+
+
+def plan(profile, overrides=None):
+    p = dict(PROFILES[profile])
+    p.update(overrides or {})
+    p["steps"] = len(p["configs"]) * len(WORKLOADS) * p["repetitions"]
+    per_round = 2 * p["seconds"] + p["copy_rows"] / 150_000 + p["agg_queries"] * 0.5 + p["join_queries"] * 3
+    p["est_seconds"] = len(p["configs"]) * (p["repetitions"] * per_round + 60 + p["scale"] * 3)
+    return p
+
+
+class CitusCluster:
+    """A coordinator and two workers of one configuration."""
+
+    def __init__(self, run, cfg):
+        self.name = cfg.name
+        self.nodes = {
+            role: run.cluster(Config(f"{cfg.name}-{role}", cfg.install, cfg.encryption), SETTINGS, NAME)
+            for role in ("coord", "w1", "w2")
+        }
+        self.coord = self.nodes["coord"]
+
+    def start(self):
+        for c in self.nodes.values():
+            c.initdb()
+            c.start()
+            c.psql("CREATE EXTENSION citus")
+        self.coord.psql(f"SELECT citus_set_coordinator_host('localhost', {self.coord.port})")
+        for role in ("w1", "w2"):
+            self.coord.psql(f"SELECT citus_add_node('localhost', {self.nodes[role].port})")
+
+    def checkpoint(self):
+        for c in self.nodes.values():
+            c.psql("CHECKPOINT")
+
+    def destroy(self):
+        for c in self.nodes.values():
+            c.destroy()
+
+
+def ensure_citus(run):
+    """Citus installed into the pgcipher build (test/citus/run.sh build);
+    None, or why not."""
+    inst = run.installs["pgcipher"]
+    if os.path.exists(os.path.join(inst.pg_config("--pkglibdir"), "citus.so")):
+        return None
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PGCIPHER_TOP=top, PGCIPHER_BUILD=os.path.dirname(inst.prefix))
+    r = subprocess.run(
+        [os.path.join(top, "test", "citus", "run.sh"), "build"], capture_output=True, text=True, env=env
+    )
+    if r.returncode != 0 or "SKIPPED" in r.stderr:
+        return (r.stderr.strip().splitlines() or ["test/citus/run.sh build failed"])[0]
+    return None
+
+
+def load(run, cc, p, copy_file):
+    c = cc.coord
+    # tables first, distributed while empty, then pgbench's client-side load
+    # (COPY through the coordinator into the shards)
+    c.pgbench(["-i", "-q", "-s", str(p["scale"]), "-I", "dt"])
+    c.psql(
+        "SELECT create_distributed_table('pgbench_accounts', 'aid'); "
+        "SELECT create_distributed_table('pgbench_history', 'aid'); "
+        "SELECT create_reference_table('pgbench_branches'); "
+        "SELECT create_reference_table('pgbench_tellers');"
+    )
+    _, cmd, _ = c.pgbench(["-i", "-q", "-s", str(p["scale"]), "-I", "gvp"], timeout=7200)
+    run.command(cmd.replace(c.dir, "$CLUSTER"))
+    c.psql(
+        "CREATE TABLE copy_target (id bigint, a int, note text); "
+        "SELECT create_distributed_table('copy_target', 'id'); "
+        "CREATE TABLE join_a (id bigint, k int, pad text); "
+        "CREATE TABLE join_b (id bigint, k int, pad text); "
+        "SELECT create_distributed_table('join_a', 'id'); "
+        "SELECT create_distributed_table('join_b', 'id'); "
+        f"INSERT INTO join_a SELECT g, g % 50000, md5(g::text) FROM generate_series(1, {p['join_rows']}) g; "
+        f"INSERT INTO join_b SELECT g, (g * 7) % 50000, md5(g::text) FROM generate_series(1, {p['join_rows']}) g"
+    )
+    c.psql("VACUUM ANALYZE")
+    cc.checkpoint()
+    run.progress.note(
+        f"{NAME}: {cc.name} loaded: scale {p['scale']}, "
+        f"{c.psql('SELECT count(*) FROM pg_dist_shard')} shards on "
+        f"{c.psql('SELECT count(*) FROM pg_dist_node')} nodes"
+    )
+
+
+def measure(run, cc, p, workload, scripts, copy_file):
+    c = cc.coord
+    n = str(p["clients"])
+    if workload in ("select-only", "tpcb-like"):
+        args = (["-S"] if workload == "select-only" else []) + [
+            "-n",
+            "-T",
+            str(p["seconds"]),
+            "-c",
+            n,
+            "-j",
+            n,
+        ]
+        m, cmd, _ = c.pgbench(args, timeout=p["seconds"] * 10 + 300)
+        run.command(cmd.replace(c.dir, "$CLUSTER"))
+        return m["tps"], f"{m['tps']:,.0f} tps"
+    if workload == "copy":
+        c.psql("TRUNCATE copy_target")
+        m, cmd, _ = c.pgbench(["-n", "-f", scripts["copy"], "-t", "1"], timeout=3600)
+        run.command(cmd.replace(c.dir, "$CLUSTER"))
+        rate = p["copy_rows"] / (m["latency_ms"] / 1000)
+        return rate, f"{rate:,.0f} rows/s"
+    key = "agg" if workload == "multi-shard-agg" else "join"
+    count = p["agg_queries"] if key == "agg" else p["join_queries"]
+    m, cmd, _ = c.pgbench(["-n", "-f", scripts[key], "-t", str(count)], timeout=3600)
+    run.command(cmd.replace(c.dir, "$CLUSTER"))
+    return m["latency_ms"], f"{m['latency_ms']:,.0f} ms/query"
+
+
+def run(run, p):
+    why = ensure_citus(run)
+    if why:
+        run.progress.note(f"{NAME}: not measured: {why}")
+        for _ in range(p["steps"]):
+            run.progress.step(f"{NAME}: skipped", 0)
+        run.record(NAME, "all", 0, "unavailable", 1, detail=why)
+        return
+    work = os.path.join(run.workdir, NAME)
+    os.makedirs(work, exist_ok=True)
+    copy_file = os.path.join(work, "copy.tsv")
+    with open(copy_file, "w") as f:
+        for i in range(1, p["copy_rows"] + 1):
+            f.write(f"{i}\t{i % 1000}\tnote {i:09d}\n")
+    scripts = {
+        "copy": ("copy.sql", f"COPY copy_target FROM '{copy_file}';\n"),
+        "agg": (
+            "agg.sql",
+            "SELECT bid, count(*), sum(abalance), avg(aid) FROM pgbench_accounts GROUP BY bid;\n",
+        ),
+        "join": (
+            "join.sql",
+            "SET citus.enable_repartition_joins = on;\n"
+            "SELECT count(*), sum(a.id + b.id) FROM join_a a JOIN join_b b ON a.k = b.k WHERE a.id % 4 = 0;\n",
+        ),
+    }
+    for key, (fname, text) in scripts.items():
+        path = os.path.join(work, fname)
+        with open(path, "w") as f:
+            f.write(text)
+        scripts[key] = path
+    cfgs = [CONFIGS[n] for n in p["configs"]]
+    clusters = {}
+    run.settings[NAME] = dict(
+        SETTINGS, nodes="a coordinator and two workers per configuration, TCP on localhost"
+    )
+    try:
+        for cfg in cfgs:
+            cc = CitusCluster(run, cfg)
+            cc.start()
+            clusters[cfg.name] = cc
+            run.progress.note(f"{NAME}: started {cfg.name}: coordinator on port {cc.coord.port}")
+            load(run, cc, p, copy_file)
+        for rep, w, cfg in interleaved(cfgs, p["repetitions"], WORKLOADS):
+            value, msg = measure(run, clusters[cfg.name], p, w, scripts, copy_file)
+            run.record(NAME, cfg.name, rep, UNITS[w], value, workload=w)
+            run.progress.step(f"{NAME} {w} {cfg.name} round {rep}: {msg}", p["est_seconds"] / p["steps"])
+    finally:
+        for cc in clusters.values():
+            cc.destroy()
+        os.remove(copy_file)
+
+
+def report(rows, p, out_dir):
+    gone = [r for r in rows if r["metric"] == "unavailable"]
+    if gone:
+        return f"Not measured: {gone[0].get('detail', 'Citus is not available')}.", []
+    md = [
+        "A coordinator and two workers per configuration on this machine, all from pgcipher's binaries "
+        "with one Citus 14.0.1 build: `off` (every node unencrypted), `off-2` (a second, identical "
+        "cluster: off-2 / off is the noise floor) and `aes-256` (every node aes-256).  "
+        f"pgbench scale {p['scale']}, pgbench_accounts and pgbench_history distributed by aid (32 shards), "
+        f"branches and tellers reference tables; {p['clients']} clients, {p['seconds']} s per pgbench run; "
+        f"COPY of {p['copy_rows']:,} rows from a file on the coordinator; the multi-shard aggregate "
+        f"{p['agg_queries']} times and the repartition join ({p['join_rows']:,} rows each side) "
+        f"{p['join_queries']} times per measurement.  {p['repetitions']} interleaved rounds (ABBA); "
+        "medians; ratios to `off` with 95% bootstrap CIs (for ms per query, lower is better).\n"
+    ]
+    summaries = []
+    for w in WORKLOADS:
+        md.append(f"\n**{w}** ({UNITS[w]})\n")
+        t, s = common.ratio_table(
+            [r for r in rows if r.get("workload") == w],
+            BASELINE,
+            p["configs"],
+            ["workload"],
+            metric=UNITS[w],
+            fmt_value="{:,.0f}" if UNITS[w] != "ms_per_query" else "{:,.1f}",
+            verdicts=True,
+            noise=NOISE,
+            higher_is_better=UNITS[w] != "ms_per_query",
+        )
+        md.append(t)
+        summaries += s
+    md.append(
+        "\nNo instruction counts: callgrind follows one process, and these workloads run in many "
+        "backends on three servers; the cipher's code paths are counted by the `instructions` scenario.  "
+        "Not measured yet: the alibaba-sysbench statements on a distributed table through pgcipher-proxy."
+    )
+    return "\n".join(md), []
