@@ -109,12 +109,20 @@ cut -d' ' -f2 "$demo/answer" | col decrypt date ORD born | paste -d' ' <(cut -d'
     | sed 's/^/   decrypted by the client: patient /'
 
 step "4b. The wire proxy: psql, unchanged, on the same encrypted columns"
-proxy_port=$(pick_port)
-"$build/bin/pgcipher-proxy" --listen "127.0.0.1:$proxy_port" --upstream "host=$demo/enc port=$enc_port" \
-    --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn 2> "$demo/proxy.log" &
-proxy_pid=$!
-trap 'kill $proxy_pid 2>/dev/null || true; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
-for _ in $(seq 50); do psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
+# start_proxy UPSTREAM LOG: pgcipher-proxy with the demo's CMK on a free
+# port, in the background (stopped on exit), once it answers; sets
+# proxy_port and proxy_pid
+proxy_pids=()
+start_proxy() {
+    proxy_port=$(pick_port)
+    "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$proxy_port" --upstream "$1" \
+        --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn 2> "$2" &
+    proxy_pid=$!
+    proxy_pids+=("$proxy_pid")
+    trap 'kill "${proxy_pids[@]}" 2>/dev/null || true; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
+    for _ in $(seq 50); do psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
+}
+start_proxy "host=$demo/enc port=$enc_port" "$demo/proxy.log"
 echo "pgcipher-proxy --listen 127.0.0.1:$proxy_port --upstream 'host=... port=$enc_port' --cmk-file cmk.hex"
 echo "psql -h 127.0.0.1 -p $proxy_port  (the application's view: plaintext in, plaintext out)"
 psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -e <<'SQL' 2>&1 | sed 's/^/   /'
@@ -292,12 +300,8 @@ SQL
 
     echo "   an encrypted column distributed by Citus, through pgcipher-proxy in front of the coordinator:"
     psql_coord -c "CREATE EXTENSION pgcipher_columns"     # Citus creates it on the workers too
-    cproxy_port=$(pick_port)
-    "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$cproxy_port" --upstream "host=$demo/citus-coord port=${cport[coord]}" \
-        --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn 2> "$cit/proxy.log" &
-    cproxy_pid=$!
-    trap 'kill ${proxy_pid:-} $cproxy_pid 2>/dev/null || true; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
-    for _ in $(seq 50); do psql -X -h 127.0.0.1 -p "$cproxy_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
+    start_proxy "host=$demo/citus-coord port=${cport[coord]}" "$cit/proxy.log"
+    cproxy_port=$proxy_port cproxy_pid=$proxy_pid
     # the proxy encrypts values it is given (literals, parameters), not values the server would compute
     psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$cproxy_port" -U postgres -d postgres > /dev/null <<SQL
 SELECT pgcipher.add_column_key('citus');
