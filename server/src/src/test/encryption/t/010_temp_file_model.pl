@@ -9,8 +9,19 @@
 # part).  The same runs without encryption check the model itself, and the
 # bytes on disk tell the two apart: the plain files hold the data, the
 # encrypted ones never do.
+#
+# Then an extension's scratch file, as Citus writes its intermediate
+# results under base/pgsql_job_cache (tempcrypt.c encrypts them as
+# temporary files): written in chunks of several sizes with O_APPEND and
+# O_TRUNC, read back by another spelling of its path and as a stdio stream
+# (as COPY FROM reads it); a marker in it is nowhere on an encrypted
+# cluster's disk and found on the plain one; O_APPEND alone is refused
+# when encrypted.
 use strict;
 use warnings FATAL => 'all';
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -67,6 +78,59 @@ for my $encrypted (0, 1)
 	cmp_ok($joined, '>', 0,
 		"$label: remainders under 16 bytes past a block came up ($joined times)"
 	);
+
+	# scratch files of an extension (Citus's job cache)
+	my $marker = sprintf('PGCX_scratch_%08x', int(rand(0xffffffff)));
+	my $data = join('', map { "$marker row $_\n" } 1 .. 2500);
+	for my $chunk (7, 100, 8192, 100000)
+	{
+		my ($ret, $out, $err) = $node->psql('postgres',
+			"SELECT test_tempcrypt_scratch('chunks$chunk', '$data', $chunk)");
+		is($err, '',
+			"$label: scratch file in chunks of $chunk bytes reads back whole, by either name and as a stream"
+		);
+		like(
+			$out,
+			$encrypted ? qr/disk differs from the data/
+			: qr/disk equals the data/,
+			"$label: scratch file in chunks of $chunk: "
+			  . (
+				$encrypted ? 'the disk holds no data'
+				: 'the disk holds the data'));
+	}
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT test_tempcrypt_scratch('tiny', 'PGCX12', 2) ~ '^6 bytes'"
+		),
+		't',
+		"$label: a scratch file under 16 bytes reads back whole");
+	my $found = scan_for_markers(
+		[ { name => 'scratch', bytes => $marker } ],
+		$node->data_dir . '/base/pgsql_job_cache');
+	if ($encrypted)
+	{
+		markers_nowhere($found, [ { name => 'scratch' } ],
+			"$label job cache");
+	}
+	else
+	{
+		is(scalar(@{ $found->{scratch} // [] }),
+			4, "$label: the marker is in each scratch file (the control)");
+	}
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SELECT test_tempcrypt_scratch('appended', 'more data here', 4, true)"
+	);
+	if ($encrypted)
+	{
+		like(
+			$err,
+			qr/cannot append to encrypted scratch file "base\/pgsql_job_cache\/appended" with O_APPEND/,
+			"$label: O_APPEND without O_TRUNC on a scratch file is refused");
+	}
+	else
+	{
+		is($err, '', "$label: O_APPEND without O_TRUNC is a plain append");
+	}
 	$node->stop;
 }
 

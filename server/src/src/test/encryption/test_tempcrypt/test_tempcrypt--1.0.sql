@@ -10,3 +10,17 @@ CREATE FUNCTION test_tempcrypt_random(seed bigint, nops int, max_size int,
 RETURNS text
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;
+
+-- an extension's scratch file, as Citus writes its intermediate results:
+-- base/pgsql_job_cache/NAME written in chunks of chunk bytes through
+-- PathNameOpenFilePerm() with O_APPEND | O_TRUNC at tracked offsets, read
+-- back through a virtual file descriptor by its absolute path and through
+-- AllocateFile() (as COPY FROM a file reads it); raises an error at the
+-- first difference, returns a summary saying whether the bytes on disk
+-- are the data; with append_only, opens it with O_APPEND alone (refused
+-- when encrypted)
+CREATE FUNCTION test_tempcrypt_scratch(name text, data text, chunk int,
+									   append_only bool DEFAULT false)
+RETURNS text
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;

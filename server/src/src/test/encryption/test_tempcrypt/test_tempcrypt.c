@@ -15,6 +15,12 @@
  * says whether the bytes on disk equal the model, so the test can tell
  * that the file really went through the cipher.
  *
+ * test_tempcrypt_scratch() does what Citus does with its intermediate
+ * results (files under base/pgsql_job_cache, which tempcrypt.c encrypts
+ * as temporary files): writes through PathNameOpenFilePerm() with
+ * O_APPEND and O_TRUNC, reads through a virtual file descriptor and
+ * through AllocateFile().
+ *
  * src/test/encryption/test_tempcrypt/test_tempcrypt.c
  *
  *-------------------------------------------------------------------------
@@ -24,15 +30,21 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include "common/file_perm.h"
 #include "common/pg_prng.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/fileset.h"
 #include "utils/builtins.h"
+#include "varatt.h"
 
 PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(test_tempcrypt_random);
+PG_FUNCTION_INFO_V1(test_tempcrypt_scratch);
 
 /* A length that reaches the edges of tempcrypt's units */
 static size_t
@@ -214,4 +226,81 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 											  counts[0], counts[1], counts[2], counts[3], counts[4],
 											  short_form, joined, (long long) size,
 											  disk_same ? "equals the data" : "differs from the data")));
+}
+
+Datum
+test_tempcrypt_scratch(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	text	   *data_text = PG_GETARG_TEXT_PP(1);
+	const char *data = VARDATA_ANY(data_text);
+	size_t		len = VARSIZE_ANY_EXHDR(data_text);
+	int			chunk = PG_GETARG_INT32(2);
+	bool		append_only = PG_GETARG_BOOL(3);
+	char	   *path = psprintf("base/pgsql_job_cache/%s", name);
+	char	   *abspath = psprintf("%s/%s", DataDir, path);
+	char	   *back = palloc(len + 1);
+	File		file;
+	FILE	   *stream;
+	size_t		got;
+	off_t		off = 0;
+	int			fd;
+	ssize_t		n;
+	struct stat st;
+	bool		disk_equal;
+
+	if (chunk < 1)
+		elog(ERROR, "chunk must be positive");
+	MakePGDirectory("base/pgsql_job_cache");
+
+	/* written as Citus writes it: O_APPEND | O_TRUNC, offsets counted */
+	file = PathNameOpenFilePerm(path, append_only ? (O_APPEND | O_CREAT | O_RDWR | PG_BINARY) :
+								(O_APPEND | O_CREAT | O_RDWR | O_TRUNC | PG_BINARY),
+								pg_file_create_mode);
+	if (file < 0)
+		elog(ERROR, "could not open \"%s\": %m", path);
+	while (off < len)
+	{
+		size_t		n1 = Min((size_t) chunk, len - off);
+
+		if (FileWrite(file, data + off, n1, off, 0) != n1)
+			elog(ERROR, "could not write \"%s\": %m", path);
+		off += n1;
+	}
+	FileClose(file);
+
+	/* read back by the absolute name (another spelling, the same tweak) */
+	file = PathNameOpenFile(abspath, O_RDONLY | PG_BINARY);
+	if (file < 0)
+		elog(ERROR, "could not open \"%s\": %m", abspath);
+	if (FileSize(file) != len)
+		elog(ERROR, "size %lld, expected %zu", (long long) FileSize(file), len);
+	if (FileRead(file, back, len, 0, 0) != len || memcmp(back, data, len) != 0)
+		elog(ERROR, "what a virtual file descriptor reads differs from what was written");
+	FileClose(file);
+
+	/* read as COPY FROM a file reads it: a stdio stream, fstat of fileno */
+	stream = AllocateFile(path, PG_BINARY_R);
+	if (stream == NULL)
+		elog(ERROR, "could not open \"%s\" as a stream: %m", path);
+	if (fstat(fileno(stream), &st) != 0 || !S_ISREG(st.st_mode))
+		elog(ERROR, "fstat of the stream's descriptor failed: %m");
+	memset(back, 0, len + 1);
+	got = fread(back, 1, len + 1, stream);
+	if (got != len || ferror(stream) || memcmp(back, data, len) != 0)
+		elog(ERROR, "what the stream reads differs from what was written (%zu bytes of %zu)", got, len);
+	FreeFile(stream);
+
+	/* the bytes on disk */
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		elog(ERROR, "could not open \"%s\": %m", path);
+	memset(back, 0, len + 1);
+	n = read(fd, back, len + 1);
+	CloseTransientFile(fd);
+	disk_equal = (n == len && memcmp(back, data, len) == 0);
+
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%zu bytes in chunks of %d; disk %s",
+											  len, chunk,
+											  disk_equal ? "equals the data" : "differs from the data")));
 }
