@@ -72,6 +72,9 @@ TINY = {
         join_rows=2000,
         join_queries=1,
         repetitions=2,
+        sysbench_rows=500,
+        sysbench_threads=[1],
+        sysbench_seconds=1,
     ),
     "instructions": dict(
         scale=1,

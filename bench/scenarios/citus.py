@@ -27,18 +27,28 @@ Workloads, run on the coordinator in interleaved rounds (ABBA):
                       encrypted as temporary files on aes-256 nodes:
                       docs/design.md section 7)
 
+Then, on the aes-256 cluster, Alibaba's Always-confidential sysbench
+statements (the alibaba-sysbench scenario's Lua script and its scenario
+s1: id int, k enc_int4 EQ, c and pad enc_text RND) on tables distributed
+by id: plain-direct (the plaintext table, to the coordinator),
+plain-proxy (the same through pgcipher-proxy) and enc-proxy (the
+encrypted table through the proxy, which computes SUM(k) over the rows
+of every shard and k = k + 1), interleaved per round: point, range and
+write, TPS.
+
 Instruction counts: none here.  callgrind follows one process, and each of
 these workloads runs in a dozen backends on three servers; the code paths
 the cipher adds (pages, WAL, temporary files) are counted by the
-instructions scenario.  The alibaba-sysbench statements on a distributed
-table through pgcipher-proxy are not measured yet."""
+instructions scenario."""
 
 import os
 import subprocess
 
 from bench.cluster import Config
 from bench.interleave import interleaved
+from bench.scenarios import alibaba_sysbench as ali
 from bench.scenarios import common
+from bench.scenarios import proxy as px
 
 NAME = "citus"
 TITLE = "Citus: a coordinator and two workers, encryption off vs aes-256 on every node"
@@ -74,6 +84,9 @@ PROFILES = {
         join_rows=200_000,
         join_queries=3,
         repetitions=2,
+        sysbench_rows=10_000,
+        sysbench_threads=[1, 4],
+        sysbench_seconds=5,
     ),
     "full": dict(
         configs=list(CONFIGS),
@@ -85,8 +98,13 @@ PROFILES = {
         join_rows=500_000,
         join_queries=5,
         repetitions=4,
+        sysbench_rows=100_000,
+        sysbench_threads=[1, 4, 8],
+        sysbench_seconds=15,
     ),
 }
+SYSBENCH_CONFIGS = ["plain-direct", "plain-proxy", "enc-proxy"]
+SYSBENCH_WORKLOADS = ["point", "range", "write"]
 
 SETTINGS = {
     "shared_preload_libraries": "'citus'",
@@ -103,9 +121,16 @@ SETTINGS = {
 def plan(profile, overrides=None):
     p = dict(PROFILES[profile])
     p.update(overrides or {})
-    p["steps"] = len(p["configs"]) * len(WORKLOADS) * p["repetitions"]
+    sysbench_runs = (
+        len(SYSBENCH_CONFIGS) * len(SYSBENCH_WORKLOADS) * len(p["sysbench_threads"]) * p["repetitions"]
+    )
+    p["steps"] = len(p["configs"]) * len(WORKLOADS) * p["repetitions"] + sysbench_runs
     per_round = 2 * p["seconds"] + p["copy_rows"] / 150_000 + p["agg_queries"] * 0.5 + p["join_queries"] * 3
-    p["est_seconds"] = len(p["configs"]) * (p["repetitions"] * per_round + 60 + p["scale"] * 3)
+    p["est_seconds"] = (
+        len(p["configs"]) * (p["repetitions"] * per_round + 60 + p["scale"] * 3)
+        + sysbench_runs * (p["sysbench_seconds"] + 0.5)
+        + p["sysbench_rows"] * 4e-4
+    )
     return p
 
 
@@ -215,6 +240,75 @@ def measure(run, cc, p, workload, scripts, copy_file):
     return m["latency_ms"], f"{m['latency_ms']:,.0f} ms/query"
 
 
+def sysbench_part(run, p, cc):
+    """Alibaba's sysbench statements on distributed tables of the aes-256
+    cluster: plaintext direct, plaintext and encrypted through the proxy."""
+    proxy_bin, keys_bin, _ = px.find_tools(run)
+    if subprocess.run(["sysbench", "--version"], capture_output=True).returncode != 0:
+        raise RuntimeError("sysbench is not installed (sudo ./pgcipher deps installs Debian's sysbench)")
+    c = cc.coord
+    c.psql("CREATE EXTENSION pgcipher_columns")
+    cmk = os.path.join(c.dir, "cmk.hex")
+    r = subprocess.run([keys_bin, "new-cmk"], capture_output=True, text=True, check=True)
+    with open(cmk, "w") as f:
+        f.write(r.stdout)
+    proxy = px.start_proxy(proxy_bin, c, "citus", cmk)
+    try:
+        data = os.path.join(c.dir, "test1.tsv")
+        with open(data, "w") as f:
+            f.write(
+                "".join(f"{i}\t{k}\t{v}\t{pad}\n" for i, k, v, pad in ali._rows(p["sysbench_rows"], 20261125))
+            )
+        _, cols, binds, _ = ali.SCENARIOS["s1"]
+        tables = {"plain": ali.PLAIN, "enc": ali.SCENARIOS["s1"][0]}
+        px.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
+        for kind, base in tables.items():
+            for table in (base, base + ali.WRITTEN):
+                if kind == "plain":
+                    c.psql(
+                        f"CREATE TABLE {table} (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)"
+                    )
+                else:
+                    px.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
+                    for col, level in binds.items():
+                        px.psql_tcp(
+                            c,
+                            proxy.port,
+                            f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')",
+                        )
+                c.psql(f"SELECT create_distributed_table('{table}', 'id')")
+                px.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
+                c.psql(f"CREATE INDEX ON {table} (k)")
+        os.remove(data)
+        c.psql("VACUUM ANALYZE")
+        q = "SELECT sum(k), count(*), min(c) FROM {} WHERE id BETWEEN 10 AND 60"
+        got, want = (px.psql_tcp(c, proxy.port, q.format(t)) for t in (tables["enc"], tables["plain"]))
+        if got != want:
+            raise RuntimeError(f"{tables['enc']} through the proxy answers {got!r}, the plaintext {want!r}")
+        run.progress.note(
+            f"{NAME}: sysbench tables of {p['sysbench_rows']:,} rows distributed by id on the aes-256 "
+            "cluster; SUM/count/min through the proxy checked against the plaintext"
+        )
+        ports = {"plain-direct": c.port, "plain-proxy": proxy.port, "enc-proxy": proxy.port}
+
+        def table(cfg, w):
+            base = tables["enc"] if cfg == "enc-proxy" else tables["plain"]
+            return base + ali.WRITTEN if w == "write" else base
+
+        points = [(w, t) for w in SYSBENCH_WORKLOADS for t in p["sysbench_threads"]]
+        for rep, (w, threads), cfg in interleaved(SYSBENCH_CONFIGS, p["repetitions"], points):
+            m = ali.sysbench(
+                run, ports[cfg], table(cfg, w), w, threads, p["sysbench_seconds"], p["sysbench_rows"]
+            )
+            run.record(NAME, cfg, rep, "tps", m["tps"], workload=f"sysbench-{w}", threads=threads)
+            run.progress.step(
+                f"{NAME} sysbench {w} {threads} threads {cfg} round {rep}: {m['tps']:,.0f} tps",
+                p["sysbench_seconds"] + 0.5,
+            )
+    finally:
+        proxy.stop()
+
+
 def run(run, p):
     why = ensure_citus(run)
     if why:
@@ -262,6 +356,8 @@ def run(run, p):
             value, msg = measure(run, clusters[cfg.name], p, w, scripts, copy_file)
             run.record(NAME, cfg.name, rep, UNITS[w], value, workload=w)
             run.progress.step(f"{NAME} {w} {cfg.name} round {rep}: {msg}", p["est_seconds"] / p["steps"])
+        if "aes-256" in clusters:
+            sysbench_part(run, p, clusters["aes-256"])
     finally:
         for cc in clusters.values():
             cc.destroy()
@@ -283,10 +379,9 @@ def report(rows, p, out_dir):
         f"{p['join_queries']} times per measurement.  {p['repetitions']} interleaved rounds (ABBA); "
         "medians; ratios to `off` with 95% bootstrap CIs (for ms per query, lower is better).\n"
     ]
-    summaries = []
     for w in WORKLOADS:
         md.append(f"\n**{w}** ({UNITS[w]})\n")
-        t, s = common.ratio_table(
+        t, _ = common.ratio_table(
             [r for r in rows if r.get("workload") == w],
             BASELINE,
             p["configs"],
@@ -298,10 +393,21 @@ def report(rows, p, out_dir):
             higher_is_better=UNITS[w] != "ms_per_query",
         )
         md.append(t)
-        summaries += s
+    sb = [r for r in rows if str(r.get("workload", "")).startswith("sysbench-")]
+    if sb:
+        md.append(
+            f"\n**Alibaba's sysbench statements on distributed tables** (aes-256 cluster; "
+            f"{p['sysbench_rows']:,} rows distributed by id; scenario s1 of `alibaba-sysbench`: k enc_int4 "
+            "EQ, c and pad RND; point `SELECT c WHERE id=?`, range `SELECT SUM(k) WHERE id BETWEEN` "
+            "(100 rows from many shards, summed by the proxy), write (`k = k + 1` computed by the proxy, "
+            f"UPDATE c, DELETE, INSERT); {p['sysbench_seconds']} s per run; TPS; ratios to plain-direct)\n"
+        )
+        t, _ = common.ratio_table(
+            sb, "plain-direct", SYSBENCH_CONFIGS, ["workload", "threads"], metric="tps", noise=None
+        )
+        md.append(t)
     md.append(
         "\nNo instruction counts: callgrind follows one process, and these workloads run in many "
-        "backends on three servers; the cipher's code paths are counted by the `instructions` scenario.  "
-        "Not measured yet: the alibaba-sysbench statements on a distributed table through pgcipher-proxy."
+        "backends on three servers; the cipher's code paths are counted by the `instructions` scenario."
     )
     return "\n".join(md), []

@@ -12,8 +12,9 @@ from bench.tests.test_smoke import SMOKE, _bench
 
 def test_plan_counts_every_measurement():
     assert SCENARIOS["citus"] is citus
-    p = citus.plan("quick", {"repetitions": 2})
-    assert p["steps"] == 3 * len(citus.WORKLOADS) * 2
+    p = citus.plan("quick", {"repetitions": 2, "sysbench_threads": [1, 4]})
+    sysbench_runs = len(citus.SYSBENCH_CONFIGS) * len(citus.SYSBENCH_WORKLOADS) * 2 * 2
+    assert p["steps"] == 3 * len(citus.WORKLOADS) * 2 + sysbench_runs
     assert p["est_seconds"] > 0
     assert set(citus.UNITS) == set(citus.WORKLOADS)
 
@@ -54,5 +55,9 @@ def test_citus_smoke(tmp_path):
     assert all(row["value"] > 0 for row in rows)
     for w in citus.WORKLOADS:
         assert f"| {w} |" in report
+    for cfg in citus.SYSBENCH_CONFIGS:
+        for w in citus.SYSBENCH_WORKLOADS:
+            assert (cfg, f"sysbench-{w}", "tps") in got
+    assert "| sysbench-range | 1 |" in report
     assert not os.path.exists(os.path.join(work, "citus", "off-coord")), "clusters left behind"
     assert not os.path.exists(os.path.join(work, "citus", "copy.tsv")), "COPY input left behind"
