@@ -170,17 +170,21 @@ relative_to_data_dir(const char *path)
 bool
 IsEncryptedScratchPath(const char *path)
 {
+	char	   *canon;
 	const char *rel;
+	bool		found = false;
 
 	if (!DataEncryptionEnabled() || strstr(path, "pgsql_") == NULL)
 		return false;
-	rel = relative_to_data_dir(path);
-	if (rel == NULL)
-		return false;
-	for (int i = 0; i < lengthof(scratch_dirs); i++)
+	/* "./base//pgsql_job_cache/x" is the same file */
+	canon = pstrdup(path);
+	canonicalize_path(canon);
+	rel = relative_to_data_dir(canon);
+	for (int i = 0; rel != NULL && i < lengthof(scratch_dirs); i++)
 		if (strncmp(rel, scratch_dirs[i], strlen(scratch_dirs[i])) == 0)
-			return true;
-	return false;
+			found = true;
+	pfree(canon);
+	return found;
 }
 
 /*
@@ -189,11 +193,14 @@ IsEncryptedScratchPath(const char *path)
  * O_APPEND would turn into appends.  A caller that truncates on open and
  * counts its offsets from zero (Citus does) writes at the end anyway:
  * O_APPEND is dropped.  Appending to an existing file by O_APPEND alone
- * cannot be served: refused before anything is written.
+ * cannot be served: refused before anything is written.  A write that
+ * covers a unit in part reads it first: write-only becomes read-write.
  */
 int
 EncryptedScratchFileFlags(const char *path, int flags)
 {
+	if ((flags & O_ACCMODE) == O_WRONLY)
+		flags = (flags & ~O_ACCMODE) | O_RDWR;
 	if ((flags & O_APPEND) == 0)
 		return flags;
 	if ((flags & O_TRUNC) == 0)
@@ -209,10 +216,14 @@ EncryptedScratchFileFlags(const char *path, int flags)
 void
 RegisterEncryptedScratchFile(File file, const char *path)
 {
-	const char *rel = relative_to_data_dir(path);
+	char	   *canon = pstrdup(path);
+	const char *rel;
 
 	/* the relative name: the same nonce whichever way a process names it */
-	register_file(file, rel ? rel : path, true);
+	canonicalize_path(canon);
+	rel = relative_to_data_dir(canon);
+	register_file(file, rel ? rel : canon, true);
+	pfree(canon);
 }
 
 #ifdef __GLIBC__
@@ -227,25 +238,59 @@ typedef struct ScratchStream
 	off_t		pos;
 } ScratchStream;
 
+/*
+ * One read or write of the stream.  An ERROR must not unwind through
+ * stdio (an fclose() at abort would flush the same buffer again, and fail
+ * again, from inside the error handler): it is logged here and stdio
+ * gets an I/O error, which its caller reports (COPY: "could not read from
+ * COPY file").
+ */
 static ssize_t
-scratch_stream_read(void *cookie, char *buf, size_t size)
+scratch_stream_io(ScratchStream *s, char *buf, size_t size, bool write)
 {
-	ScratchStream *s = cookie;
-	ssize_t		n = FileRead(s->file, buf, size, s->pos, WAIT_EVENT_DATA_FILE_READ);
+	MemoryContext cxt = CurrentMemoryContext;
+	ssize_t		n = -1;
 
+	PG_TRY();
+	{
+		if (write)
+			n = FileWrite(s->file, buf, size, s->pos, WAIT_EVENT_DATA_FILE_WRITE);
+		else
+			n = FileRead(s->file, buf, size, s->pos, WAIT_EVENT_DATA_FILE_READ);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(LOG,
+				(errcode(edata->sqlerrcode),
+				 errmsg("%s", edata->message),
+				 errdetail("While %s encrypted scratch file \"%s\".",
+						   write ? "writing" : "reading", FilePathName(s->file))));
+		FreeErrorData(edata);
+		n = -1;
+		errno = EIO;
+	}
+	PG_END_TRY();
 	if (n > 0)
 		s->pos += n;
 	return n;
 }
 
 static ssize_t
+scratch_stream_read(void *cookie, char *buf, size_t size)
+{
+	return scratch_stream_io(cookie, buf, size, false);
+}
+
+static ssize_t
 scratch_stream_write(void *cookie, const char *buf, size_t size)
 {
-	ScratchStream *s = cookie;
-	ssize_t		n = FileWrite(s->file, buf, size, s->pos, WAIT_EVENT_DATA_FILE_WRITE);
+	ssize_t		n = scratch_stream_io(cookie, unconstify(char *, buf), size, true);
 
-	if (n > 0)
-		s->pos += n;
 	/* stdio takes 0 for an error */
 	return n < 0 ? 0 : n;
 }
@@ -307,16 +352,17 @@ OpenEncryptedScratchStream(const char *path, const char *mode)
 	ScratchStream *s;
 	FILE	   *stream;
 
+	/* writes read back the unit they cover in part: never write-only */
 	switch (mode[0])
 	{
 		case 'r':
 			flags = plus ? O_RDWR : O_RDONLY;
 			break;
 		case 'w':
-			flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC;
+			flags = O_RDWR | O_CREAT | O_TRUNC;
 			break;
 		case 'a':
-			flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT;
+			flags = O_RDWR | O_CREAT;
 			break;
 		default:
 			errno = EINVAL;

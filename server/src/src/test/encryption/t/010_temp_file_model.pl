@@ -117,6 +117,41 @@ for my $encrypted (0, 1)
 		is(scalar(@{ $found->{scratch} // [] }),
 			4, "$label: the marker is in each scratch file (the control)");
 	}
+	# COPY TO and FROM a scratch file (a write stream, flushed in stdio's
+	# chunks; the path spelled with "//", the same file)
+	my $jc = $node->data_dir . '/base//pgsql_job_cache';
+	$node->safe_psql(
+		'postgres', qq{
+		COPY (SELECT '$marker copied ' || g FROM generate_series(1, 3001) g) TO '$jc//copied.txt';
+		CREATE TABLE copied_back (t text);
+		COPY copied_back FROM '$jc/copied.txt';
+	});
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*), max(t) FROM copied_back WHERE t LIKE '$marker copied %'"
+		),
+		"3001|$marker copied 999",
+		"$label: COPY TO a scratch file and back");
+	# 8197 bytes: the last 5 join the unit before, which the write reads back
+	$node->safe_psql(
+		'postgres', qq{
+		COPY (SELECT rpad('$marker copied long', 8196, 'y')) TO '$jc/long.txt';
+		COPY copied_back FROM '$jc/long.txt';
+	});
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT length(t) FROM copied_back WHERE t LIKE '$marker copied long%'"
+		),
+		'8196',
+		"$label: a COPY TO ending 5 bytes into a unit and back");
+	$found = scan_for_markers(
+		[ { name => 'copied', bytes => "$marker copied" } ],
+		$node->data_dir . '/base/pgsql_job_cache');
+	is( scalar(@{ $found->{copied} // [] }),
+		$encrypted ? 0 : 2,
+		"$label: the marker of the COPY is "
+		  . ($encrypted ? 'not on disk' : 'on disk (the control)'));
+
 	my ($ret, $out, $err) = $node->psql('postgres',
 		"SELECT test_tempcrypt_scratch('appended', 'more data here', 4, true)"
 	);
