@@ -277,11 +277,7 @@ def run(run, p):
         c.initdb()
         c.start()
         pm = px.postmaster_pid(c)
-        c.psql("CREATE EXTENSION pgcipher_columns")
-        cmk = os.path.join(c.dir, "cmk.hex")
-        r = subprocess.run([keys_bin, "new-cmk"], capture_output=True, text=True, check=True)
-        with open(cmk, "w") as f:
-            f.write(r.stdout)
+        cmk = px.new_cmk(keys_bin, c)
         proxy = px.start_proxy(proxy_bin, c, "sysbench", cmk)
         run.command(
             "pgcipher-proxy --listen 127.0.0.1:$PORT --upstream 'host=$CLUSTER port=$PORT' "

@@ -247,11 +247,7 @@ def sysbench_part(run, p, cc):
     if subprocess.run(["sysbench", "--version"], capture_output=True).returncode != 0:
         raise RuntimeError("sysbench is not installed (sudo ./pgcipher deps installs Debian's sysbench)")
     c = cc.coord
-    c.psql("CREATE EXTENSION pgcipher_columns")
-    cmk = os.path.join(c.dir, "cmk.hex")
-    r = subprocess.run([keys_bin, "new-cmk"], capture_output=True, text=True, check=True)
-    with open(cmk, "w") as f:
-        f.write(r.stdout)
+    cmk = px.new_cmk(keys_bin, c)
     proxy = px.start_proxy(proxy_bin, c, "citus", cmk)
     try:
         data = os.path.join(c.dir, "test1.tsv")

@@ -318,6 +318,19 @@ def start_pgbouncer(bouncer, c, tag, pool_size):
     return Daemon(f"pgbouncer ({tag})", [bouncer, ini], port, os.path.join(d, "pgbouncer.log"))
 
 
+def new_cmk(keys_bin, c):
+    """pgcipher_columns in cluster c and a new column master key in its
+    directory (cmk.hex), made by pgcipher-keys; returns the key file."""
+    c.psql("CREATE EXTENSION pgcipher_columns")
+    cmk = os.path.join(c.dir, "cmk.hex")
+    r = subprocess.run([keys_bin, "new-cmk"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"pgcipher-keys new-cmk failed: {r.stderr.strip()}")
+    with open(cmk, "w") as f:
+        f.write(r.stdout)
+    return cmk
+
+
 def start_proxy(proxy, c, tag, cmk, record=None):
     port = free_port()
     return Daemon(
@@ -514,13 +527,7 @@ def run(run, p):
         pm = postmaster_pid(c)
         run.progress.note(f"{NAME}: started {c.config.name} on port {c.port} (TCP 127.0.0.1 and Unix socket)")
         common.pgbench_init(run, NAME, {c.config.name: c}, p["scale"])
-        c.psql("CREATE EXTENSION pgcipher_columns")
-        cmk = os.path.join(c.dir, "cmk.hex")
-        r = subprocess.run([keys_bin, "new-cmk"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"pgcipher-keys new-cmk failed: {r.stderr.strip()}")
-        with open(cmk, "w") as f:
-            f.write(r.stdout)
+        cmk = new_cmk(keys_bin, c)
         px = start_proxy(proxy_bin, c, "timed", cmk)
         daemons.append(px)
         pb = start_pgbouncer(bouncer_bin, c, "timed", p["clients"] + 4)
