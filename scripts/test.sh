@@ -149,9 +149,9 @@ if [ -n "${PGCIPHER_IO_METHOD:-}" ]; then
     printf 'io_method = %s\n' "$PGCIPHER_IO_METHOD" > "$logs/io_method.conf"
     export TEMP_CONFIG=$logs/io_method.conf
 fi
-kek=$build/test-keys/kek
-[ -s "$kek" ] || { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; echo; } > "$kek"
-chmod 600 "$kek"
+# shellcheck source=test/third_party.sh
+. "$top/test/third_party.sh"
+kek=$(test_kek "$build")
 enc_opts() { echo "--encryption=$1 --encryption-key-command='cat $kek'"; }
 
 passed=0; failed=0; failed_names=()

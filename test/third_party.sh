@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# third_party.sh — sourced by test/extensions/run.sh, test/tools/run.sh and
-# test/citus/run.sh: what building someone else's source against our tree
+# third_party.sh — sourced by test/extensions/run.sh, test/tools/run.sh,
+# test/citus/run.sh (and scripts/test.sh, for test_kek): what building someone else's source against our tree
 # and running its tests on encrypted clusters needs in each of them.
 #
 # vendored TAG FILE SHA256 HOW: the pinned tarball FILE from ../shared/vendor
@@ -30,8 +30,9 @@ use_ccache() {
     if [ -x /usr/lib/ccache/gcc ]; then export PATH=/usr/lib/ccache:$PATH; fi
 }
 
-# test_kek BUILD_DIR: scripts/test.sh's key file, BUILD_DIR/test-keys/kek
-# (64 hex digits, made if missing); prints its path
+# test_kek BUILD_DIR: the key file of every encrypted cluster the suites
+# make, BUILD_DIR/test-keys/kek (64 hex digits, made if missing); prints
+# its path
 test_kek() {
     local kek=$1/test-keys/kek
     if [ ! -s "$kek" ]; then

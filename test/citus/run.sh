@@ -105,11 +105,19 @@ regress_targets() {
 # a prefix so that each test finds what the ones before it made
 MULTI_PART_LINES=60
 
+# schedule_name TARGET: what a target's results are called
+# (custom:multi_part_schedule -> multi_part, check-base -> base)
+schedule_name() {
+    local name=${1#custom:}
+    name=${name%_schedule}
+    echo "${name#check-}"
+}
+
 # run_schedule TARGET CONFIG: one target on aes-256 or unencrypted nodes;
 # the test statuses in $out/CONFIG/NAME.status ("ok NAME" / "failed NAME")
 run_schedule() {
     local target=$1 config=$2 regress=$src/src/test/regress name make_args=() d
-    name=${target#custom:}; name=${name%_schedule}; name=${name#check-}
+    name=$(schedule_name "$target")
     if [[ $target == custom:* ]]; then make_args=(check-custom-schedule "SCHEDULE=${target#custom:}" WORKERCOUNT=2)
     else make_args=("$target"); fi
     d=$out/$config; mkdir -p "$d"
@@ -154,7 +162,7 @@ regress() {
     # verdicts: the same status per test, and each failure explained
     local expected=$here/regress-expected-failures
     for target in $(regress_targets "$@"); do
-        name=${target#custom:}; name=${name%_schedule}; name=${name#check-}
+        name=$(schedule_name "$target")
         if ! diff -u "$out/unencrypted/$name.status" "$out/aes-256/$name.status" > "$out/$name.status.diff"; then
             echo "citus: $name: tests end differently on aes-256 and unencrypted nodes:" >&2
             cat "$out/$name.status.diff" >&2; rc=1

@@ -88,15 +88,8 @@ sub make_node
 {
 	my ($name, $encrypted) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	my @opts;
-	if ($encrypted)
-	{
-		my $kek = "$tmp/$name.kek";
-		PostgreSQL::Test::Utils::append_to_file($kek,
-			join('', map { sprintf('%02x', int(rand(256))) } 1 .. 32) . "\n");
-		@opts = ('--encryption=aes-256', "--encryption-key-command=cat $kek");
-	}
-	$node->init(extra => \@opts);
+	$node->init(
+		extra => [ $encrypted ? encryption_options('aes-256', $name) : () ]);
 	$node->append_conf(
 		'postgresql.conf', qq{
 shared_preload_libraries = 'citus'
@@ -364,27 +357,17 @@ sub run_cluster
 	$coord->reload;
 
 	# at rest: every node after a checkpoint, then after a clean shutdown
-	for my $n (@nodes)
-	{
-		$n->safe_psql('postgres', 'CHECKPOINT');
-	}
-	for my $when ('after CHECKPOINT', 'after shutdown')
-	{
-		if ($when eq 'after shutdown') { $_->stop for @nodes; }
-		my $found = scan_for_markers(\@at_rest, map { $_->data_dir } @nodes);
-		if ($encrypted)
-		{
-			markers_nowhere($found, \@at_rest, "$label cluster $when");
-		}
-		else
-		{
-			for my $m (@at_rest)
-			{
-				ok(@{ $found->{ $m->{name} } // [] } > 0,
-					"$label cluster $when: $m->{name} marker found");
-			}
-		}
-	}
+	$_->safe_psql('postgres', 'CHECKPOINT') for @nodes;
+	scan_at_rest(
+		\@nodes,
+		\@at_rest,
+		"$label cluster",
+		$encrypted,
+		sub {
+			my ($found, $what) = @_;
+			ok( @{ $found->{ $_->{name} } // [] } > 0,
+				"$what: $_->{name} marker found") for @at_rest;
+		});
 }
 
 run_cluster(1);

@@ -60,19 +60,20 @@ sub markers_nowhere
 	}
 }
 
-# The scan at rest of a node whose markers were written and checkpointed:
-# now, then again after a clean shutdown (which stops $node).  Encrypted,
-# no marker anywhere; unencrypted (the control), $control->($found, $what)
-# runs the test's own checks that the markers were found, so the scan can
-# fail.
+# The scan at rest of a node whose markers were written and checkpointed
+# (or of every node of a cluster: $node an array of them), now, then again
+# after a clean shutdown (which stops them).  Encrypted, no marker
+# anywhere; unencrypted (the control), $control->($found, $what) runs the
+# test's own checks that the markers were found, so the scan can fail.
 sub scan_at_rest
 {
 	my ($node, $markers, $label, $encrypted, $control) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my @nodes = ref($node) eq 'ARRAY' ? @$node : ($node);
 	for my $when ('after CHECKPOINT', 'after shutdown')
 	{
-		$node->stop if $when eq 'after shutdown';
-		my $found = scan_for_markers($markers, $node->data_dir);
+		if ($when eq 'after shutdown') { $_->stop for @nodes; }
+		my $found = scan_for_markers($markers, map { $_->data_dir } @nodes);
 		if ($encrypted)
 		{
 			markers_nowhere($found, $markers, "$label $when");
@@ -85,19 +86,24 @@ sub scan_at_rest
 }
 
 # initdb's options for a cluster encrypted with $cipher ("aes-256"), its key
-# command printing a key from a file of this test run
-my $keyfile;
+# command printing a key from a file of this test run: one key for every
+# cluster, or with $key_name a key of that name (a node with a key of its
+# own)
+my %keyfiles;
 
 sub encryption_options
 {
-	my ($cipher) = @_;
-	if (!defined $keyfile)
+	my ($cipher, $key_name) = @_;
+	$key_name //= 'kek';
+	if (!defined $keyfiles{$key_name})
 	{
-		$keyfile = PostgreSQL::Test::Utils::tempdir() . '/kek';
-		PostgreSQL::Test::Utils::append_to_file($keyfile,
+		$keyfiles{$key_name} =
+		  PostgreSQL::Test::Utils::tempdir() . "/$key_name";
+		PostgreSQL::Test::Utils::append_to_file($keyfiles{$key_name},
 			join('', map { sprintf('%02x', int(rand(256))) } 1 .. 32) . "\n");
 	}
-	return ("--encryption=$cipher", "--encryption-key-command=cat $keyfile");
+	return ("--encryption=$cipher",
+		"--encryption-key-command=cat $keyfiles{$key_name}");
 }
 
 # sha256 of every file under a directory, by path relative to it, but the
