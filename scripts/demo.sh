@@ -50,7 +50,7 @@ enc_port=$(start enc)
 psql_enc() { psql -X -q -h "$demo/enc" -p "$enc_port" -U postgres -d postgres "$@"; }
 echo "started on port $enc_port: $(psql_enc -At -c "SELECT 'data_encryption = ' || current_setting('data_encryption')")"
 echo "server: $(psql_enc -At -c "SELECT split_part(version(), ' on ', 1)")" \
-    "(./pgcipher demo --pg 18 shows it on PostgreSQL 18, ./pgcipher demo on 17)"
+    "(./pgcipher demo shows it on PostgreSQL 18, ./pgcipher demo --pg 17 on 17)"
 
 step "2. Load a table of (fake) card numbers, index it, query it"
 psql_enc <<'SQL'
@@ -212,11 +212,11 @@ echo "   the upgraded cluster: $(psql -X -At -h "$demo/up" -p "$up_port" -U post
     "SELECT current_setting('data_encryption') || ', ' || count(*) || ' rows, ' || max(v) FROM legacy")"
 pg_ctl -D "$demo/up/data" stop -m fast >/dev/null
 
-step "4f. Tools no one here wrote: pg_control is a stock PostgreSQL ${PGCIPHER_PG:-17} one; a stock server stops"
-echo "   building stock PostgreSQL ${PGCIPHER_PG:-17} from the same source (the benchmark's baseline; minutes the first time)"
+step "4f. Tools no one here wrote: pg_control is a stock PostgreSQL ${PGCIPHER_PG:-18} one; a stock server stops"
+echo "   building stock PostgreSQL ${PGCIPHER_PG:-18} from the same source (the benchmark's baseline; minutes the first time)"
 "$top/server/build.sh" "$build" --stock > "$demo/stock-build.log" 2>&1
 stock=$build/stock/install/bin
-echo "   stock pg_controldata on the aes-256 cluster (version ${PGCIPHER_PG:-17}00, CRC checked, no warning):"
+echo "   stock pg_controldata on the aes-256 cluster (version ${PGCIPHER_PG:-18}00, CRC checked, no warning):"
 "$stock/pg_controldata" -D "$demo/enc/data" 2>&1 | grep -E "pg_control version|Database cluster state|WARNING" | sed 's/^/   /'
 echo "   pgcipher's pg_controldata adds the record of the cipher it keeps after the struct:"
 pg_controldata -D "$demo/enc/data" | grep "Data encryption" | sed 's/^/   /'
@@ -224,7 +224,7 @@ echo "   stock postgres started on it stops before it writes anything (and long 
 ("$stock/postgres" -D "$demo/enc/data" 2>&1 || true) | grep -E "unrecognized configuration parameter|FATAL" | sed 's/^.*\] /   /'
 echo "   (pgBackRest 2.59's stanza-create, check, backup and restore: ./pgcipher test pgbackrest)"
 
-if [ "${PGCIPHER_PG:-17}" -ge 18 ]; then
+if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
     step "4g. PostgreSQL 18: pages are decrypted where each asynchronous read completes, under every io_method"
     echo "   cards (${PGCIPHER_PG}) read from disk with 1 MB of shared buffers, restarted under each io_method:"
     for m in sync worker io_uring; do
@@ -332,7 +332,7 @@ echo "VACUUM FULL), the page cipher's ns per 8 kB page beside openssl speed, ins
 echo "fixed workloads under callgrind (no noise; the cipher counted as the CPU runs it); what encrypted columns"
 echo "cost per comparison; and what the wire proxy costs per query (direct vs pgcipher-proxy vs"
 echo "PgBouncer, encrypted point selects)."
-[ "${PGCIPHER_PG:-17}" -ge 18 ] &&
+[ "${PGCIPHER_PG:-18}" -ge 18 ] &&
     echo "On 18 also: a scan from the OS cache and pgbench select-only under each io_method (sync, worker 1-3, io_uring)."
 "$top/scripts/bench.sh" --profile quick --out "$demo/bench"
 echo

@@ -128,7 +128,8 @@
 #
 # Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
 #        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,
-#        regress-aes256 and tap-pg_upgrade: what CI runs on the other major)
+#        regress-aes256 and tap-pg_upgrade: what CI runs on 17, the major
+#        that is not the default, with pgvector and timescaledb)
 # The major is the build's (./pgcipher test --pg 18); PGCIPHER_IO_METHOD
 # (./pgcipher test --pg 18 --io-method worker) sets io_method for every
 # server the suites start.
@@ -201,7 +202,7 @@ tap() {
     return $rc
 }
 
-# "core": what CI runs on the major that is not the default
+# "core": what CI runs on the major that is not the default (17)
 core=(design-refs patches encryption-tap read-path pg_upgrade stock-pg_control
       regress-aes256 tap-pg_upgrade)
 selected=()
@@ -290,8 +291,8 @@ pg_upgrade_check() {
     # 008 needs stock (of this major) and Debian's PostgreSQL 15; on 18,
     # pgcipher 17 too (the default build, ./pgcipher build), for the
     # upgrades across majors
-    local pg17=${PGCIPHER_PG17_BINDIR:-$top/build/install/bin}
-    if [ "${PGCIPHER_PG:-17}" -ge 18 ]; then
+    local pg17=${PGCIPHER_PG17_BINDIR:-$top/build-pg17/install/bin}
+    if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
         [ "$(cat "$pg17/../.pgcipher-major" 2>/dev/null)" = 17 ] ||
             { echo "pg_upgrade: no pgcipher 17 in $pg17 (./pgcipher build first)"; return 1; }
     else
@@ -386,7 +387,7 @@ tap_pg_upgrade() {
     # --copy-file-range, --link, --swap) is refused, as designed
     # (docs/design.md, section 9.2); 006 runs on unencrypted clusters of
     # this build, and our 008 covers the modes between encrypted ones
-    if [ "${PGCIPHER_PG:-17}" -ge 18 ]; then
+    if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
         tap src/bin/pg_upgrade "$(enc_opts aes-256)" '/006_' && tap src/bin/pg_upgrade "" '+/006_'
     else
         tap src/bin/pg_upgrade "$(enc_opts aes-256)"

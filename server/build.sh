@@ -20,7 +20,7 @@
 # of the benchmarks.
 #
 # Usage: server/build.sh BUILD_DIR [--stock]
-# The major is $PGCIPHER_PG (default 17); a build directory holds one major
+# The major is $PGCIPHER_PG (default 18); a build directory holds one major
 # (an install tree made for another is removed first).
 set -euo pipefail
 # Install trees (and the directories above them) usable by every OS user,
@@ -44,7 +44,7 @@ tree=$build/postgresql
 prefix=$build/install
 jobs=${JOBS:-$(nproc)}
 
-major=${PGCIPHER_PG:-17}
+major=${PGCIPHER_PG:-18}
 # its last line: the pinned tarball (build/source may hold other versions)
 orig=$("$here/fetch-source.sh" "$src_build" "$major" | tail -n 1)
 openssl=$("$here/openssl.sh" "$src_build" | tail -n 1)	# its last line: where it installed

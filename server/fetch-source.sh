@@ -12,7 +12,7 @@
 #          fetch and verify; the last line printed is the tarball's path
 #        server/fetch-source.sh --pin MAJOR
 #          print the pin: PACKAGE VERSION UPSTREAM_VERSION SHA256 SUITE
-# MAJOR defaults to $PGCIPHER_PG, else 17.
+# MAJOR defaults to $PGCIPHER_PG, else 18.
 set -euo pipefail
 
 pin() {
@@ -28,7 +28,7 @@ if [ "${1:-}" = --pin ]; then
     exit
 fi
 build=${1:?usage: fetch-source.sh BUILD_DIR [MAJOR]}
-major=${2:-${PGCIPHER_PG:-17}}
+major=${2:-${PGCIPHER_PG:-18}}
 read -r package version upstream sha256 suite < <(pin "$major") || exit 1
 here=$(cd "$(dirname "$0")" && pwd)
 file=${package}_${upstream}.orig.tar.bz2

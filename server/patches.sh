@@ -21,7 +21,7 @@
 #                                  resolve, "git rebase --continue", then export
 #   patches.sh diffstat            upstream lines added and removed by the series
 #
-# MAJOR is $PGCIPHER_PG (default 17): each major has its own series.  DIR
+# MAJOR is $PGCIPHER_PG (default 18): each major has its own series.  DIR
 # defaults to $PGCIPHER_BUILD/patches-git-MAJOR (./build/patches-git-17).
 # The procedure for a new PostgreSQL release, and for carrying a fix to
 # both series, is in server/README.md.
@@ -30,7 +30,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${PGCIPHER_BUILD:-$top/build}
-major=${PGCIPHER_PG:-17}
+major=${PGCIPHER_PG:-18}
 patches=$here/patches/$major
 # Fixed identity and abbreviation: the same commits give the same files.
 git_id=(-c user.name=pgcipher -c user.email=pgcipher@localhost -c core.abbrev=12
