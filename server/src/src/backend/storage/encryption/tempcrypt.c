@@ -212,18 +212,31 @@ EncryptedScratchFileFlags(const char *path, int flags)
 	return flags & ~O_APPEND;
 }
 
-/* a scratch file, opened by PathNameOpenFilePerm() */
+/*
+ * A scratch file, opened by PathNameOpenFilePerm().  Its caller never sees
+ * "file" when this fails (reading the size can), so the file is closed
+ * here rather than left open until the process exits.
+ */
 void
 RegisterEncryptedScratchFile(File file, const char *path)
 {
-	char	   *canon = pstrdup(path);
-	const char *rel;
+	PG_TRY();
+	{
+		char	   *canon = pstrdup(path);
+		const char *rel;
 
-	/* the relative name: the same nonce whichever way a process names it */
-	canonicalize_path(canon);
-	rel = relative_to_data_dir(canon);
-	register_file(file, rel ? rel : canon, true);
-	pfree(canon);
+		/* the relative name: the same nonce whichever way a process names it */
+		canonicalize_path(canon);
+		rel = relative_to_data_dir(canon);
+		register_file(file, rel ? rel : canon, true);
+		pfree(canon);
+	}
+	PG_CATCH();
+	{
+		FileClose(file);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 }
 
 #ifdef __GLIBC__

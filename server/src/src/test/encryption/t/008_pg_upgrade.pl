@@ -265,10 +265,19 @@ sub check_upgraded
 	}
 }
 
+# A cluster of an older major: TEMP_CONFIG (./pgcipher test --io-method)
+# holds 18's io_method, a setting older servers refuse to start with.
+sub init_older_major
+{
+	my ($node, @args) = @_;
+	local $ENV{TEMP_CONFIG};
+	$node->init(@args);
+}
+
 # ---------------------------------------------------------------- 15 → aes-256
 my $old15 = PostgreSQL::Test::Cluster->new('old15',
 	install_path => ($pg15_bindir =~ s{/bin/?$}{}r));
-$old15->init(extra => ['--data-checksums']);
+init_older_major($old15, extra => ['--data-checksums']);
 $old15->append_conf('postgresql.conf', "autovacuum = off\n");
 $old15->start;
 load_dataset($old15, 1);
@@ -571,7 +580,7 @@ SKIP:
 	  unless $pgc17 && $enc_b->pg_version >= 18;
 	my $old = PostgreSQL::Test::Cluster->new('pgcipher17',
 		install_path => ($pgc17 =~ s{/bin/?$}{}r));
-	$old->init(
+	init_older_major($old,
 		extra => [ '--data-checksums', encryption_options('aes-256') ]);
 	$old->append_conf('postgresql.conf', "autovacuum = off\n");
 	$old->start;
