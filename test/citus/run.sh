@@ -27,7 +27,8 @@
 #                  one that regress-expected-failures explains (this
 #                  machine, not encryption).  CI runs minimal, base,
 #                  columnar and the first part of multi; --full runs all of
-#                  multi and multi_1 (run once, reported)
+#                  multi and multi_1 (run once, reported); --schedule
+#                  TARGET runs one (check-multi, custom:multi_1_schedule)
 #
 # Citus is in no registry this machine reaches, so its source comes from
 # ../shared/vendor beside the checkout, pinned by the sha256 below.  A clone
@@ -38,7 +39,7 @@
 # directory.  Built in $PGCIPHER_BUILD/citus; nothing is written into the
 # checkout.
 #
-# Usage: test/citus/run.sh build|tap|regress [--full]   (PGCIPHER_TOP, PGCIPHER_BUILD as
+# Usage: test/citus/run.sh build|tap|regress [--full|--schedule TARGET]   (PGCIPHER_TOP, PGCIPHER_BUILD as
 #                                         for scripts/test.sh)
 set -euo pipefail
 umask 022
@@ -95,11 +96,11 @@ build_citus() {
 # through check-custom-schedule, which loads citus alone (no test in it uses
 # hll; multi's two hll tests have expected outputs for its absence).
 regress_targets() {
-    if [ "${1:-}" = --full ]; then
-        echo "custom:minimal_schedule check-base check-columnar check-multi custom:multi_1_schedule"
-    else
-        echo "custom:minimal_schedule check-base check-columnar custom:multi_part_schedule"
-    fi
+    case ${1:-} in
+        --full) echo "custom:minimal_schedule check-base check-columnar check-multi custom:multi_1_schedule" ;;
+        --schedule) echo "${2:?--schedule needs a target, e.g. custom:multi_1_schedule}" ;;
+        *) echo "custom:minimal_schedule check-base check-columnar custom:multi_part_schedule" ;;
+    esac
 }
 # How much of multi_schedule CI runs: its first lines (setup, then tests),
 # a prefix so that each test finds what the ones before it made
@@ -193,7 +194,7 @@ case ${1:-} in
         shift
         build_citus || rc=$?
         [ $rc = 0 ] && { regress "$@" || rc=$?; } ;;
-    *) echo "usage: run.sh build|tap|regress [--full]" >&2; exit 1 ;;
+    *) echo "usage: run.sh build|tap|regress [--full|--schedule TARGET]" >&2; exit 1 ;;
 esac
 # a skip (2) ends the suite with success, its reason printed
 [ $rc = 2 ] && exit 0
