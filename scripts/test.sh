@@ -292,14 +292,13 @@ pg_upgrade_check() {
     # pgcipher 17 too (./pgcipher build --pg 17), for the upgrades across
     # majors: built here into its build directory when it is missing (a
     # fresh checkout's ./pgcipher test)
-    local pg17=${PGCIPHER_PG17_BINDIR:-$top/build-pg17/install/bin}
+    local pg17_build=${PGCIPHER_PG17_BUILD:-$top/build-pg17} pg17
+    pg17=$pg17_build/install/bin
     if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
-        if [ "$(cat "$pg17/../.pgcipher-major" 2>/dev/null)" != 17 ] && [[ $pg17 == */install/bin ]]; then
-            echo "pg_upgrade: building pgcipher 17 into ${pg17%/install/bin} for the upgrades from 17"
-            PGCIPHER_PG=17 "$top/server/build.sh" "${pg17%/install/bin}" || return 1
+        if [ "$(cat "$pg17_build/install/.pgcipher-major" 2>/dev/null)" != 17 ]; then
+            echo "pg_upgrade: building pgcipher 17 into $pg17_build for the upgrades from 17"
+            PGCIPHER_PG=17 "$top/server/build.sh" "$pg17_build" || return 1
         fi
-        [ "$(cat "$pg17/../.pgcipher-major" 2>/dev/null)" = 17 ] ||
-            { echo "pg_upgrade: no pgcipher 17 in $pg17 (./pgcipher build --pg 17)"; return 1; }
     else
         pg17=
     fi
