@@ -1,13 +1,14 @@
-"""citus: a Citus cluster on this machine, encryption off vs aes-256.
+"""citus: a Citus cluster on this machine, stock vs aes-256.
 
 Three Citus clusters, each a coordinator and two workers on this machine
 (TCP on localhost, no TLS: it would cost both configurations the same),
-all from pgcipher's binaries with Citus 14.0.1 built once against them
-(test/citus/run.sh):
+with Citus 14.0.1 built from the same tarball, compiler and flags against
+each build (test/citus/run.sh build and build-stock):
 
-    off      every node unencrypted (the baseline)
-    off-2    a second, identical one: off-2 / off is the noise floor
-    aes-256  every node aes-256
+    stock    every node stock PostgreSQL, Citus built against the stock
+             build (the baseline)
+    stock-2  a second, identical one: stock-2 / stock is the noise floor
+    aes-256  every node pgcipher, aes-256, Citus built against pgcipher
 
 Workloads, run on the coordinator in interleaved rounds (ABBA):
 
@@ -51,15 +52,15 @@ from bench.scenarios import common
 from bench.scenarios import proxy as px
 
 NAME = "citus"
-TITLE = "Citus: a coordinator and two workers, encryption off vs aes-256 on every node"
+TITLE = "Citus: a coordinator and two workers, stock vs aes-256 on every node"
 SEED = None
 METRIC = "tps"
-INSTALLS = ("pgcipher",)
+INSTALLS = ("pgcipher", "stock")
 
-BASELINE, NOISE, TREATMENT = "off", "off-2", "aes-256"
+BASELINE, NOISE, TREATMENT = "stock", "stock-2", "aes-256"
 CONFIGS = {
-    "off": Config("off", "pgcipher"),
-    "off-2": Config("off-2", "pgcipher"),
+    "stock": Config("stock", "stock"),
+    "stock-2": Config("stock-2", "stock"),
     "aes-256": Config("aes-256", "pgcipher", "aes-256"),
 }
 WORKLOADS = ["select-only", "tpcb-like", "copy", "multi-shard-agg", "repartition-join"]
@@ -164,18 +165,23 @@ class CitusCluster:
 
 
 def ensure_citus(run):
-    """Citus installed into the pgcipher build (test/citus/run.sh build);
-    None, or why not."""
-    inst = run.installs["pgcipher"]
-    if os.path.exists(os.path.join(inst.pg_config("--pkglibdir"), "citus.so")):
-        return None
+    """Citus installed into the pgcipher build and the stock build
+    (test/citus/run.sh build, build-stock); None, or why not."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PGCIPHER_TOP=top, PGCIPHER_BUILD=os.path.dirname(inst.prefix))
-    r = subprocess.run(
-        [os.path.join(top, "test", "citus", "run.sh"), "build"], capture_output=True, text=True, env=env
-    )
-    if r.returncode != 0 or "SKIPPED" in r.stderr:
-        return (r.stderr.strip().splitlines() or ["test/citus/run.sh build failed"])[0]
+    for name, action in (("pgcipher", "build"), ("stock", "build-stock")):
+        inst = run.installs[name]
+        if os.path.exists(os.path.join(inst.pg_config("--pkglibdir"), "citus.so")):
+            continue
+        # the build directory: install/ of pgcipher's, stock/install of stock's
+        build = os.path.dirname(inst.prefix)
+        if name == "stock":
+            build = os.path.dirname(build)
+        env = dict(os.environ, PGCIPHER_TOP=top, PGCIPHER_BUILD=build)
+        r = subprocess.run(
+            [os.path.join(top, "test", "citus", "run.sh"), action], capture_output=True, text=True, env=env
+        )
+        if r.returncode != 0 or "SKIPPED" in r.stderr:
+            return (r.stderr.strip().splitlines() or [f"test/citus/run.sh {action} failed"])[0]
     return None
 
 
@@ -365,15 +371,16 @@ def report(rows, p, out_dir):
     if gone:
         return f"Not measured: {gone[0].get('detail', 'Citus is not available')}.", []
     md = [
-        "A coordinator and two workers per configuration on this machine, all from pgcipher's binaries "
-        "with one Citus 14.0.1 build: `off` (every node unencrypted), `off-2` (a second, identical "
-        "cluster: off-2 / off is the noise floor) and `aes-256` (every node aes-256).  "
+        "A coordinator and two workers per configuration on this machine: `stock` (every node stock "
+        "PostgreSQL), `stock-2` (a second, identical cluster: stock-2 / stock is the noise floor) and "
+        "`aes-256` (every node pgcipher, aes-256); Citus 14.0.1 built from the same tarball, compiler "
+        "and flags against each build.  "
         f"pgbench scale {p['scale']}, pgbench_accounts and pgbench_history distributed by aid (32 shards), "
         f"branches and tellers reference tables; {p['clients']} clients, {p['seconds']} s per pgbench run; "
         f"COPY of {p['copy_rows']:,} rows from a file on the coordinator; the multi-shard aggregate "
         f"{p['agg_queries']} times and the repartition join ({p['join_rows']:,} rows each side) "
         f"{p['join_queries']} times per measurement.  {p['repetitions']} interleaved rounds (ABBA); "
-        "medians; ratios to `off` with 95% bootstrap CIs (for ms per query, lower is better).\n"
+        "medians; ratios to `stock` with 95% bootstrap CIs (for ms per query, lower is better).\n"
     ]
     for w in WORKLOADS:
         md.append(f"\n**{w}** ({UNITS[w]})\n")

@@ -59,5 +59,5 @@ def test_citus_smoke(tmp_path):
         for w in citus.SYSBENCH_WORKLOADS:
             assert (cfg, f"sysbench-{w}", "tps") in got
     assert "| sysbench-range | 1 |" in report
-    assert not os.path.exists(os.path.join(work, "citus", "off-coord")), "clusters left behind"
+    assert not os.path.exists(os.path.join(work, "citus", "stock-coord")), "clusters left behind"
     assert not os.path.exists(os.path.join(work, "citus", "copy.tsv")), "COPY input left behind"

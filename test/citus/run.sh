@@ -7,6 +7,10 @@
 #                  pg_config reports (no CC override: server/build.sh keeps
 #                  it a plain gcc, and Citus's configure takes CC as one
 #                  word), and install it there
+#   run.sh build-stock
+#                  the same against the stock build, $PGCIPHER_BUILD/stock/
+#                  install (the citus benchmark's baseline), built in
+#                  $PGCIPHER_BUILD/stock/citus
 #   run.sh tap     the build, then our TAP files: t/citus_smoke.pl (one
 #                  aes-256 node holding its own shards: distributed,
 #                  reference and columnar tables answer as without Citus)
@@ -39,8 +43,8 @@
 # directory.  Built in $PGCIPHER_BUILD/citus; nothing is written into the
 # checkout.
 #
-# Usage: test/citus/run.sh build|tap|regress [--full|--schedule TARGET]   (PGCIPHER_TOP, PGCIPHER_BUILD as
-#                                         for scripts/test.sh)
+# Usage: test/citus/run.sh build|build-stock|tap|regress [--full|--schedule TARGET]
+#        (PGCIPHER_TOP, PGCIPHER_BUILD as for scripts/test.sh)
 set -euo pipefail
 umask 022
 
@@ -51,7 +55,10 @@ CITUS_SHA256=acfa9a77cd84a8e1edab26cca4a71355f39c910c01586da89560e0240d4b05ba
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
 here=$top/test/citus
-prefix=$build/install
+case ${1:-} in
+    build-stock) prefix=$build/stock/install citus_dir=$build/stock/citus ;;
+    *) prefix=$build/install citus_dir=$build/citus ;;
+esac
 jobs=${JOBS:-$(nproc)}
 [ -x "$prefix/bin/pg_config" ] || { echo "citus: $prefix missing: run scripts/build.sh first" >&2; exit 1; }
 export PATH=$prefix/bin:$PATH
@@ -60,25 +67,25 @@ export PATH=$prefix/bin:$PATH
 use_ccache "$build"
 
 build_citus() {
-    local tarball src=$build/citus/citus-$CITUS_VERSION stamp
+    local tarball src=$citus_dir/citus-$CITUS_VERSION stamp
     tarball=$(vendored citus "$CITUS_TARBALL" "$CITUS_SHA256" \
         "make it from Citus's tag v$CITUS_VERSION with git archive (see test/citus/run.sh)") || return
     # built again when the server's install tree changed under it
     stamp=$(cat "$prefix/.pgcipher-major" "$prefix/bin/pg_config" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$src/.pgcipher-citus" 2>/dev/null)" != "$stamp" ]; then
         echo "citus: building Citus $CITUS_VERSION against $prefix (pg_config --cc: $(pg_config --cc))"
-        rm -rf "$build/citus"; mkdir -p "$build/citus"
-        tar -xzf "$tarball" -C "$build/citus" --no-same-owner
+        rm -rf "$citus_dir"; mkdir -p "$citus_dir"
+        tar -xzf "$tarball" -C "$citus_dir" --no-same-owner
         # no libcurl: it serves only Citus's telemetry, off here
         (cd "$src" && ./configure PG_CONFIG="$prefix/bin/pg_config" --without-libcurl \
-            > "$build/citus/configure.log" 2>&1) \
-            || { tail -30 "$build/citus/configure.log" >&2; echo "citus: configure failed" >&2; return 1; }
-        make -C "$src" -s -j"$jobs" > "$build/citus/make.log" 2>&1 \
-            || { grep -E 'error|Error' "$build/citus/make.log" | head -30 >&2; return 1; }
+            > "$citus_dir/configure.log" 2>&1) \
+            || { tail -30 "$citus_dir/configure.log" >&2; echo "citus: configure failed" >&2; return 1; }
+        make -C "$src" -s -j"$jobs" > "$citus_dir/make.log" 2>&1 \
+            || { grep -E 'error|Error' "$citus_dir/make.log" | head -30 >&2; return 1; }
         echo "$stamp" > "$src/.pgcipher-citus"
     fi
-    make -C "$src" -s install > "$build/citus/install.log" 2>&1 \
-        || { tail -20 "$build/citus/install.log" >&2; return 1; }
+    make -C "$src" -s install > "$citus_dir/install.log" 2>&1 \
+        || { tail -20 "$citus_dir/install.log" >&2; return 1; }
     echo "citus: Citus $CITUS_VERSION installed into $prefix"
 }
 
@@ -184,7 +191,7 @@ regress() {
 
 rc=0
 case ${1:-} in
-    build) build_citus || rc=$? ;;
+    build | build-stock) build_citus || rc=$? ;;
     tap)
         build_citus || rc=$?
         [ $rc = 0 ] && { prove_tap "$build/citus/tap/smoke" "$here/t/citus_smoke.pl" || rc=$?; }
@@ -194,7 +201,7 @@ case ${1:-} in
         shift
         build_citus || rc=$?
         [ $rc = 0 ] && { regress "$@" || rc=$?; } ;;
-    *) echo "usage: run.sh build|tap|regress [--full|--schedule TARGET]" >&2; exit 1 ;;
+    *) echo "usage: run.sh build|build-stock|tap|regress [--full|--schedule TARGET]" >&2; exit 1 ;;
 esac
 # a skip (2) ends the suite with success, its reason printed
 [ $rc = 2 ] && exit 0

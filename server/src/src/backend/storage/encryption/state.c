@@ -121,15 +121,19 @@ ReportKeyringError(int elevel, const KeyringError *err)
 /*
  * A buffer kept for the life of the process, grown to at least len bytes
  * (its contents are not kept): the write paths reuse one instead of
- * allocating per I/O.
+ * allocating per I/O.  One over STATIC_BUFFER_KEEP (a huge row, an
+ * extension's large write) is given back at the next call that needs no
+ * more than that, so that a process does not keep its largest I/O's size.
  */
+#define STATIC_BUFFER_KEEP	((size_t) 1024 * 1024)
+
 void *
 GrowStaticBuffer(void *buf, size_t *size, size_t len)
 {
 	size_t		newsize = Max(len, 2 * BLCKSZ + 64);
 	void	   *grown;
 
-	if (len <= *size)
+	if (len <= *size && (*size <= STATIC_BUFFER_KEEP || len > STATIC_BUFFER_KEEP))
 		return buf;
 	/* allocate first: if that fails, the caller keeps a valid buffer */
 	grown = MemoryContextAlloc(TopMemoryContext, newsize);

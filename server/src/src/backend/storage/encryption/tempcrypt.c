@@ -44,6 +44,20 @@
  * gets a stdio stream that reads and writes through the same cipher
  * (OpenEncryptedScratchStream()).
  *
+ * Citus appends its results a row at a time, and an append that ends inside
+ * a unit re-encrypts that unit: a read, a decryption, an encryption and a
+ * write per row.  A scratch file opened through PathNameOpenFilePerm()
+ * therefore holds its last unit back ("write-behind"): appends at its end
+ * stay in memory (one unit per file; a last unit already on disk is read
+ * back into it first) until they fill the unit, which is then encrypted and
+ * written whole.  Anything else done to the file (a read, a write elsewhere, a
+ * truncation, closing it, another open of it in the same process) writes the
+ * held bytes first, so another process must not read a scratch file while
+ * its writer holds it open: Citus closes a result before anyone reads it.
+ * A file closed while its transaction ends drops the held bytes, since
+ * Citus removes a transaction's job cache with it (and a write then could
+ * throw inside abort processing).
+ *
  * Portions Copyright (c) 2026, pgcipher developers
  *
  * src/backend/storage/encryption/tempcrypt.c
@@ -55,6 +69,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/encryption.h"
@@ -73,7 +88,12 @@ typedef struct EncryptedTempFile
 	bool		in_use;
 	uint64		nonce;			/* from the path: the same in every process */
 	bool		shared;			/* in a file set: others may write it too */
-	off_t		size;			/* logical size (private files) */
+	off_t		size;			/* logical size (private files), or what is
+								 * written of it (write-behind) */
+	bool		write_behind;	/* a scratch file: its last unit held back */
+	int			pending;		/* bytes held, logically at [size, size +
+								 * pending); then size % UNIT == 0 */
+	unsigned char *tail;		/* UNIT bytes for them, or NULL */
 } EncryptedTempFile;
 
 static EncryptedTempFile *files = NULL;
@@ -83,6 +103,7 @@ static bool raw_io = false;		/* our own I/O on the file: no hooks
 static XtsCipher *unit_cipher = NULL;
 
 static off_t logical_size_on_disk(File file);
+static void flush_tail(File file, uint32 wait_event_info);
 
 /* One buffer for every read and write, grown when needed: no per-I/O palloc */
 static unsigned char *
@@ -129,7 +150,15 @@ register_file(File file, const char *path, bool shared)
 	}
 	files[file].nonce = hash_bytes_extended((const unsigned char *) path,
 											strlen(path), 0);
+	/* another open of the same file must see what an open one holds back */
+	for (int i = 0; i < nfiles; i++)
+		if (i != file && files[i].in_use && files[i].pending > 0 &&
+			files[i].nonce == files[file].nonce)
+			flush_tail(i, 0);
 	files[file].shared = shared;
+	files[file].write_behind = false;
+	files[file].pending = 0;
+	files[file].tail = NULL;
 	files[file].size = logical_size_on_disk(file);
 	files[file].in_use = true;
 }
@@ -229,6 +258,7 @@ RegisterEncryptedScratchFile(File file, const char *path)
 		canonicalize_path(canon);
 		rel = relative_to_data_dir(canon);
 		register_file(file, rel ? rel : canon, true);
+		files[file].write_behind = true;
 		pfree(canon);
 	}
 	PG_CATCH();
@@ -398,6 +428,8 @@ OpenEncryptedScratchStream(const char *path, const char *mode)
 	}
 	/* PathNameOpenFile() registered it (IsEncryptedScratchPath()) */
 	Assert(TempFileIsEncrypted(s->file));
+	/* stdio writes in its buffer's chunks, and closes from inside stdio */
+	files[s->file].write_behind = false;
 	s->pos = mode[0] == 'a' ? FileSize(s->file) : 0;
 	stream = fopencookie(s, mode, io);
 	if (stream == NULL)
@@ -435,9 +467,20 @@ OpenEncryptedScratchStream(const char *path, const char *mode)
 void
 ForgetEncryptedTempFile(File file)
 {
+	EncryptedTempFile *f;
+
 	if (file >= nfiles || !files[file].in_use)
 		return;
-	files[file].in_use = false;
+	f = &files[file];
+	/* held bytes: written, unless the transaction is ending (file header) */
+	if (f->pending > 0 &&
+		!(IsTransactionOrTransactionBlock() && !IsTransactionState()))
+		flush_tail(file, 0);
+	f->pending = 0;
+	if (f->tail != NULL)
+		pfree(f->tail);
+	f->tail = NULL;
+	f->in_use = false;
 }
 
 /*
@@ -450,7 +493,8 @@ current_size(File file)
 {
 	EncryptedTempFile *f = &files[file];
 
-	if (f->shared)
+	/* held bytes mean that this process is the file's writer */
+	if (f->shared && f->pending == 0)
 		f->size = logical_size_on_disk(file);
 	return f->size;
 }
@@ -458,7 +502,7 @@ current_size(File file)
 off_t
 EncryptedTempFileSize(File file)
 {
-	return current_size(file);
+	return current_size(file) + files[file].pending;
 }
 
 /* Where the last unit of a file of size s >= 16 starts */
@@ -686,6 +730,7 @@ ReadEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	size_t		n,
 				copied = 0;
 
+	flush_tail(file, wait_event_info);
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
 	if (offset >= current_size(file) || len == 0)
@@ -763,9 +808,9 @@ store_region(File file, off_t new, off_t a, off_t e, const unsigned char *plain,
 	return raw_write(file, buf, len, a, wait_event_info);
 }
 
-ssize_t
-WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
-					   off_t offset, uint32 wait_event_info)
+static ssize_t
+write_through(File file, const struct iovec *iov, int iovcnt,
+			  off_t offset, uint32 wait_event_info)
 {
 	EncryptedTempFile *f = &files[file];
 	size_t		len = 0,
@@ -839,6 +884,145 @@ WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
 	return len;
 }
 
+/* Write the bytes a write-behind file holds back (an error if that fails) */
+static void
+flush_tail(File file, uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+	struct iovec iov;
+	ssize_t		r;
+
+	if (f->pending == 0)
+		return;
+	iov.iov_base = f->tail;
+	iov.iov_len = f->pending;
+	/* not held any more, even if the write fails (no second attempt) */
+	f->pending = 0;
+	r = write_through(file, &iov, 1, f->size, wait_event_info);
+	if (r != (ssize_t) iov.iov_len)
+	{
+		if (r >= 0)
+			errno = ENOSPC;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write temporary file \"%s\": %m",
+						FilePathName(file))));
+	}
+}
+
+/*
+ * An append to a write-behind file (see the file header): whole units
+ * written, the rest held back.  Returns -2 when the write is not such an
+ * append (it is not at the end, or the file's last unit on disk is one
+ * that cannot be held: the short form, or one with a remainder joined).
+ */
+static ssize_t
+write_behind(File file, const struct iovec *iov, int iovcnt, off_t offset,
+			 uint32 wait_event_info)
+{
+	EncryptedTempFile *f = &files[file];
+	struct iovec v[PG_IOV_MAX + 1];
+	size_t		len = 0,
+				total,
+				whole,
+				skip,
+				held;
+	int			n = 0;
+
+	if (iovcnt > PG_IOV_MAX)
+		return -2;
+	if (f->pending == 0)
+	{
+		off_t		old = current_size(file),
+					t = old - old % UNIT;
+
+		if (offset != old)
+			return -2;
+		if (t != old)
+		{
+			/* the file ends inside a unit: hold that unit from now on */
+			if (old < 16 || last_unit_start(old) != t)
+				return -2;
+			if (f->tail == NULL)
+				f->tail = MemoryContextAlloc(TopMemoryContext, UNIT);
+			load_region(file, t, old, f->tail, wait_event_info);
+			f->pending = old - t;
+			f->size = t;
+		}
+	}
+	else if (offset != f->size + f->pending)
+		return -2;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	total = f->pending + len;
+	whole = total - total % UNIT;
+	skip = 0;					/* bytes of the new data already written */
+	if (whole > 0)
+	{
+		ssize_t		r;
+		size_t		need = whole - f->pending;
+
+		if (f->pending > 0)
+			v[n++] = (struct iovec)
+		{
+			.iov_base = f->tail,.iov_len = f->pending
+		};
+		for (int i = 0; need > 0; i++)
+		{
+			size_t		c = Min(iov[i].iov_len, need);
+
+			v[n++] = (struct iovec)
+			{
+				.iov_base = iov[i].iov_base,.iov_len = c
+			};
+			need -= c;
+		}
+		r = write_through(file, v, n, f->size, wait_event_info);
+		if (r != (ssize_t) whole)
+		{
+			if (r >= 0)
+				errno = ENOSPC;
+			return -1;
+		}
+		skip = whole - f->pending;
+		f->pending = 0;
+	}
+	/* what is left of the new data joins the held bytes */
+	held = len - skip;
+	if (held > 0 && f->tail == NULL)
+		f->tail = MemoryContextAlloc(TopMemoryContext, UNIT);
+	for (int i = 0; i < iovcnt && held > 0; i++)
+	{
+		size_t		l = iov[i].iov_len;
+
+		if (skip >= l)
+		{
+			skip -= l;
+			continue;
+		}
+		memcpy(f->tail + f->pending, (char *) iov[i].iov_base + skip, l - skip);
+		f->pending += l - skip;
+		held -= l - skip;
+		skip = 0;
+	}
+	return len;
+}
+
+ssize_t
+WriteEncryptedTempFile(File file, const struct iovec *iov, int iovcnt,
+					   off_t offset, uint32 wait_event_info)
+{
+	if (files[file].write_behind)
+	{
+		ssize_t		r = write_behind(file, iov, iovcnt, offset, wait_event_info);
+
+		if (r != -2)
+			return r;
+	}
+	flush_tail(file, wait_event_info);
+	return write_through(file, iov, iovcnt, offset, wait_event_info);
+}
+
 int
 TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 {
@@ -849,6 +1033,11 @@ TruncateEncryptedTempFile(File file, off_t offset, uint32 wait_event_info)
 	unsigned char *buf;
 	int			rc;
 
+	if (files[file].pending > 0)
+	{
+		flush_tail(file, wait_event_info);
+		old = current_size(file);
+	}
 	if (offset >= old)
 		return 0;				/* BufFile only shrinks files */
 	/* the unit before may become the last, with the remainder joined */

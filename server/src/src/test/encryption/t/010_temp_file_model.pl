@@ -8,7 +8,12 @@
 # 32-byte form of files under 16 bytes, holes, writes that cover units in
 # part).  The same runs without encryption check the model itself, and the
 # bytes on disk tell the two apart: the plain files hold the data, the
-# encrypted ones never do.
+# encrypted ones never do.  The same model runs on an extension's scratch
+# file, mostly appended to in rows, whose last unit tempcrypt.c holds back
+# in memory (write-behind): the encrypted file on disk is seen shorter than
+# its size, and everything reads back after re-opens.  A write far larger
+# than a block grows the cipher's shared buffer, which the next small write
+# gives back.
 #
 # Then an extension's scratch file, as Citus writes its intermediate
 # results under base/pgsql_job_cache (tempcrypt.c encrypts them as
@@ -42,7 +47,7 @@ for my $encrypted (0, 1)
 
 	# (seed, operations, largest size): files of a few blocks, and of a few
 	# bytes, where the short forms and joined remainders come up most
-	my ($short, $joined) = (0, 0);
+	my ($short, $joined, $held) = (0, 0, 0);
 	for my $run (
 		[ 1, 3000, 65536 ],
 		[ 2, 3000, 200000 ],
@@ -50,16 +55,17 @@ for my $encrypted (0, 1)
 		[ 4, 3000, 9000 ])
 	{
 		my ($seed, $nops, $max) = @$run;
-		for my $shared ('false', 'true')
+		for my $kind ('private', 'shared', 'scratch')
 		{
 			my ($ret, $out, $err) = $node->psql('postgres',
-				"SELECT test_tempcrypt_random($seed, $nops, $max, $shared)");
+				"SELECT test_tempcrypt_random($seed, $nops, $max, '$kind')");
 			is($err, '',
-				"$label, seed $seed, max $max, shared $shared: every read and size as the model says"
+				"$label, seed $seed, max $max, $kind: every read and size as the model says"
 			);
 			my ($size) = $out =~ /final size (\d+)/;
 			$short  += $1 if $out =~ /(\d+) times under 16 bytes/;
 			$joined += $1 if $out =~ /(\d+) with a remainder under 16 bytes/;
+			$held   += $1 if $out =~ /(\d+) times held back/;
 			if (defined $size && $size >= 16)
 			{
 				like(
@@ -67,7 +73,7 @@ for my $encrypted (0, 1)
 					$encrypted
 					? qr/disk differs from the data/
 					: qr/disk equals the data/,
-					"$label, seed $seed, shared $shared: the file on disk "
+					"$label, seed $seed, $kind: the file on disk "
 					  . ($encrypted ? 'is not the data' : 'is the data')
 					  . " ($out)");
 			}
@@ -78,6 +84,39 @@ for my $encrypted (0, 1)
 	cmp_ok($joined, '>', 0,
 		"$label: remainders under 16 bytes past a block came up ($joined times)"
 	);
+	if ($encrypted)
+	{
+		cmp_ok($held, '>', 0,
+			"$label: appends to scratch files were held back ($held times)");
+	}
+	else
+	{
+		is($held, 0, "$label: nothing is held back without encryption");
+	}
+
+	# the shared buffer: 8 MB written off a block boundary, then 100 bytes
+	my @kept = split /\n/,
+	  $node->safe_psql(
+		'postgres',
+		join(';',
+			map { "SELECT test_tempcrypt_buffer($_)" } 100, 8_000_000,
+			100));
+	if ($encrypted)
+	{
+		cmp_ok($kept[1] - $kept[0],
+			'>=', 7_000_000,
+			"$label: a write of 8 MB grows the shared buffer");
+	}
+	else
+	{
+		cmp_ok($kept[1] - $kept[0],
+			'<', 1_000_000,
+			"$label: a write of 8 MB keeps no buffer without encryption");
+	}
+	cmp_ok($kept[2] - $kept[0], '<', 1_000_000,
+			"$label: the next small write gives the large buffer back ("
+		  . join(', ', @kept)
+		  . ")");
 
 	# scratch files of an extension (Citus's job cache)
 	my $marker = sprintf('PGCX_scratch_%08x', int(rand(0xffffffff)));

@@ -2,11 +2,13 @@
 
 \echo Use "CREATE EXTENSION test_tempcrypt" to load this file. \quit
 
--- nops random operations on one temporary file (in a file set if shared,
--- then also closed and re-opened at random), checked against a model;
--- raises an error at the first difference, returns a summary otherwise
+-- nops random operations on one file, checked against a model: kind is
+-- private (a temporary file), shared (in a file set, also closed and
+-- re-opened at random) or scratch (an extension's scratch file, mostly
+-- appended to, also closed and re-opened); raises an error at the first
+-- difference, returns a summary otherwise
 CREATE FUNCTION test_tempcrypt_random(seed bigint, nops int, max_size int,
-									  shared bool)
+									  kind text)
 RETURNS text
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;
@@ -22,5 +24,12 @@ LANGUAGE C STRICT;
 CREATE FUNCTION test_tempcrypt_scratch(name text, data text, chunk int,
 									   append_only bool DEFAULT false)
 RETURNS text
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;
+
+-- len bytes written to a temporary file off a block boundary; returns the
+-- memory TopMemoryContext holds (with its children) afterwards
+CREATE FUNCTION test_tempcrypt_buffer(len int)
+RETURNS bigint
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;

@@ -13,13 +13,18 @@
  * from disk), closes and re-opens, each checked against a copy kept in
  * memory.  Run with and without encryption by TAP test 010; the summary
  * says whether the bytes on disk equal the model, so the test can tell
- * that the file really went through the cipher.
+ * that the file really went through the cipher.  The same model runs on a
+ * scratch file of an extension (below), with the small appends Citus makes,
+ * which tempcrypt.c holds back in memory until they fill a unit.
  *
  * test_tempcrypt_scratch() does what Citus does with its intermediate
  * results (files under base/pgsql_job_cache, which tempcrypt.c encrypts
  * as temporary files): writes through PathNameOpenFilePerm() with
  * O_APPEND and O_TRUNC, reads through a virtual file descriptor and
  * through AllocateFile().
+ *
+ * test_tempcrypt_buffer() says how much memory the process keeps after a
+ * write of a given size, for the shared buffer's release of large sizes.
  *
  * src/test/encryption/test_tempcrypt/test_tempcrypt.c
  *
@@ -39,12 +44,14 @@
 #include "storage/fd.h"
 #include "storage/fileset.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "varatt.h"
 
 PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(test_tempcrypt_random);
 PG_FUNCTION_INFO_V1(test_tempcrypt_scratch);
+PG_FUNCTION_INFO_V1(test_tempcrypt_buffer);
 
 /* A length that reaches the edges of tempcrypt's units */
 static size_t
@@ -126,7 +133,10 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 	int64		seed = PG_GETARG_INT64(0);
 	int			nops = PG_GETARG_INT32(1);
 	off_t		max_size = PG_GETARG_INT32(2);
-	bool		shared = PG_GETARG_BOOL(3);
+	char	   *kind = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	bool		shared = strcmp(kind, "shared") == 0;
+	bool		scratch = strcmp(kind, "scratch") == 0;
+	char	   *path = psprintf("base/pgsql_job_cache/model%lld", (long long) seed);
 	pg_prng_state rng;
 	FileSet		fileset;
 	File		file;
@@ -135,7 +145,8 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 	off_t		size = 0;
 	int			counts[5] = {0};
 	int			short_form = 0,
-				joined = 0;
+				joined = 0,
+				held = 0;
 	bool		disk_same = false;
 
 	pg_prng_seed(&rng, (uint64) seed);
@@ -144,8 +155,19 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 		FileSetInit(&fileset);
 		file = FileSetCreate(&fileset, "model");
 	}
-	else
+	else if (scratch)
+	{
+		/* not O_APPEND as Citus: a plain file would append every write */
+		MakePGDirectory("base/pgsql_job_cache");
+		file = PathNameOpenFilePerm(path, O_CREAT | O_RDWR | O_TRUNC | PG_BINARY,
+									pg_file_create_mode);
+		if (file < 0)
+			elog(ERROR, "could not open \"%s\": %m", path);
+	}
+	else if (strcmp(kind, "private") == 0)
 		file = OpenTemporaryFile(false);
+	else
+		elog(ERROR, "kind must be private, shared or scratch");
 
 	for (int op = 0; op < nops; op++)
 	{
@@ -158,6 +180,12 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 			/* write */
 			offset = random_offset(&rng, size);
 			len = random_length(&rng);
+			/* mostly rows appended, on a scratch file */
+			if (scratch && pg_prng_uint64_range(&rng, 0, 2) > 0)
+			{
+				offset = size;
+				len = pg_prng_uint64_range(&rng, 1, 300);
+			}
 			if (offset + (off_t) len > max_size)
 				offset = Max(0, max_size - (off_t) len);
 			for (size_t i = 0; i < len; i++)
@@ -194,9 +222,14 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 		}
 		else if (what < 94)
 		{
+			struct stat st;
+
 			if (FileSize(file) != size)
 				elog(ERROR, "op %d: size %lld, expected %lld",
 					 op, (long long) FileSize(file), (long long) size);
+			/* bytes held back: the file on disk is shorter than its size */
+			if (scratch && stat(path, &st) == 0 && st.st_size < size)
+				held++;
 			counts[3]++;
 		}
 		else if (shared)
@@ -204,6 +237,15 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 			/* re-open: the length and the short form come from disk */
 			FileClose(file);
 			file = FileSetOpen(&fileset, "model", O_RDWR);
+			counts[4]++;
+		}
+		else if (scratch)
+		{
+			/* closing writes what is held back; the re-open reads it */
+			FileClose(file);
+			file = PathNameOpenFilePerm(path, O_RDWR | PG_BINARY, pg_file_create_mode);
+			if (file < 0)
+				elog(ERROR, "could not open \"%s\": %m", path);
 			counts[4]++;
 		}
 		/* the edges this run reached */
@@ -217,14 +259,39 @@ test_tempcrypt_random(PG_FUNCTION_ARGS)
 			 (long long) FileSize(file), (long long) size);
 	for (off_t off = 0; off < size; off += 3 * BLCKSZ)
 		check_read(file, model, size, off, 3 * BLCKSZ, buf, nops);
-	disk_same = disk_equals_model(FilePathName(file), model, size);
-	FileClose(file);
+	if (scratch)
+	{
+		/* the last appends, held back again after the reads, and closed */
+		for (int i = 0; i < 3 && size + 100 <= max_size; i++)
+		{
+			memset(buf, 'a' + i, 100);
+			if (FileWrite(file, buf, 100, size, 0) != 100)
+				elog(ERROR, "could not write \"%s\": %m", path);
+			memcpy(model + size, buf, 100);
+			size += 100;
+		}
+		FileClose(file);
+		disk_same = disk_equals_model(path, model, size);
+		file = PathNameOpenFilePerm(path, O_RDONLY | PG_BINARY, pg_file_create_mode);
+		if (file < 0 || FileSize(file) != size)
+			elog(ERROR, "re-opened \"%s\": size %lld, expected %lld", path,
+				 file < 0 ? -1LL : (long long) FileSize(file), (long long) size);
+		for (off_t off = 0; off < size; off += 3 * BLCKSZ)
+			check_read(file, model, size, off, 3 * BLCKSZ, buf, nops);
+		FileClose(file);
+		unlink(path);
+	}
+	else
+	{
+		disk_same = disk_equals_model(FilePathName(file), model, size);
+		FileClose(file);
+	}
 	if (shared)
 		FileSetDeleteAll(&fileset);
 
-	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%d writes, %d reads, %d truncations, %d size checks, %d re-opens; %d times under 16 bytes, %d with a remainder under 16 bytes; final size %lld; disk %s",
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%d writes, %d reads, %d truncations, %d size checks, %d re-opens; %d times under 16 bytes, %d with a remainder under 16 bytes, %d times held back; final size %lld; disk %s",
 											  counts[0], counts[1], counts[2], counts[3], counts[4],
-											  short_form, joined, (long long) size,
+											  short_form, joined, held, (long long) size,
 											  disk_same ? "equals the data" : "differs from the data")));
 }
 
@@ -303,4 +370,23 @@ test_tempcrypt_scratch(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%zu bytes in chunks of %d; disk %s",
 											  len, chunk,
 											  disk_equal ? "equals the data" : "differs from the data")));
+}
+
+/*
+ * len bytes written to a temporary file at offset 1 (so that the write
+ * goes through the shared buffer), the file closed; returns the memory
+ * TopMemoryContext holds after it.
+ */
+Datum
+test_tempcrypt_buffer(PG_FUNCTION_ARGS)
+{
+	int			len = PG_GETARG_INT32(0);
+	char	   *data = palloc0(len);
+	File		file = OpenTemporaryFile(false);
+
+	if (FileWrite(file, data, len, 1, 0) != len)
+		elog(ERROR, "could not write a temporary file: %m");
+	FileClose(file);
+	pfree(data);
+	PG_RETURN_INT64((int64) MemoryContextMemAllocated(TopMemoryContext, true));
 }
