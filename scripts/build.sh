@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build.sh — build pgcipher into $PGCIPHER_BUILD: the server (and its test
 # programs), the pgcipher_columns extension installed into it, and the
-# client-side key tool pgcipher-keys and the wire proxy pgcipher-proxy.
+# client-side key tool pgcipher-keys, the wire proxy pgcipher-proxy and the
+# KMS key command pgcipher-kms.
 set -euo pipefail
 umask 022	# install trees readable by every user: see server/build.sh
 top=${PGCIPHER_TOP:?}
@@ -16,6 +17,8 @@ make -C "$build/columns" -f "$top/columns/Makefile" -s \
 
 go=$("$top/scripts/go.sh" path)
 (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-keys" ./cmd/pgcipher-keys)
+# the key command that fetches keys from OpenBao (docs/design.md, section 9.3)
+(cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-kms" ./cmd/pgcipher-kms)
 # the wire proxy; pg_query_go compiles PostgreSQL's parser with cgo the
 # first time (minutes), then Go's build cache keeps it like ccache
 (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-proxy" ./cmd/pgcipher-proxy)

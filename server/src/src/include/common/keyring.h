@@ -63,11 +63,15 @@ typedef enum KeyringErrorKind
 	KEYRING_ERR_CRYPTO			/* OpenSSL failed (should not happen) */
 } KeyringErrorKind;
 
+/*
+ * Messages quote the key command, which a KMS client makes long (paths,
+ * addresses, flags): room for it, so that "... failed" is not cut off.
+ */
 typedef struct KeyringError
 {
 	KeyringErrorKind kind;
-	char		message[256];
-	char		detail[512];
+	char		message[1024];
+	char		detail[1024];
 	char		hint[256];
 } KeyringError;
 

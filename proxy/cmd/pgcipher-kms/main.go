@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/pgcipher/pgcipher/proxy/kms"
+)
+
+const usage = `usage:
+  pgcipher-kms openbao-kv          COMMON --path P [--mount secret] [--field kek] [--version N]
+  pgcipher-kms openbao-transit-new COMMON --key NAME --file F [--mount transit]
+  pgcipher-kms openbao-transit     COMMON --key NAME --file F [--mount transit]
+
+  openbao-kv           print the key held as 64 hex digits in a field of a KV v2 secret
+  openbao-transit-new  ask Transit for a new 256-bit key, wrapped under key NAME, and
+                       write the ciphertext to F (never over an existing F)
+  openbao-transit      have Transit decrypt F with key NAME and print the key
+
+COMMON:
+  --addr URL           OpenBao's address (default https://127.0.0.1:8200)
+  --token-file F       file holding the token (mode 600, the running user's own)
+  --ca-cert F          CA certificate(s) that sign OpenBao's (default: the system's)
+  --client-cert F      client certificate, for a listener that asks for one,
+  --client-key F       and its key (mode 600, the running user's own)
+  --namespace NS       OpenBao namespace
+  --timeout D          limit for the whole command (default 10s)
+
+Keys are printed as one line of 64 hex digits, for encryption_key_command
+and pgcipher-proxy --cmk-command.  Failures: one line on stderr, exit 1.
+`
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg + " (pgcipher-kms --help)" }
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// subcommand runs one command with its flags parsed.
+type subcommand struct {
+	run func(ctx context.Context, c *common, args []string, stdout io.Writer) error
+}
+
+var commands = map[string]subcommand{
+	"openbao-kv":          {openbaoKV},
+	"openbao-transit-new": {openbaoTransitNew},
+	"openbao-transit":     {openbaoTransit},
+}
+
+// run is main with its exit status returned.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	sub, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "pgcipher-kms: unknown command %q (openbao-kv, openbao-transit-new, openbao-transit; pgcipher-kms --help)\n", name)
+		return 2
+	}
+	var c common
+	err := sub.run(ctx, &c, args[1:], stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pgcipher-kms: %s: %s\n", name, oneLine(err.Error()))
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// common are the flags every command takes.
+type common struct {
+	opts kms.Options
+	fs   *flag.FlagSet
+}
+
+// flags makes the command's flag set with the common flags in it.
+func (c *common) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by run
+	fs.StringVar(&c.opts.Addr, "addr", "https://127.0.0.1:8200", "")
+	fs.StringVar(&c.opts.TokenFile, "token-file", "", "")
+	fs.StringVar(&c.opts.CACert, "ca-cert", "", "")
+	fs.StringVar(&c.opts.ClientCert, "client-cert", "", "")
+	fs.StringVar(&c.opts.ClientKey, "client-key", "", "")
+	fs.StringVar(&c.opts.Namespace, "namespace", "", "")
+	fs.DurationVar(&c.opts.Timeout, "timeout", kms.DefaultTimeout, "")
+	c.fs = fs
+	return fs
+}
+
+// parse parses args and checks what every command needs; required names
+// the command's own flags that must not be empty.
+func (c *common) parse(args []string, required map[string]*string) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if c.fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
+	}
+	if c.opts.TokenFile == "" {
+		return usageError{"--token-file is required (the token is never taken from the command line)"}
+	}
+	if c.opts.Timeout <= 0 {
+		return usageError{"--timeout must be positive"}
+	}
+	for _, name := range []string{"path", "field", "key", "file", "mount"} {
+		if v, ok := required[name]; ok && *v == "" {
+			return usageError{"--" + name + " is required"}
+		}
+	}
+	return nil
+}
+
+// client makes the OpenBao client of the parsed flags.
+func (c *common) client() (*kms.OpenBao, error) {
+	return kms.NewOpenBao(c.opts)
+}
+
+func openbaoKV(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+	var s kms.KVSecret
+	fs := c.flags("openbao-kv")
+	fs.StringVar(&s.Mount, "mount", "secret", "")
+	fs.StringVar(&s.Path, "path", "", "")
+	fs.StringVar(&s.Field, "field", "kek", "")
+	fs.IntVar(&s.Version, "version", 0, "")
+	if err := c.parse(args, map[string]*string{"mount": &s.Mount, "path": &s.Path, "field": &s.Field}); err != nil {
+		return err
+	}
+	if s.Version < 0 {
+		return usageError{"--version must be positive (or 0, the current version)"}
+	}
+	b, err := c.client()
+	if err != nil {
+		return err
+	}
+	key, err := b.ReadKVKey(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	return kms.WriteKey(stdout, key)
+}
+
+// transitFlags are the flags of both Transit commands.
+func transitFlags(c *common, name string) (*kms.TransitKey, *string) {
+	var k kms.TransitKey
+	var file string
+	fs := c.flags(name)
+	fs.StringVar(&k.Mount, "mount", "transit", "")
+	fs.StringVar(&k.Name, "key", "", "")
+	fs.StringVar(&file, "file", "", "")
+	return &k, &file
+}
+
+func openbaoTransitNew(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+	k, file := transitFlags(c, "openbao-transit-new")
+	if err := c.parse(args, map[string]*string{"mount": &k.Mount, "key": &k.Name, "file": file}); err != nil {
+		return err
+	}
+	// refuse an existing file before asking Transit for anything
+	if _, err := os.Lstat(*file); err == nil {
+		return fmt.Errorf("%s exists: a key file is never overwritten (move it away first, if it is no longer needed)", *file)
+	}
+	b, err := c.client()
+	if err != nil {
+		return err
+	}
+	ct, err := b.NewWrappedKey(ctx, *k)
+	if err != nil {
+		return err
+	}
+	if err := kms.WriteNewFile(*file, []byte(ct+"\n")); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "wrote %s: a new 256-bit key wrapped by %s (%s)\n", *file, k, ct[:strings.LastIndexByte(ct, ':')])
+	return err
+}
+
+func openbaoTransit(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+	k, file := transitFlags(c, "openbao-transit")
+	if err := c.parse(args, map[string]*string{"mount": &k.Mount, "key": &k.Name, "file": file}); err != nil {
+		return err
+	}
+	ct, err := readWrapped(*file)
+	if err != nil {
+		return err
+	}
+	b, err := c.client()
+	if err != nil {
+		return err
+	}
+	key, err := b.Unwrap(ctx, *k, ct)
+	if errors.Is(err, kms.ErrBadKey) {
+		return fmt.Errorf("wrapped key file %s: %w", *file, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	return kms.WriteKey(stdout, key)
+}
+
+// readWrapped reads the ciphertext file of openbao-transit-new.
+func readWrapped(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("wrapped key file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", fmt.Errorf("wrapped key file: %w", err)
+	}
+	return string(b), nil
+}
+
+// oneLine makes a message one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}

@@ -1,0 +1,461 @@
+# Copyright (c) 2026, pgcipher developers
+#
+# openbao.pl — an encrypted cluster and pgcipher-proxy keyed by a real
+# OpenBao server (bao server -dev -dev-tls, started here) through
+# pgcipher-kms (docs/design.md, section 9.3).
+#
+# An aes-256 cluster whose encryption_key_command is "pgcipher-kms
+# openbao-kv" (its KEK a field of a KV v2 secret) starts, keeps a row
+# across a restart, and its KEK is exactly the secret's.  With the cluster
+# stopped, each way the KMS can fail at start-up — OpenBao down, a CA that
+# did not sign its certificate, a revoked token, the secret deleted, a
+# token file readable by others — stops the server with pgcipher-kms's one
+# line and the FATAL, and leaves every file of the data directory
+# byte-identical; the same cluster starts again once the KMS is healthy
+# (the control).  Then pg_rotate_encryption_key() moves the cluster to
+# "pgcipher-kms openbao-transit" (a fresh data key that Transit returns
+# only wrapped, written by openbao-transit-new): it restarts with that
+# command, the old command no longer opens it, and a damaged wrapped file
+# is refused the same way.  Last, pgcipher-proxy takes its column master
+# key from "pgcipher-kms openbao-kv --cmk-command" and serves an encrypted
+# column, and refuses to start when the command fails.
+#
+# BAO_ADDR, BAO_CACERT and BAO_TOKEN (the root token) are set in the
+# environment of every server started here: pgcipher-kms must ignore them,
+# or the revoked-token and wrong-CA cases would start.
+use strict;
+use warnings FATAL => 'all';
+use File::Copy;
+use FindBin;
+use IO::Socket::INET;
+use Time::HiRes qw(usleep);
+use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
+use LeakScan;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $bao = $ENV{PGCIPHER_BAO};
+my $kms = $ENV{PGCIPHER_KMS};
+my $proxy = $ENV{PGCIPHER_PROXY};
+plan skip_all =>
+  'PGCIPHER_BAO, PGCIPHER_KMS and PGCIPHER_PROXY are not all set (test/kms/run.sh sets them)'
+  unless $bao && $kms && $proxy;
+
+my $tmp = PostgreSQL::Test::Utils::tempdir();
+my $run = sprintf('%08x', int(rand(0xffffffff)));
+
+# --- OpenBao ---------------------------------------------------------------
+
+# two consecutive free ports: the dev listener and its cluster port
+my ($bao_port, $next);
+do
+{
+	$bao_port = PostgreSQL::Test::Cluster::get_free_port();
+	$next = PostgreSQL::Test::Cluster::get_free_port();
+} until $next == $bao_port + 1;
+my $addr = "https://127.0.0.1:$bao_port";
+my $ca = "$tmp/ca.pem";    # the CA file the key commands name
+my $token_file = "$tmp/token";
+my ($bao_h, $bao_log, $root_token);
+my $bao_runs = 0;
+
+# start the dev server on $bao_port; read its root token and CA from what
+# it prints ("Root Token: ...", "$ export BAO_CACERT='...'"); copy the CA
+# to $ca
+sub start_bao
+{
+	$bao_runs++;
+	my $dir = "$tmp/bao$bao_runs";
+	mkdir "$dir" or die;
+	mkdir "$dir/tls" or die;
+	$bao_log = "$dir/bao.log";
+	$bao_h = IPC::Run::start(
+		[
+			$bao,
+			'server',
+			'-dev',
+			'-dev-tls',
+			'-dev-no-store-token',
+			"-dev-tls-cert-dir=$dir/tls",
+			"-dev-listen-address=127.0.0.1:$bao_port"
+		],
+		'<',
+		\undef,
+		'>&', $bao_log);
+	my ($cacert, $log);
+	for (1 .. 900)
+	{
+		$log = slurp_file($bao_log);
+		($root_token) = $log =~ /^Root Token: (\S+)$/m;
+		($cacert) = $log =~ /^\s*\$ export BAO_CACERT='([^']+)'$/m;
+		last if $root_token && $cacert;
+		die "bao server exited:\n$log" unless $bao_h->pumpable;
+		usleep(100_000);
+	}
+	die "bao server printed no root token:\n$log" unless $root_token;
+	copy($cacert, $ca) or die;
+	# every server started from here on gets these, which pgcipher-kms ignores
+	$ENV{BAO_ADDR} = $addr;
+	$ENV{BAO_CACERT} = $cacert;
+	$ENV{BAO_TOKEN} = $root_token;
+	# the CLI answers once the server is unsealed
+	for (1 .. 100)
+	{
+		my ($ok) = bao_cli_result('status');
+		return if $ok;
+		usleep(100_000);
+	}
+	die "bao server does not answer:\n" . slurp_file($bao_log);
+}
+
+sub stop_bao
+{
+	$bao_h->signal('TERM');
+	$bao_h->finish;
+	# connections refused from now on
+	my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$bao_port");
+	die "something still listens on $bao_port" if $s;
+}
+
+sub bao_cli_result
+{
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run([ $bao, @_ ],
+		'<', \undef, '>', \$stdout, '2>', \$stderr, IPC::Run::timeout(60));
+	chomp $stdout;
+	return ($ok, $stdout, $stderr);
+}
+
+# run the bao CLI as root; die on failure; its stdout
+sub bao_cli
+{
+	my ($ok, $stdout, $stderr) = bao_cli_result(@_);
+	die "bao @_ failed: $stderr" unless $ok;
+	return $stdout;
+}
+
+sub write_private
+{
+	my ($path, $content) = @_;
+	unlink $path;
+	PostgreSQL::Test::Utils::append_to_file($path, $content);
+	chmod 0600, $path or die;
+}
+
+# a token that may read the keys and use Transit key "pgcipher"
+sub new_token
+{
+	return bao_cli(
+		'token', 'create',
+		'-policy=pgcipher-server', '-no-default-policy',
+		'-field=token');
+}
+
+my $kek = join('', map { sprintf('%02x', int(rand(256))) } 1 .. 32);
+my $cmk = join('', map { sprintf('%02x', int(rand(256))) } 1 .. 32);
+
+# what a KMS holds for pgcipher: the KEK and the CMK in KV, a Transit key,
+# a policy and a token for both in $token_file
+sub populate_bao
+{
+	PostgreSQL::Test::Utils::append_to_file(
+		"$tmp/policy$bao_runs.hcl", q{
+path "secret/data/pgcipher/*" { capabilities = ["read"] }
+path "transit/datakey/wrapped/pgcipher" { capabilities = ["update"] }
+path "transit/decrypt/pgcipher" { capabilities = ["update"] }
+});
+	bao_cli('policy', 'write', 'pgcipher-server', "$tmp/policy$bao_runs.hcl");
+	bao_cli('kv', 'put', '-mount=secret', 'pgcipher/kek', "kek=$kek");
+	bao_cli('kv', 'put', '-mount=secret', 'pgcipher/cmk', "cmk=$cmk");
+	bao_cli('secrets', 'enable', 'transit');
+	bao_cli('write', '-f', 'transit/keys/pgcipher');
+	write_private($token_file, new_token() . "\n");
+}
+
+start_bao();
+populate_bao();
+
+my $common = "--addr $addr --ca-cert $ca --token-file $token_file";
+my $kv_cmd = "$kms openbao-kv $common --path pgcipher/kek";
+
+# --- a cluster keyed by KV ---------------------------------------------------
+
+my $node = PostgreSQL::Test::Cluster->new('kms');
+$node->init(
+	extra => [ '--encryption=aes-256', "--encryption-key-command=$kv_cmd" ]);
+$node->start;
+is($node->safe_psql('postgres', 'SHOW data_encryption'),
+	'aes-256', 'initdb and start with the KEK from OpenBao KV v2');
+$node->safe_psql('postgres',
+	"CREATE TABLE marker (v text); INSERT INTO marker VALUES ('kms-$run')");
+$node->restart;
+is($node->safe_psql('postgres', 'SELECT v FROM marker'),
+	"kms-$run", 'restarted with openbao-kv: the marker row is there');
+$node->stop;
+
+my $datadir = $node->data_dir;
+# the KEK is exactly the secret's: the cluster starts with it from a file
+PostgreSQL::Test::Utils::append_to_file("$tmp/kek.hex", "$kek\n");
+my $with_command = sub {
+	my ($cmd) = @_;
+	my $log_offset = -s $node->logfile;
+	my $ret = PostgreSQL::Test::Utils::system_log(
+		'pg_ctl', '--wait',
+		'--pgdata' => $datadir,
+		'--log' => $node->logfile,
+		'--options' => "-c encryption_key_command='$cmd'",
+		'start');
+	if ($ret == 0)
+	{
+		PostgreSQL::Test::Utils::system_log(
+			'pg_ctl',
+			'--pgdata' => $datadir,
+			'stop');
+	}
+	return ($ret == 0,
+		PostgreSQL::Test::Utils::slurp_file($node->logfile, $log_offset));
+};
+my ($started) = $with_command->("cat $tmp/kek.hex");
+ok($started,
+	'the KEK is the KV secret\'s: the cluster starts with it from a file');
+
+# --- refusals at start-up ------------------------------------------------
+
+# start; it must fail with pgcipher-kms's line ($kms_says, exactly, a
+# regex for what varies) followed by the FATAL of the command, and leave
+# every file of the data directory as it was
+sub refuses
+{
+	my ($name, $cmd, $kms_says) = @_;
+	my $before = file_digests($datadir);
+	my $log_offset = -s $node->logfile;
+	my $started = $node->start(fail_ok => 1);
+	ok(!$started, "$name: the server refuses to start");
+	$node->stop if $started;
+	my $log =
+	  PostgreSQL::Test::Utils::slurp_file($node->logfile, $log_offset);
+	like(
+		$log,
+		qr/^$kms_says\n(?:.*\n)*?.*FATAL:  encryption key command "\Q$cmd\E" failed\n.*DETAIL:  The command exited with status 1\./m,
+		"$name: pgcipher-kms says why in one line, then the FATAL");
+	unlike($log, qr/goroutine|panic:/, "$name: no stack trace");
+	my @diff = changed_files($before, file_digests($datadir));
+	is(scalar(@diff), 0, "$name: data directory byte-identical")
+	  or diag(join("\n", @diff));
+}
+
+sub starts
+{
+	my ($name) = @_;
+	$node->start;
+	is($node->safe_psql('postgres', 'SELECT v FROM marker'),
+		"kms-$run", "$name: the cluster starts and reads its marker row");
+	$node->stop;
+}
+
+stop_bao();
+refuses(
+	'OpenBao down',
+	$kv_cmd,
+	qr/\Qpgcipher-kms: openbao-kv: cannot connect to OpenBao at $addr: connection refused (is it running, and is --addr right?)\E/
+);
+
+# the dev server starts afresh (in memory: new root token, new CA, no
+# secrets); the KMS is given the same KEK again, and the old CA is kept as
+# one that did not sign the new server's certificate
+copy($ca, "$tmp/old-ca.pem") or die;
+start_bao();
+populate_bao();
+starts('control, OpenBao back with the same KEK');
+
+copy("$tmp/old-ca.pem", $ca) or die;
+refuses(
+	'a CA that did not sign OpenBao\'s certificate',
+	$kv_cmd,
+	qr/\Qpgcipher-kms: openbao-kv: the TLS certificate of OpenBao at $addr is not signed by a CA in --ca-cert $ca: x509: certificate signed by unknown authority\E(?: \(possibly because of .*\))?/
+);
+copy($ENV{BAO_CACERT}, $ca) or die;
+
+my $good_token = slurp_file($token_file);
+my $revoked = new_token();
+bao_cli('token', 'revoke', $revoked);
+write_private($token_file, "$revoked\n");
+refuses(
+	'a revoked token',
+	$kv_cmd,
+	qr/\Qpgcipher-kms: openbao-kv: OpenBao at $addr refused the token in $token_file (403 permission denied) for read on secret\/data\/pgcipher\/kek: the token is wrong, expired or revoked, or its policy does not allow that\E/
+);
+write_private($token_file, $good_token);
+
+bao_cli('kv', 'delete', '-mount=secret', 'pgcipher/kek');
+refuses(
+	'the secret deleted',
+	$kv_cmd,
+	qr/\Qpgcipher-kms: openbao-kv: secret pgcipher\/kek (KV v2 mount "secret", version 1) was deleted on \E\S+\Q: undelete it (bao kv undelete) or name a live version\E/
+);
+bao_cli('kv', 'undelete', '-mount=secret', '-versions=1', 'pgcipher/kek');
+
+chmod 0644, $token_file or die;
+refuses(
+	'a token file readable by others',
+	$kv_cmd,
+	qr/\Qpgcipher-kms: openbao-kv: token file $token_file has permissions 0644: it must not be accessible by group or others (chmod 600 $token_file)\E/
+);
+chmod 0600, $token_file or die;
+
+starts('control, the KMS healthy again');
+
+# --- rotation to Transit (design 9.1) ------------------------------------
+
+my $wrapped = "$tmp/kek.wrapped";
+my ($stdout, $stderr) = run_command(
+	[
+		$kms, 'openbao-transit-new', split(/ /, $common),
+		'--key', 'pgcipher', '--file', $wrapped
+	]);
+like(
+	$stdout,
+	qr/^wrote \Q$wrapped\E: a new 256-bit key wrapped by Transit key "pgcipher" \(mount "transit"\) \(vault:v1\)$/,
+	'openbao-transit-new wrote a wrapped key');
+like(
+	slurp_file($wrapped),
+	qr/^vault:v1:[A-Za-z0-9+\/=]+\n$/,
+	'the file holds only the Transit ciphertext');
+($stdout, $stderr) = run_command(
+	[
+		$kms, 'openbao-transit-new', split(/ /, $common),
+		'--key', 'pgcipher', '--file', $wrapped
+	]);
+is( $stderr,
+	"pgcipher-kms: openbao-transit-new: $wrapped exists: a key file is never overwritten (move it away first, if it is no longer needed)",
+	'openbao-transit-new never overwrites');
+
+my $transit_cmd =
+  "$kms openbao-transit $common --key pgcipher --file $wrapped";
+$node->start;
+like(
+	$node->safe_psql(
+		'postgres', "SELECT pg_rotate_encryption_key('$transit_cmd')"),
+	qr/^[0-9a-f]{16}$/,
+	'pg_rotate_encryption_key to openbao-transit returns the new fingerprint'
+);
+$node->restart;
+is($node->safe_psql('postgres', 'SHOW encryption_key_command'),
+	$transit_cmd, 'restarted with the Transit command');
+is($node->safe_psql('postgres', 'SELECT v FROM marker'),
+	"kms-$run", 'the marker row read under the Transit-wrapped KEK');
+$node->stop;
+
+my $before = file_digests($datadir);
+my $log;
+($started, $log) = $with_command->($kv_cmd);
+ok(!$started, 'the old command (openbao-kv) no longer opens the cluster');
+like(
+	$log,
+	qr/FATAL:  could not unwrap the data encryption keys: wrong key-encryption key/,
+	'old command: wrong key-encryption key');
+is(scalar(changed_files($before, file_digests($datadir))),
+	0, 'old command: data directory byte-identical');
+
+copy($wrapped, "$wrapped.good") or die;
+my $ct = slurp_file($wrapped);
+substr($ct, -6, 1) = substr($ct, -6, 1) eq 'A' ? 'B' : 'A';
+unlink $wrapped;
+PostgreSQL::Test::Utils::append_to_file($wrapped, $ct);
+refuses(
+	'a damaged wrapped key file',
+	$transit_cmd,
+	qr/\Qpgcipher-kms: openbao-transit: wrapped key file $wrapped: Transit key "pgcipher" (mount "transit") cannot decrypt the ciphertext (400 \E[^)]+\Q): damaged, or wrapped by another key\E/
+);
+copy("$wrapped.good", $wrapped) or die;
+starts('control, the wrapped key file restored');
+
+# --- pgcipher-proxy's CMK from OpenBao -----------------------------------
+
+$node->start;
+$node->safe_psql('postgres', 'CREATE ROLE pgc_tester SUPERUSER LOGIN');
+my $cmk_cmd = "$kms openbao-kv $common --path pgcipher/cmk --field cmk";
+my $proxy_port = PostgreSQL::Test::Cluster::get_free_port();
+my @proxy_args = (
+	'--listen' => "127.0.0.1:$proxy_port",
+	'--upstream' => 'host=' . $node->host . ' port=' . $node->port);
+
+# the proxy refuses to start when its key command fails
+($stdout, $stderr) = ('', '');
+IPC::Run::run(
+	[
+		$proxy,
+		@proxy_args,
+		'--cmk-command' => "$kms openbao-kv $common --path pgcipher/nonesuch"
+	],
+	'<',
+	\undef,
+	'>',
+	\$stdout,
+	'2>',
+	\$stderr,
+	IPC::Run::timeout(60));
+like(
+	$stderr,
+	qr/^\Qpgcipher-kms: openbao-kv: secret pgcipher\/nonesuch (KV v2 mount "secret") not found (404)\E.*\n.*CMK command/m,
+	'pgcipher-proxy does not start when the CMK command fails, pgcipher-kms says why'
+);
+
+my $proxy_log = "$tmp/proxy.log";
+my $proxy_h =
+  IPC::Run::start([ $proxy, @proxy_args, '--cmk-command' => $cmk_cmd ],
+	'<', \undef, '>&', $proxy_log);
+my $listening;
+for (1 .. 300)
+{
+	$listening = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$proxy_port")
+	  and last;
+	last unless $proxy_h->pumpable;
+	usleep(100_000);
+}
+ok($listening,
+	'pgcipher-proxy started with --cmk-command pgcipher-kms openbao-kv')
+  or diag(slurp_file($proxy_log));
+
+sub through_proxy
+{
+	my ($sql) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'psql', '-X', '-A', '-t',
+			'-q', '-v', 'ON_ERROR_STOP=1', '-h',
+			'127.0.0.1', '-p', $proxy_port, '-U',
+			'pgc_tester', '-d', 'postgres', '-c',
+			$sql
+		],
+		'<',
+		\undef,
+		'>',
+		\$out,
+		'2>',
+		\$err,
+		IPC::Run::timeout(60));
+	chomp $out;
+	diag($err) if $err;
+	return $out;
+}
+through_proxy('CREATE EXTENSION pgcipher_columns');
+through_proxy("SELECT pgcipher.add_column_key('k1')");
+through_proxy('CREATE TABLE patients (id int PRIMARY KEY, ssn enc_text)');
+through_proxy(
+	"SELECT pgcipher.encrypt_column('patients', 'ssn', 'k1', 'EQ')");
+through_proxy("INSERT INTO patients VALUES (1, 'ssn-$run')");
+is(through_proxy("SELECT id, ssn FROM patients WHERE ssn = 'ssn-$run'"),
+	"1|ssn-$run", 'through the proxy: plaintext in, plaintext out, = on it');
+my $stored = $node->safe_psql('postgres',
+	'SELECT ssn::text FROM public.patients WHERE id = 1');
+ok( $stored ne '' && $stored !~ /\Qssn-$run\E/,
+	'the server holds only ciphertext');
+$proxy_h->signal('TERM');
+$proxy_h->finish;
+$node->stop;
+
+stop_bao();
+done_testing();
