@@ -132,9 +132,13 @@
 #                      nodes: every test ends the same way on both, each
 #                      failure explained in test/citus/regress-expected-failures
 #   pgbackrest         test/tools: pgBackRest 2.59.1 (../shared/vendor; skipped
-#                      where absent) stanza-create, check, backup, archive and
-#                      restore of an aes-256 cluster; repository scanned for
-#                      markers, with an unencrypted control
+#                      where absent) with archive-async, archive-header-check
+#                      and checksum-page on: stanza-create, check, full, diff
+#                      and incr backups, verify, restore and point-in-time
+#                      recovery of an aes-256 cluster, each check shown to
+#                      fire (foreign WAL header, corrupted page); repository
+#                      and spool scanned for markers, with an unencrypted
+#                      control
 #
 # Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
 #        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,

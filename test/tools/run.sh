@@ -2,11 +2,15 @@
 # run.sh — backup tools that no one here wrote, on encrypted clusters.
 #
 #   run.sh pgbackrest   build pgBackRest 2.59.1 and run t/pgbackrest.pl:
-#                       stanza-create, check, a full backup, WAL archived
-#                       after it, a restore with recovery from the archive,
-#                       on an aes-256 cluster with data checksums, and a scan
-#                       of the repository for markers (absent; found with an
-#                       unencrypted control)
+#                       on an aes-256 cluster with data checksums, with
+#                       archive-async, archive-header-check and checksum-page
+#                       on: stanza-create, check, full, differential and
+#                       incremental backups, verify, a restore of the latest
+#                       and a point-in-time recovery to a restore point, each
+#                       check shown live (async push and get, a foreign WAL
+#                       header refused, a corrupted page reported), and a
+#                       scan of the repository and the spool for markers
+#                       (absent; found with an unencrypted control)
 #
 # pgBackRest is in no registry this machine reaches in a version that knows
 # PostgreSQL 17 (Debian bookworm's 2.45 predates it), so its source comes
