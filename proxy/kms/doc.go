@@ -4,9 +4,9 @@
 // (CMK, printed by pgcipher-proxy's --cmk-command, design 13.6).  Both
 // are 32 bytes that a key command prints as 64 hex digits.
 //
-// The one KMS it speaks to today is OpenBao (and HashiCorp Vault, which
-// answers the same API), through OpenBao's own Go client
-// (github.com/openbao/openbao/api/v2), in two ways:
+// It speaks to OpenBao (and HashiCorp Vault, which answers the same API),
+// through OpenBao's own Go client (github.com/openbao/openbao/api/v2), in
+// two ways:
 //
 //   - KV version 2: the key is a field of a secret (OpenBao.ReadKVKey);
 //   - Transit, as an envelope: OpenBao.NewWrappedKey asks Transit for a
@@ -16,8 +16,18 @@
 //     start.  The key then exists in plaintext only inside OpenBao and,
 //     for a moment, in the memory of the process that asked for it.
 //
-// NewOpenBao makes a client from Options: an https address, the CA that
-// signs the server's certificate (there is no way to skip verification),
+// It speaks to KMIP servers with the same envelope: KMIP.NewWrappedKey
+// has the server Create and Activate an AES-256 key and Encrypt a fresh
+// 256-bit key under it with AES-256-GCM, KMIPWrappedKey's MarshalText is what
+// WriteNewFile stores, and KMIP.Unwrap has the server Decrypt it.  The
+// client is this package's own (kmip.go over ttlv.go, KMIP 1.4 in TTLV,
+// one request per mutual-TLS connection): the Go module proxy that builds
+// pgcipher does not serve the Go KMIP libraries.  NewKMIP makes it from
+// KMIPOptions: HOST:PORT, the CA, and the client certificate that the
+// KMIP server knows this client by, its key a private file.
+//
+// NewOpenBao makes an OpenBao client from Options: an https address, the
+// CA that signs the server's certificate (there is no way to skip verification),
 // an optional client certificate, and a token read from a file, never
 // from the command line or the environment; ReadPrivateFile refuses a
 // token or key file that is not the caller's own or that its group or
@@ -32,5 +42,6 @@
 //
 // cmd/pgcipher-kms is the command line over this package, the key command
 // that the server and pgcipher-proxy run; package kmstest starts the real
-// OpenBao dev server that this package's tests run against.
+// OpenBao dev server and the PyKMIP server that this package's tests run
+// against.
 package kms

@@ -22,9 +22,12 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/kms/kmstest"
 )
 
-var bao *kmstest.Server
+var (
+	bao     *kmstest.Server
+	kmipSrv *kmstest.KMIPServer
+)
 
-func TestMain(m *testing.M) { os.Exit(kmstest.Main(m, &bao)) }
+func TestMain(m *testing.M) { os.Exit(kmstest.MainWith(m, &bao, &kmipSrv)) }
 
 // fixture is what the tests share on the server: secrets, a Transit key,
 // tokens under narrow policies.

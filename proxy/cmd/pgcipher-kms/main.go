@@ -16,11 +16,17 @@ const usage = `usage:
   pgcipher-kms openbao-kv          COMMON --path P [--mount secret] [--field kek] [--version N]
   pgcipher-kms openbao-transit-new COMMON --key NAME --file F [--mount transit]
   pgcipher-kms openbao-transit     COMMON --key NAME --file F [--mount transit]
+  pgcipher-kms kmip-new            KMIP --file F
+  pgcipher-kms kmip                KMIP --file F
 
   openbao-kv           print the key held as 64 hex digits in a field of a KV v2 secret
   openbao-transit-new  ask Transit for a new 256-bit key, wrapped under key NAME, and
                        write the ciphertext to F (never over an existing F)
   openbao-transit      have Transit decrypt F with key NAME and print the key
+  kmip-new             have the KMIP server create an AES-256 key, encrypt a new random
+                       256-bit key with it (AES-256-GCM) and write the result to F
+                       (never over an existing F)
+  kmip                 have the KMIP server decrypt F and print the key
 
 COMMON:
   --addr URL           OpenBao's address (default https://127.0.0.1:8200)
@@ -29,6 +35,13 @@ COMMON:
   --client-cert F      client certificate, for a listener that asks for one,
   --client-key F       and its key (mode 600, the running user's own)
   --namespace NS       OpenBao namespace
+  --timeout D          limit for the whole command (default 10s)
+
+KMIP:
+  --addr HOST:PORT     the KMIP server (default 127.0.0.1:5696)
+  --ca-cert F          CA certificate(s) that sign the server's (default: the system's)
+  --client-cert F      the client certificate the server knows this client by,
+  --client-key F       and its key (mode 600, the running user's own)
   --timeout D          limit for the whole command (default 10s)
 
 Keys are printed as one line of 64 hex digits, for encryption_key_command
@@ -53,6 +66,8 @@ var commands = map[string]subcommand{
 	"openbao-kv":          {openbaoKV},
 	"openbao-transit-new": {openbaoTransitNew},
 	"openbao-transit":     {openbaoTransit},
+	"kmip-new":            {kmipNew},
+	"kmip":                {kmipUnwrap},
 }
 
 // run is main with its exit status returned.
@@ -69,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sub, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "pgcipher-kms: unknown command %q (openbao-kv, openbao-transit-new, openbao-transit; pgcipher-kms --help)\n", name)
+		fmt.Fprintf(stderr, "pgcipher-kms: unknown command %q (openbao-kv, openbao-transit-new, openbao-transit, kmip-new, kmip; pgcipher-kms --help)\n", name)
 		return 2
 	}
 	var c common
@@ -242,4 +257,89 @@ func readWrapped(path string) (string, error) {
 // oneLine makes a message one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+// kmipFlags parses the flags of both KMIP commands.
+func kmipFlags(name string, args []string) (kms.KMIPOptions, string, error) {
+	var o kms.KMIPOptions
+	var file string
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:5696", "")
+	fs.StringVar(&o.CACert, "ca-cert", "", "")
+	fs.StringVar(&o.ClientCert, "client-cert", "", "")
+	fs.StringVar(&o.ClientKey, "client-key", "", "")
+	fs.DurationVar(&o.Timeout, "timeout", kms.DefaultTimeout, "")
+	fs.StringVar(&file, "file", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, "", err
+		}
+		return o, "", usageError{err.Error()}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, "", usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	case o.Timeout <= 0:
+		return o, "", usageError{"--timeout must be positive"}
+	case file == "":
+		return o, "", usageError{"--file is required"}
+	}
+	return o, file, nil
+}
+
+func kmipNew(ctx context.Context, _ *common, args []string, stdout io.Writer) error {
+	o, file, err := kmipFlags("kmip-new", args)
+	if err != nil {
+		return err
+	}
+	// refuse an existing file before the server creates anything
+	if _, err := os.Lstat(file); err == nil {
+		return fmt.Errorf("%s exists: a key file is never overwritten (move it away first, if it is no longer needed)", file)
+	}
+	k, err := kms.NewKMIP(o)
+	if err != nil {
+		return err
+	}
+	w, err := k.NewWrappedKey(ctx)
+	if err != nil {
+		return err
+	}
+	text, err := w.MarshalText()
+	if err != nil {
+		return err
+	}
+	if err := kms.WriteNewFile(file, text); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "wrote %s: a new 256-bit key wrapped by KMIP key %s at %s (AES-256-GCM)\n", file, w.ID, o.Addr)
+	return err
+}
+
+func kmipUnwrap(ctx context.Context, _ *common, args []string, stdout io.Writer) error {
+	o, file, err := kmipFlags("kmip", args)
+	if err != nil {
+		return err
+	}
+	text, err := readWrapped(file)
+	if err != nil {
+		return err
+	}
+	var w kms.KMIPWrappedKey
+	if err := w.UnmarshalText([]byte(text)); err != nil {
+		return fmt.Errorf("wrapped key file %s: %w (made by pgcipher-kms kmip-new?)", file, err)
+	}
+	k, err := kms.NewKMIP(o)
+	if err != nil {
+		return err
+	}
+	key, err := k.Unwrap(ctx, w)
+	if errors.Is(err, kms.ErrBadKey) {
+		return fmt.Errorf("wrapped key file %s: %w", file, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	return kms.WriteKey(stdout, key)
 }

@@ -21,9 +21,12 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/kms/kmstest"
 )
 
-var bao *kmstest.Server
+var (
+	bao     *kmstest.Server
+	kmipSrv *kmstest.KMIPServer
+)
 
-func TestMain(m *testing.M) { os.Exit(kmstest.Main(m, &bao)) }
+func TestMain(m *testing.M) { os.Exit(kmstest.MainWith(m, &bao, &kmipSrv)) }
 
 // runCmd runs the command line and returns its exit status and output.
 func runCmd(args ...string) (int, string, string) {
@@ -39,7 +42,7 @@ func TestUsage(t *testing.T) {
 		stderr string // exactly, or with a trailing "..." its start
 	}{
 		{nil, 2, "usage:\n..."},
-		{[]string{"nope"}, 2, "pgcipher-kms: unknown command \"nope\" (openbao-kv, openbao-transit-new, openbao-transit; pgcipher-kms --help)\n"},
+		{[]string{"nope"}, 2, "pgcipher-kms: unknown command \"nope\" (openbao-kv, openbao-transit-new, openbao-transit, kmip-new, kmip; pgcipher-kms --help)\n"},
 		{[]string{"openbao-kv", "--path", "p"}, 2,
 			"pgcipher-kms: openbao-kv: --token-file is required (the token is never taken from the command line) (pgcipher-kms --help)\n"},
 		{[]string{"openbao-kv", "--token-file", "t"}, 2, "pgcipher-kms: openbao-kv: --path is required (pgcipher-kms --help)\n"},
@@ -52,6 +55,10 @@ func TestUsage(t *testing.T) {
 			"pgcipher-kms: openbao-kv: --version must be positive (or 0, the current version) (pgcipher-kms --help)\n"},
 		{[]string{"openbao-transit", "--token-file", "t", "--key", "k"}, 2, "pgcipher-kms: openbao-transit: --file is required (pgcipher-kms --help)\n"},
 		{[]string{"openbao-transit-new", "--token-file", "t", "--file", "f"}, 2, "pgcipher-kms: openbao-transit-new: --key is required (pgcipher-kms --help)\n"},
+		{[]string{"kmip"}, 2, "pgcipher-kms: kmip: --file is required (pgcipher-kms --help)\n"},
+		{[]string{"kmip-new", "--file", "f", "--timeout", "-1s"}, 2, "pgcipher-kms: kmip-new: --timeout must be positive (pgcipher-kms --help)\n"},
+		{[]string{"kmip", "--file", "f", "--token-file", "t"}, 2, "pgcipher-kms: kmip: flag provided but not defined: -token-file (pgcipher-kms --help)\n"},
+		{[]string{"kmip", "--file", "/nonesuch/f"}, 1, "pgcipher-kms: kmip: wrapped key file: open /nonesuch/f: no such file or directory\n"},
 		{[]string{"openbao-kv", "--token-file", "/nonesuch/t", "--path", "p"}, 1,
 			"pgcipher-kms: openbao-kv: token file /nonesuch/t: no such file or directory\n"},
 	} {
@@ -61,7 +68,7 @@ func TestUsage(t *testing.T) {
 			t.Errorf("pgcipher-kms %v: exit %d, stdout %q, stderr %q\nwant exit %d, stderr %q", tc.args, code, stdout, stderr, tc.code, tc.stderr)
 		}
 	}
-	for _, h := range [][]string{{"--help"}, {"openbao-kv", "-h"}} {
+	for _, h := range [][]string{{"--help"}, {"openbao-kv", "-h"}, {"kmip", "-h"}} {
 		if code, stdout, stderr := runCmd(h...); code != 0 || !strings.HasPrefix(stdout, "usage:\n") || stderr != "" {
 			t.Errorf("pgcipher-kms %v: exit %d, %q, %q", h, code, stdout, stderr)
 		}
@@ -197,4 +204,88 @@ func TestTimeout(t *testing.T) {
 	if code != 1 || stdout != "" || stderr != want || took > 3*time.Second {
 		t.Fatalf("paused server: exit %d after %s, %q, %q", code, took, stdout, stderr)
 	}
+}
+
+// TestKMIP runs kmip-new and kmip against the PyKMIP server: the file,
+// the key printed, a file never overwritten, and each failure one line.
+func TestKMIP(t *testing.T) {
+	kmstest.NeedKMIP(t, kmipSrv)
+	dir := t.TempDir()
+	tls := []string{"--addr", kmipSrv.Addr, "--ca-cert", kmipSrv.CACert,
+		"--client-cert", kmipSrv.ClientCert, "--client-key", kmipSrv.ClientKey}
+	file := filepath.Join(dir, "kek.kmip")
+	code, stdout, stderr := runCmd(append([]string{"kmip-new", "--file", file}, tls...)...)
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "wrote "+file+": a new 256-bit key wrapped by KMIP key ") {
+		t.Fatalf("kmip-new: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v, mode %v: want 0600", file, err, fi.Mode())
+	}
+	code, key, stderr := runCmd(append([]string{"kmip", "--file", file}, tls...)...)
+	if code != 0 || stderr != "" || !regexp.MustCompile(`^[0-9a-f]{64}\n$`).MatchString(key) {
+		t.Fatalf("kmip: exit %d, stdout %q, stderr %q", code, key, stderr)
+	}
+	if _, again, _ := runCmd(append([]string{"kmip", "--file", file}, tls...)...); again != key {
+		t.Errorf("kmip printed another key the second time")
+	}
+	before, _ := os.ReadFile(file)
+	if bytes.Contains(before, []byte(strings.TrimSpace(key))) {
+		t.Errorf("%s holds the key", file)
+	}
+	code, _, stderr = runCmd(append([]string{"kmip-new", "--file", file}, tls...)...)
+	if after, _ := os.ReadFile(file); code != 1 || !bytes.Equal(before, after) ||
+		stderr != "pgcipher-kms: kmip-new: "+file+" exists: a key file is never overwritten (move it away first, if it is no longer needed)\n" {
+		t.Errorf("kmip-new over an existing file: exit %d, stderr %q, file changed: %v", code, stderr, !bytes.Equal(before, after))
+	}
+
+	damaged := filepath.Join(dir, "damaged.kmip")
+	bad := bytes.Clone(before)
+	i := bytes.Index(bad, []byte("\ntag ")) + len("\ntag ")
+	bad[i] = "10"[min(1, int(bad[i]-'0'))] // another hex digit: the GCM tag no longer matches
+	if err := os.WriteFile(damaged, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notKMIP := filepath.Join(dir, "vault.txt")
+	if err := os.WriteFile(notKMIP, []byte("vault:v1:abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // a part of the one line
+	}{
+		{"server down", []string{"--file", file, "--addr", "127.0.0.1:1", "--ca-cert", kmipSrv.CACert,
+			"--client-cert", kmipSrv.ClientCert, "--client-key", kmipSrv.ClientKey},
+			"pgcipher-kms: kmip: cannot connect to the KMIP server at 127.0.0.1:1: connection refused"},
+		{"wrong CA", append([]string{"--file", file}, replaceFlag(tls, "--ca-cert", kmipSrv.OtherCA)...),
+			"is not signed by a CA in --ca-cert " + kmipSrv.OtherCA},
+		{"no client certificate", []string{"--file", file, "--addr", kmipSrv.Addr, "--ca-cert", kmipSrv.CACert},
+			"refused the TLS connection (tls: handshake failure): KMIP servers want a client certificate"},
+		{"unknown client certificate", append([]string{"--file", file},
+			replaceFlag(replaceFlag(tls, "--client-cert", kmipSrv.OtherCert), "--client-key", kmipSrv.OtherKey)...),
+			"refused the TLS connection (tls: unknown certificate authority)"},
+		{"damaged file", append([]string{"--file", damaged}, tls...), "pgcipher-kms: kmip: wrapped key file " + damaged + ": the KMIP server at"},
+		{"not a kmip-new file", append([]string{"--file", notKMIP}, tls...),
+			"pgcipher-kms: kmip: wrapped key file " + notKMIP + ": it does not start with"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(append([]string{"kmip"}, tc.args...)...)
+			t.Logf("%s", stderr)
+			if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) ||
+				strings.Contains(stderr, strings.TrimSpace(key)) {
+				t.Errorf("exit %d, stdout %q, stderr %q: want exit 1 and one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// replaceFlag returns args with the value of flag name replaced.
+func replaceFlag(args []string, name, value string) []string {
+	out := append([]string(nil), args...)
+	for i := range out[:len(out)-1] {
+		if out[i] == name {
+			out[i+1] = value
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 )
@@ -19,31 +20,60 @@ import (
 // says so in one line and runs the tests with *srv nil: those that need
 // the server skip (Need), the others run.  With PGCIPHER_BAO set (as the
 // kms suite sets it), a server that does not start fails the binary.
-func Main(m *testing.M, srv **Server) int {
-	// the server's parent-death signal follows this thread (setDeathSignal)
+func Main(m *testing.M, srv **Server) int { return MainWith(m, srv, nil) }
+
+// MainWith is Main that also starts a PyKMIP server (StartKMIP) into
+// *kmip when kmip is not nil.  Without pykmip-server (ErrNoPyKMIP) it says
+// so in one line and leaves *kmip nil (NeedKMIP skips); with
+// PGCIPHER_PYKMIP set, a server that does not start fails the binary.
+func MainWith(m *testing.M, srv **Server, kmip **KMIPServer) int {
+	// the servers' parent-death signal follows this thread (setDeathSignal)
 	runtime.LockOSThread()
-	bao, err := Bao()
-	if errors.Is(err, ErrNoBao) {
-		fmt.Fprintf(os.Stderr, "kmstest: %v: tests against OpenBao skipped\n", err)
-		return m.Run()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
-		return 1
-	}
 	dir, err := os.MkdirTemp("", "kmstest-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	s, err := Start(bao, dir)
-	if err != nil {
+	bao, err := Bao()
+	switch {
+	case errors.Is(err, ErrNoBao):
+		fmt.Fprintf(os.Stderr, "kmstest: %v: tests against OpenBao skipped\n", err)
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
 		return 1
+	default:
+		s, err := Start(bao, dir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
+			return 1
+		}
+		defer s.Stop()
+		*srv = s
 	}
-	defer s.Stop()
-	*srv = s
+	if kmip != nil {
+		bin, err := PyKMIP()
+		switch {
+		case errors.Is(err, ErrNoPyKMIP):
+			fmt.Fprintf(os.Stderr, "kmstest: %v: tests against KMIP skipped\n", err)
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
+			return 1
+		default:
+			kdir := filepath.Join(dir, "kmip")
+			if err := os.Mkdir(kdir, 0o700); err != nil {
+				fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
+				return 1
+			}
+			k, err := StartKMIP(bin, kdir)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "kmstest: %v\n", err)
+				return 1
+			}
+			defer k.Stop()
+			*kmip = k
+		}
+	}
 	return m.Run()
 }
 
@@ -52,5 +82,13 @@ func Need(t testing.TB, s *Server) {
 	t.Helper()
 	if s == nil {
 		t.Skip("no OpenBao dev server (no bao binary)")
+	}
+}
+
+// NeedKMIP skips t when there is no KMIP server (no pykmip-server).
+func NeedKMIP(t testing.TB, s *KMIPServer) {
+	t.Helper()
+	if s == nil {
+		t.Skip("no PyKMIP server (no pykmip-server)")
 	}
 }

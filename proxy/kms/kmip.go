@@ -1,0 +1,422 @@
+// KMIP: a client over mutual TLS that has the server create an AES-256
+// key and encrypt and decrypt with it, and every failure made one line.
+
+package kms
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// KMIPOptions say how to reach a KMIP server and as whom: KMIP servers
+// know their clients by their TLS certificates.
+type KMIPOptions struct {
+	Addr       string        // HOST:PORT (KMIP's port is 5696)
+	CACert     string        // PEM file of the CA(s) that sign the server's certificate; "" trusts the system's
+	ClientCert string        // PEM client certificate
+	ClientKey  string        // its private key: a private file (ReadPrivateFile)
+	Timeout    time.Duration // per call of NewWrappedKey, Unwrap; DefaultTimeout if 0
+}
+
+// KMIP is a client of one KMIP server with one client certificate.  Each
+// operation is one request on a new TLS connection.
+type KMIP struct {
+	opts KMIPOptions
+	tls  *tls.Config
+}
+
+// KMIP enumerations (KMIP 1.4, section 9.1.3.2).
+const (
+	opCreate   = 0x01
+	opActivate = 0x12
+	opEncrypt  = 0x1f
+	opDecrypt  = 0x20
+
+	objSymmetricKey = 0x02
+	algAES          = 0x03
+	modeGCM         = 0x09
+	usageEncrypt    = 0x04
+	usageDecrypt    = 0x08
+
+	statusSuccess        = 0x00
+	reasonItemNotFound   = 0x01
+	reasonPermission     = 0x0c
+	reasonCryptoFailure  = 0x0a
+	reasonInvalidField   = 0x07
+	reasonInvalidMessage = 0x04
+	reasonGeneralFailure = 0x100
+)
+
+// kmipVersion is the protocol version of the requests: 1.4, the first
+// with Authenticated Encryption Additional Data and Tag (for GCM).
+var kmipVersion = [2]int32{1, 4}
+
+// gcmIVSize and gcmTagSize are the sizes of the IV and tag of the
+// wrapping's AES-256-GCM.
+const (
+	gcmIVSize  = 12
+	gcmTagSize = 16
+)
+
+// kmipAAD is the additional data of every wrapping: a ciphertext made
+// for something else does not decrypt as a pgcipher key.
+var kmipAAD = []byte("pgcipher-kms kmip wrapped key v1")
+
+// NewKMIP checks opts and reads the CA and the client certificate and
+// key; it does not connect yet.
+func NewKMIP(opts KMIPOptions) (*KMIP, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Timeout < 0 {
+		return nil, newError(nil, nil, fmt.Sprintf("timeout %s is negative", opts.Timeout))
+	}
+	host, port, err := net.SplitHostPort(opts.Addr)
+	if err != nil || host == "" || port == "" || strings.Contains(opts.Addr, "/") {
+		return nil, newError(nil, nil, fmt.Sprintf("address %q is not HOST:PORT", opts.Addr))
+	}
+	if (opts.ClientCert == "") != (opts.ClientKey == "") {
+		return nil, newError(nil, nil, "a client certificate needs its key, and a key its certificate")
+	}
+	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	if opts.CACert != "" {
+		pem, err := os.ReadFile(opts.CACert)
+		if err != nil {
+			return nil, newError(nil, err, fmt.Sprintf("CA certificate %s: %v", opts.CACert, pathErr(err)))
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, newError(nil, nil, fmt.Sprintf("CA certificate %s holds no PEM certificate", opts.CACert))
+		}
+		cfg.RootCAs = pool
+	}
+	if opts.ClientCert != "" {
+		cert, err := loadClientCert(opts.ClientCert, opts.ClientKey)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return &KMIP{opts: opts, tls: cfg}, nil
+}
+
+// loadClientCert reads a client certificate and its private key, the key
+// only from a private file.
+func loadClientCert(certFile, keyFile string) (tls.Certificate, error) {
+	key, err := ReadPrivateFile(keyFile, "client key")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	defer clear(key)
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, newError(nil, err, fmt.Sprintf("client certificate %s: %v", certFile, pathErr(err)))
+	}
+	cert, err := tls.X509KeyPair(certPEM, key)
+	if err != nil {
+		return tls.Certificate{}, newError(nil, err, fmt.Sprintf("client certificate %s and key %s: %v", certFile, keyFile, err))
+	}
+	return cert, nil
+}
+
+// KMIPWrappedKey is a 256-bit key encrypted by a KMIP server under a
+// symmetric key that stays in it: what kmip-new writes to its file.
+type KMIPWrappedKey struct {
+	ID   string // the Unique Identifier of the wrapping key
+	IV   []byte // AES-256-GCM's IV
+	Data []byte // the encrypted key
+	Tag  []byte // GCM's tag
+}
+
+const wrappedMagic = "pgcipher-kms kmip wrapped key v1"
+
+// MarshalText writes w as lines "NAME VALUE" under a first line that
+// names the format; the values are hex, the identifier as the server
+// gave it.
+func (w KMIPWrappedKey) MarshalText() ([]byte, error) {
+	if w.ID == "" || strings.ContainsAny(w.ID, "\r\n") {
+		return nil, fmt.Errorf("unique identifier %q cannot be written on one line", w.ID)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\nunique-identifier %s\nalgorithm AES-256-GCM\niv %x\ndata %x\ntag %x\n",
+		wrappedMagic, w.ID, w.IV, w.Data, w.Tag)
+	return b.Bytes(), nil
+}
+
+// UnmarshalText reads what MarshalText wrote.
+func (w *KMIPWrappedKey) UnmarshalText(text []byte) error {
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	if !sc.Scan() || strings.TrimSpace(sc.Text()) != wrappedMagic {
+		return fmt.Errorf("it does not start with %q", wrappedMagic)
+	}
+	fields := map[string]string{}
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			return fmt.Errorf("line %q is not NAME VALUE", name)
+		}
+		if _, dup := fields[name]; dup {
+			return fmt.Errorf("%s given twice", name)
+		}
+		fields[name] = strings.TrimSpace(val)
+	}
+	if fields["algorithm"] != "AES-256-GCM" {
+		return fmt.Errorf("algorithm %q is not AES-256-GCM", fields["algorithm"])
+	}
+	if w.ID = fields["unique-identifier"]; w.ID == "" {
+		return errors.New("it has no unique-identifier")
+	}
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+		size int
+	}{{"iv", &w.IV, gcmIVSize}, {"data", &w.Data, KeySize}, {"tag", &w.Tag, gcmTagSize}} {
+		v, err := hex.DecodeString(fields[f.name])
+		if err != nil || len(v) != f.size {
+			return fmt.Errorf("its %s is not %d bytes in hex", f.name, f.size)
+		}
+		*f.dst = v
+	}
+	return nil
+}
+
+// NewWrappedKey has the server create a new AES-256 key that may encrypt
+// and decrypt (Create), draws a fresh 256-bit key here, and has the
+// server encrypt it under the new key, once made Active (Activate),
+// with AES-256-GCM (Encrypt).  The
+// fresh key is wiped before it returns; only the wrapping is kept.
+func (k *KMIP) NewWrappedKey(ctx context.Context) (KMIPWrappedKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+	defer cancel()
+	id, err := k.create(ctx)
+	if err != nil {
+		return KMIPWrappedKey{}, err
+	}
+	if _, err := k.call(ctx, opActivate, "activate key "+id, tStruct(tagRequestPayload, tText(tagUniqueIdentifier, id))); err != nil {
+		return KMIPWrappedKey{}, err
+	}
+	key := make([]byte, KeySize)
+	defer clear(key)
+	iv := make([]byte, gcmIVSize)
+	if _, err := rand.Read(key); err != nil {
+		return KMIPWrappedKey{}, newError(nil, err, fmt.Sprintf("random bytes: %v", err))
+	}
+	if _, err := rand.Read(iv); err != nil {
+		return KMIPWrappedKey{}, newError(nil, err, fmt.Sprintf("random bytes: %v", err))
+	}
+	resp, err := k.call(ctx, opEncrypt, "encrypt with key "+id, tStruct(tagRequestPayload,
+		tText(tagUniqueIdentifier, id),
+		gcmParameters(),
+		tBytes(tagData, key),
+		tBytes(tagIVCounterNonce, iv),
+		tBytes(tagAuthAdditionalData, kmipAAD)))
+	if err != nil {
+		return KMIPWrappedKey{}, err
+	}
+	w := KMIPWrappedKey{ID: id, IV: iv}
+	data, ok1 := resp.child(tagData)
+	tag, ok2 := resp.child(tagAuthTag)
+	if !ok1 || !ok2 || len(data.val) != KeySize || len(tag.val) != gcmTagSize {
+		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s answered Encrypt without a %d-byte ciphertext and %d-byte tag", k.opts.Addr, KeySize, gcmTagSize))
+	}
+	w.Data = bytes.Clone(data.val)
+	w.Tag = bytes.Clone(tag.val)
+	return w, nil
+}
+
+// Unwrap has the server decrypt w (Decrypt) and returns the key.
+func (k *KMIP) Unwrap(ctx context.Context, w KMIPWrappedKey) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+	defer cancel()
+	resp, err := k.call(ctx, opDecrypt, "decrypt with key "+w.ID, tStruct(tagRequestPayload,
+		tText(tagUniqueIdentifier, w.ID),
+		gcmParameters(),
+		tBytes(tagData, w.Data),
+		tBytes(tagIVCounterNonce, w.IV),
+		tBytes(tagAuthAdditionalData, kmipAAD),
+		tBytes(tagAuthTag, w.Tag)))
+	if err != nil {
+		return nil, err
+	}
+	data, ok := resp.child(tagData)
+	if !ok || len(data.val) != KeySize {
+		return nil, newError(ErrBadKey, nil, fmt.Sprintf("KMIP key %s at %s decrypted the wrapped key to something that is not %d bytes", w.ID, k.opts.Addr, KeySize))
+	}
+	return bytes.Clone(data.val), nil
+}
+
+// create has the server make an AES-256 key for Encrypt and Decrypt and
+// returns its Unique Identifier.
+func (k *KMIP) create(ctx context.Context) (string, error) {
+	resp, err := k.call(ctx, opCreate, "create an AES-256 key", tStruct(tagRequestPayload,
+		tEnum(tagObjectType, objSymmetricKey),
+		tStruct(tagTemplateAttribute,
+			tAttr("Cryptographic Algorithm", tEnum(0, algAES)),
+			tAttr("Cryptographic Length", tInt(0, 256)),
+			tAttr("Cryptographic Usage Mask", tInt(0, usageEncrypt|usageDecrypt)))))
+	if err != nil {
+		return "", err
+	}
+	id, ok := resp.child(tagUniqueIdentifier)
+	if !ok || id.typ != ttlvText || len(id.val) == 0 {
+		return "", newError(nil, nil, fmt.Sprintf("the KMIP server at %s answered Create without a unique identifier", k.opts.Addr))
+	}
+	return string(id.val), nil
+}
+
+func gcmParameters() ttlv {
+	return tStruct(tagCryptoParameters,
+		tEnum(tagBlockCipherMode, modeGCM),
+		tEnum(tagCryptoAlgorithm, algAES),
+		tInt(tagTagLength, gcmTagSize))
+}
+
+// call sends one request with one batch item (operation op with
+// payload; what says what it does, for messages) and returns the
+// response payload of a successful answer.
+func (k *KMIP) call(ctx context.Context, op uint32, what string, payload ttlv) (ttlv, error) {
+	req := tStruct(tagRequestMessage,
+		tStruct(tagRequestHeader,
+			tStruct(tagProtocolVersion, tInt(tagProtocolMajor, kmipVersion[0]), tInt(tagProtocolMinor, kmipVersion[1])),
+			tInt(tagBatchCount, 1)),
+		tStruct(tagBatchItem, tEnum(tagOperation, op), payload))
+	msg := req.encode(nil)
+	defer clear(msg)
+
+	d := tls.Dialer{Config: k.tls}
+	conn, err := d.DialContext(ctx, "tcp", k.opts.Addr)
+	if err != nil {
+		return ttlv{}, k.fail(what, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write(msg); err != nil {
+		return ttlv{}, k.fail(what, err)
+	}
+	resp, err := readMessage(conn)
+	if err != nil {
+		return ttlv{}, k.fail(what, err)
+	}
+	if resp.tag != tagResponseMessage {
+		return ttlv{}, k.fail(what, fmt.Errorf("%w: not a Response Message", errTTLV))
+	}
+	item, ok := resp.child(tagBatchItem)
+	if !ok {
+		return ttlv{}, k.fail(what, fmt.Errorf("%w: no Batch Item", errTTLV))
+	}
+	status, ok := item.path(tagResultStatus)
+	if st, _ := status.enum(); !ok || st != statusSuccess {
+		return ttlv{}, k.resultFail(what, item)
+	}
+	p, _ := item.child(tagResponsePayload)
+	return p, nil
+}
+
+// resultFail explains a batch item that did not succeed.
+func (k *KMIP) resultFail(what string, item ttlv) error {
+	reason := uint32(0)
+	if r, ok := item.child(tagResultReason); ok {
+		reason, _ = r.enum()
+	}
+	said := ""
+	if m, ok := item.child(tagResultMessage); ok {
+		said = ": " + oneLine(string(m.val))
+	}
+	addr := k.opts.Addr
+	switch reason {
+	case reasonItemNotFound:
+		return newError(ErrNotFound, nil, fmt.Sprintf("the KMIP server at %s cannot %s: no such object, or not one this client certificate may use (Item Not Found%s)", addr, what, said))
+	case reasonPermission:
+		return newError(ErrDenied, nil, fmt.Sprintf("the KMIP server at %s refused to %s (Permission Denied%s): is --client-cert the one that made the key (kmip-new)?", addr, what, said))
+	case reasonCryptoFailure, reasonGeneralFailure:
+		if !strings.HasPrefix(what, "decrypt") {
+			break
+		}
+		return newError(ErrBadKey, nil, fmt.Sprintf("the KMIP server at %s could not %s (%s%s): the wrapped key file is damaged, or was made by another key", addr, what, reasonText(reason), said))
+	case reasonInvalidField, reasonInvalidMessage:
+		return newError(nil, nil, fmt.Sprintf("the KMIP server at %s did not accept the request to %s (%s%s): does it support KMIP 1.4 and AES-256-GCM?", addr, what, reasonText(reason), said))
+	}
+	return newError(nil, nil, fmt.Sprintf("the KMIP server at %s failed to %s (%s%s)", addr, what, reasonText(reason), said))
+}
+
+// reasonText names a Result Reason.
+func reasonText(r uint32) string {
+	switch r {
+	case reasonCryptoFailure:
+		return "Cryptographic Failure"
+	case reasonGeneralFailure:
+		return "General Failure"
+	case reasonInvalidField:
+		return "Invalid Field"
+	case reasonInvalidMessage:
+		return "Invalid Message"
+	}
+	return fmt.Sprintf("Result Reason %#x", r)
+}
+
+// fail turns a connection error into one line saying what went wrong and
+// what to check.
+func (k *KMIP) fail(what string, err error) error {
+	addr := k.opts.Addr
+	var (
+		netErr net.Error
+		dnsErr *net.DNSError
+		verErr *tls.CertificateVerificationError
+		unkCA  x509.UnknownAuthorityError
+		host   x509.HostnameError
+		record tls.RecordHeaderError
+		opErr  *net.OpError
+	)
+	ca := "--ca-cert " + k.opts.CACert
+	if k.opts.CACert == "" {
+		ca = "the system's CAs (no --ca-cert)"
+	}
+	hint := ": is --client-cert one it accepts, issued by a CA it trusts?"
+	if k.opts.ClientCert == "" {
+		hint = ": KMIP servers want a client certificate (--client-cert, --client-key)"
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		return newError(ErrTimeout, err, fmt.Sprintf("no answer from the KMIP server at %s within %s (--timeout)", addr, k.opts.Timeout))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return newError(ErrUnreachable, err, fmt.Sprintf("cannot connect to the KMIP server at %s: connection refused (is it running, and is --addr right?)", addr))
+	case errors.As(err, &dnsErr):
+		return newError(ErrUnreachable, err, fmt.Sprintf("cannot connect to the KMIP server at %s: %v", addr, dnsErr))
+	case errors.As(err, &unkCA) || errors.As(err, &verErr) && !errors.As(err, &host):
+		return newError(ErrTLS, err, fmt.Sprintf("the TLS certificate of the KMIP server at %s is not signed by a CA in %s: %v", addr, ca, innermost(err)))
+	case errors.As(err, &host):
+		return newError(ErrTLS, err, fmt.Sprintf("the TLS certificate of the KMIP server at %s is not for that host: %v", addr, host.Error()))
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		return newError(ErrTLS, err, fmt.Sprintf("the KMIP server at %s refused the TLS connection (%v)%s", addr, innermost(err), hint))
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET):
+		// a server that dislikes the client certificate may close the
+		// connection without an alert, or after the handshake
+		return newError(ErrTLS, err, fmt.Sprintf("the KMIP server at %s closed the connection (%v)%s", addr, innermost(err), hint))
+	case errors.As(err, &record):
+		return newError(ErrTLS, err, fmt.Sprintf("the KMIP server at %s does not speak TLS there", addr))
+	case errors.Is(err, errTTLV):
+		return newError(nil, err, fmt.Sprintf("the KMIP server at %s answered the request to %s with %v", addr, what, err))
+	case errors.As(err, &opErr):
+		return newError(ErrUnreachable, err, fmt.Sprintf("cannot connect to the KMIP server at %s: %v", addr, innermost(err)))
+	}
+	return newError(nil, err, fmt.Sprintf("the KMIP server at %s, %s: %v", addr, what, err))
+}
