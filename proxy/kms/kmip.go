@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // KMIPOptions say how to reach a KMIP server and as whom: KMIP servers
@@ -147,8 +149,8 @@ const wrappedMagic = "pgcipher-kms kmip wrapped key v1"
 // names the format; the values are hex, the identifier as the server
 // gave it.
 func (w KMIPWrappedKey) MarshalText() ([]byte, error) {
-	if w.ID == "" || strings.ContainsAny(w.ID, "\r\n") {
-		return nil, fmt.Errorf("unique identifier %q cannot be written on one line", w.ID)
+	if w.ID == "" || strings.TrimSpace(w.ID) != w.ID || strings.IndexFunc(w.ID, notPrintable) >= 0 {
+		return nil, fmt.Errorf("unique identifier %q cannot be written on one line and read back the same", w.ID)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s\nunique-identifier %s\nalgorithm AES-256-GCM\niv %x\ndata %x\ntag %x\n",
@@ -172,10 +174,18 @@ func (w *KMIPWrappedKey) UnmarshalText(text []byte) error {
 		if !ok {
 			return fmt.Errorf("line %q is not NAME VALUE", name)
 		}
+		switch name {
+		case "unique-identifier", "algorithm", "iv", "data", "tag":
+		default:
+			return fmt.Errorf("it has an unknown field %q", name)
+		}
 		if _, dup := fields[name]; dup {
 			return fmt.Errorf("%s given twice", name)
 		}
 		fields[name] = strings.TrimSpace(val)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("it cannot be read: %w", err)
 	}
 	if fields["algorithm"] != "AES-256-GCM" {
 		return fmt.Errorf("algorithm %q is not AES-256-GCM", fields["algorithm"])
@@ -231,6 +241,10 @@ func (k *KMIP) NewWrappedKey(ctx context.Context) (KMIPWrappedKey, error) {
 		return KMIPWrappedKey{}, err
 	}
 	w := KMIPWrappedKey{ID: id, IV: iv}
+	// a server may choose its own IV and return it: the file would not decrypt
+	if got, ok := resp.child(tagIVCounterNonce); ok && !bytes.Equal(got.val, iv) {
+		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s encrypted with an IV of its own, not the one given", k.opts.Addr))
+	}
 	data, ok1 := resp.child(tagData)
 	tag, ok2 := resp.child(tagAuthTag)
 	if !ok1 || !ok2 || len(data.val) != KeySize || len(tag.val) != gcmTagSize {
@@ -238,6 +252,15 @@ func (k *KMIP) NewWrappedKey(ctx context.Context) (KMIPWrappedKey, error) {
 	}
 	w.Data = bytes.Clone(data.val)
 	w.Tag = bytes.Clone(tag.val)
+	// one round trip before the file is written: it must give the key back
+	back, err := k.Unwrap(ctx, w)
+	if err != nil {
+		return KMIPWrappedKey{}, err
+	}
+	defer clear(back)
+	if !bytes.Equal(back, key) {
+		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s decrypts the new wrapped key to another key", k.opts.Addr))
+	}
 	return w, nil
 }
 
@@ -256,6 +279,8 @@ func (k *KMIP) Unwrap(ctx context.Context, w KMIPWrappedKey) ([]byte, error) {
 		return nil, err
 	}
 	data, ok := resp.child(tagData)
+	// the answer's buffer is ours: the key is cleared from it
+	defer clear(data.val)
 	if !ok || len(data.val) != KeySize {
 		return nil, newError(ErrBadKey, nil, fmt.Sprintf("KMIP key %s at %s decrypted the wrapped key to something that is not %d bytes", w.ID, k.opts.Addr, KeySize))
 	}
@@ -297,8 +322,9 @@ func (k *KMIP) call(ctx context.Context, op uint32, what string, payload ttlv) (
 			tStruct(tagProtocolVersion, tInt(tagProtocolMajor, kmipVersion[0]), tInt(tagProtocolMinor, kmipVersion[1])),
 			tInt(tagBatchCount, 1)),
 		tStruct(tagBatchItem, tEnum(tagOperation, op), payload))
-	msg := req.encode(nil)
-	defer clear(msg)
+	// room for the whole request: append never leaves a copy of a key behind
+	msg := req.encode(make([]byte, 0, 4096))
+	defer clear(msg[:cap(msg)])
 
 	d := tls.Dialer{Config: k.tls}
 	conn, err := d.DialContext(ctx, "tcp", k.opts.Addr)
@@ -324,7 +350,7 @@ func (k *KMIP) call(ctx context.Context, op uint32, what string, payload ttlv) (
 		return ttlv{}, k.fail(what, fmt.Errorf("%w: no Batch Item", errTTLV))
 	}
 	status, ok := item.path(tagResultStatus)
-	if st, _ := status.enum(); !ok || st != statusSuccess {
+	if st, isEnum := status.enum(); !ok || !isEnum || st != statusSuccess {
 		return ttlv{}, k.resultFail(what, item)
 	}
 	p, _ := item.child(tagResponsePayload)
@@ -338,8 +364,8 @@ func (k *KMIP) resultFail(what string, item ttlv) error {
 		reason, _ = r.enum()
 	}
 	said := ""
-	if m, ok := item.child(tagResultMessage); ok {
-		said = ": " + oneLine(string(m.val))
+	if m, ok := item.child(tagResultMessage); ok && m.typ == ttlvText {
+		said = ": " + serverText(string(m.val))
 	}
 	addr := k.opts.Addr
 	switch reason {
@@ -419,4 +445,27 @@ func (k *KMIP) fail(what string, err error) error {
 		return newError(ErrUnreachable, err, fmt.Sprintf("cannot connect to the KMIP server at %s: %v", addr, innermost(err)))
 	}
 	return newError(nil, err, fmt.Sprintf("the KMIP server at %s, %s: %v", addr, what, err))
+}
+
+// notPrintable is true of a rune that must not go into a file line or a log.
+func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
+
+// serverText is a server's message made safe for one log line: printable
+// characters only (no terminal escapes), at most 200 bytes.
+func serverText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if notPrintable(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
 }

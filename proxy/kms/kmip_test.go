@@ -206,6 +206,16 @@ func TestKMIPWrappedKeyText(t *testing.T) {
 		{"bad hex", strings.Replace(string(good), "iv 01", "iv zz", 1), "iv is not 12 bytes"},
 		{"twice", string(good) + "tag 00\n", "tag given twice"},
 		{"no value", string(good) + "junk\n", "is not NAME VALUE"},
+		{"unknown field", string(good) + "bogus-field 1234\n", `unknown field "bogus-field"`},
+		{"a line too long", string(good) + "tag " + strings.Repeat("0", 70000) + "\n", "cannot be read"},
+	}
+	// identifiers that would not read back the same are not written
+	for _, id := range []string{"", " 17", "17\t", "1\x1b[7"} {
+		bad := w
+		bad.ID = id
+		if _, err := bad.MarshalText(); err == nil {
+			t.Errorf("identifier %q written", id)
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,6 +273,16 @@ func TestTTLV(t *testing.T) {
 			return c
 		}()},
 		{"too large", []byte{0x42, 0, 0x7b, 1, 0x7f, 0, 0, 0}},
+		{"a child's length near 2^31 (overflows n + 7 in 32 bits)", func() []byte {
+			c := bytes.Clone(b)
+			copy(c[8+4:8+8], []byte{0x7f, 0xff, 0xff, 0xfb})
+			return c
+		}()},
+		{"a child's length of 2^32 - 1", func() []byte {
+			c := bytes.Clone(b)
+			copy(c[8+4:8+8], []byte{0xff, 0xff, 0xff, 0xff})
+			return c
+		}()},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

@@ -125,12 +125,14 @@ func decodeTTLV(b []byte, depth int) (ttlv, []byte, error) {
 		return ttlv{}, nil, fmt.Errorf("%w: truncated", errTTLV)
 	}
 	t := ttlv{tag: uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]), typ: ttlvType(b[3])}
-	n := int(binary.BigEndian.Uint32(b[4:8]))
+	n32 := binary.BigEndian.Uint32(b[4:8])
 	b = b[8:]
-	padded := (n + 7) &^ 7
-	if n < 0 || padded > len(b) {
+	// checked in 64 bits: n + 7 would overflow a 32-bit int
+	if (uint64(n32)+7)&^7 > uint64(len(b)) {
 		return ttlv{}, nil, fmt.Errorf("%w: item %06x longer than its message", errTTLV, t.tag)
 	}
+	n := int(n32)
+	padded := (n + 7) &^ 7
 	body, rest := b[:n], b[padded:]
 	if t.typ == ttlvStructure {
 		if n != padded {

@@ -247,9 +247,12 @@ func readWrapped(path string) (string, error) {
 		return "", fmt.Errorf("wrapped key file: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
 	if err != nil {
 		return "", fmt.Errorf("wrapped key file: %w", err)
+	}
+	if len(b) > 64<<10 {
+		return "", fmt.Errorf("wrapped key file %s is larger than 64 kB: not one this command wrote", path)
 	}
 	return string(b), nil
 }
