@@ -17,6 +17,8 @@ packages=(build-essential ccache bison flex pkg-config perl
           cmake xz-utils
           # pgBackRest built from ../shared/vendor (test/tools)
           meson ninja-build libbz2-dev libxml2-dev libyaml-dev libpq-dev
+          # Barman and its pg_receivewal streaming (test/tools, suite barman)
+          barman
           # pg_upgrade from Debian's stock PostgreSQL 15 (TAP 008, bench pg-upgrade)
           postgresql-15)
 

@@ -143,6 +143,15 @@
 #                      fire (foreign WAL header, corrupted page); repository
 #                      and spool scanned for markers, with an unencrypted
 #                      control
+#   barman             test/tools: pg_receivewal alone (streamed segments as
+#                      the restore_command source of a base backup taken
+#                      with -X none), then Debian's Barman 3.4.0 with
+#                      backup_method = postgres and streaming_archiver = on
+#                      (our pg_receivewal through path_prefix): check,
+#                      switch-wal, backup, verify-backup, recover of the
+#                      latest and to a restore point of an aes-256 cluster;
+#                      barman_home and the streamed WAL scanned for markers,
+#                      with an unencrypted control
 #
 # Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
 #        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,
@@ -425,6 +434,7 @@ sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
 sel pgbackrest         && suite pgbackrest         "$top/test/tools/run.sh" pgbackrest
+sel barman             && suite barman             "$top/test/tools/run.sh" barman
 sel citus              && suite citus              "$top/test/citus/run.sh" tap
 sel citus-regress      && suite citus-regress      "$top/test/citus/run.sh" regress
 

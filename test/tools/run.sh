@@ -11,6 +11,14 @@
 #                       header refused, a corrupted page reported), and a
 #                       scan of the repository and the spool for markers
 #                       (absent; found with an unencrypted control)
+#   run.sh barman       run t/barman.pl with Debian's barman (scripts/deps.sh
+#                       installs it): pg_receivewal alone, then Barman with
+#                       backup_method = postgres and streaming_archiver = on
+#                       (its path_prefix at our bin/), on an aes-256 cluster
+#                       with data checksums: check, switch-wal, backup,
+#                       recover of the latest and to a restore point, and a
+#                       scan of barman_home and pg_receivewal's directory for
+#                       markers (absent; found with an unencrypted control)
 #
 # pgBackRest is in no registry this machine reaches in a version that knows
 # PostgreSQL 17 (Debian bookworm's 2.45 predates it), so its source comes
@@ -22,8 +30,8 @@
 # point PGCIPHER_VENDOR at its directory.  It is built with meson into
 # $PGCIPHER_BUILD/tools; nothing is written into the checkout.
 #
-# Usage: test/tools/run.sh pgbackrest   (PGCIPHER_TOP, PGCIPHER_BUILD as for
-#                                        scripts/test.sh)
+# Usage: test/tools/run.sh pgbackrest|barman   (PGCIPHER_TOP, PGCIPHER_BUILD as for
+#                                               scripts/test.sh)
 set -euo pipefail
 umask 022
 
@@ -66,5 +74,9 @@ case ${1:-} in
         [ $rc = 2 ] && exit 0
         [ $rc = 0 ] || exit $rc
         PGCIPHER_PGBACKREST=$PGBACKREST prove_tap "$tools/tap/pgbackrest" "$here/t/pgbackrest.pl" ;;
-    *) echo "usage: run.sh pgbackrest" >&2; exit 1 ;;
+    barman)
+        barman=$(command -v barman) || { echo "tools: barman missing: run 'sudo ./pgcipher deps'" >&2; exit 1; }
+        "$barman" --version
+        PGCIPHER_BARMAN=$barman PGCIPHER_BINDIR=$prefix/bin prove_tap "$tools/tap/barman" "$here/t/barman.pl" ;;
+    *) echo "usage: run.sh pgbackrest|barman" >&2; exit 1 ;;
 esac
