@@ -353,10 +353,12 @@ func (b *OpenBao) fail(op, path string, err error) error {
 			hint = ": does it ask for a client certificate? (--client-cert, --client-key)"
 		}
 		return newError(ErrTLS, err, fmt.Sprintf("OpenBao at %s refused the TLS connection (%v)%s", addr, innermost(err), hint))
-	case b.opts.ClientCert == "" && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)):
+	case b.opts.ClientCert == "" && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "http2: client conn could not be established")):
 		// TLS 1.3: a server that wants a client certificate says so after
 		// the handshake, and the request may meet the closed connection
-		// before the client reads the alert
+		// before the client reads the alert (or HTTP/2's preface may: its
+		// error is unexported, known by its text)
 		return newError(ErrTLS, err, fmt.Sprintf("OpenBao at %s closed the connection after the TLS handshake (%v): does it ask for a client certificate? (--client-cert, --client-key)",
 			addr, innermost(err)))
 	case errors.As(err, &record):

@@ -58,4 +58,5 @@ PGCIPHER_KMS=$build/bin/pgcipher-kms PGCIPHER_PROXY=$build/bin/pgcipher-proxy \
     prove_tap "$build/kms" "$top/test/kms/t/openbao.pl"
 
 echo "== t/kmip.pl: a cluster keyed by a KMIP server"
-PGCIPHER_KMS=$build/bin/pgcipher-kms prove_tap "$build/kms-kmip" "$top/test/kms/t/kmip.pl"
+PGCIPHER_KMS=$build/bin/pgcipher-kms PGCIPHER_PROXY=$build/bin/pgcipher-proxy \
+    prove_tap "$build/kms-kmip" "$top/test/kms/t/kmip.pl"

@@ -13,7 +13,8 @@
 # byte-identical; with the same KMIP server back (its database kept) it
 # starts (the control).  Last, a cluster keyed by a file moves to KMIP
 # with pg_rotate_encryption_key() and restarts with it, and the old
-# command no longer opens it.
+# command no longer opens it; and pgcipher-proxy takes its column master
+# key from the KMIP server (kmip-new, --cmk-command 'pgcipher-kms kmip').
 use strict;
 use warnings FATAL => 'all';
 use File::Copy;
@@ -280,6 +281,75 @@ like(
 	'old command: wrong key-encryption key');
 is(scalar(changed_files($before, file_digests($datadir2))),
 	0, 'old command: data directory byte-identical');
+
+# --- pgcipher-proxy's CMK from the KMIP server -------------------------
+
+my $proxy = $ENV{PGCIPHER_PROXY};
+SKIP:
+{
+	skip 'PGCIPHER_PROXY is not set (test/kms/run.sh sets it)', 3
+	  unless $proxy;
+	my $cmkfile = "$tmp/cmk.kmip";
+	run_command([ $kms, 'kmip-new', split(/ /, $tls), '--file', $cmkfile ]);
+	$node2->start;
+	$node2->safe_psql('postgres', 'CREATE ROLE pgc_tester SUPERUSER LOGIN');
+	my $proxy_port = PostgreSQL::Test::Cluster::get_free_port();
+	my $proxy_log = "$tmp/proxy.log";
+	my $proxy_h = IPC::Run::start(
+		[
+			$proxy,
+			'--listen' => "127.0.0.1:$proxy_port",
+			'--upstream' => 'host=' . $node2->host . ' port=' . $node2->port,
+			'--cmk-command' => "$kms kmip $tls --file $cmkfile"
+		],
+		'<',
+		\undef,
+		'>&',
+		$proxy_log);
+	my $listening;
+
+	for (1 .. 300)
+	{
+		$listening =
+		  IO::Socket::INET->new(PeerAddr => "127.0.0.1:$proxy_port")
+		  and last;
+		last unless $proxy_h->pumpable;
+		usleep(100_000);
+	}
+	ok($listening,
+		'pgcipher-proxy started with --cmk-command pgcipher-kms kmip')
+	  or diag(slurp_file($proxy_log));
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'psql', '-X', '-A', '-t',
+			'-q', '-v', 'ON_ERROR_STOP=1', '-h',
+			'127.0.0.1', '-p', $proxy_port, '-U',
+			'pgc_tester', '-d', 'postgres'
+		],
+		'<',
+		\"CREATE EXTENSION pgcipher_columns;
+SELECT pgcipher.add_column_key('k1');
+CREATE TABLE patients (id int PRIMARY KEY, ssn enc_text);
+SELECT pgcipher.encrypt_column('patients', 'ssn', 'k1', 'EQ');
+INSERT INTO patients VALUES (1, 'ssn-$run');
+SELECT id, ssn FROM patients WHERE ssn = 'ssn-$run';",
+		'>',
+		\$out,
+		'2>',
+		\$err,
+		IPC::Run::timeout(60));
+	like($out, qr/^1\|ssn-\Q$run\E$/m,
+		'through the proxy keyed by KMIP: plaintext in, plaintext out, = on it'
+	) or diag($err);
+	my $stored = $node2->safe_psql('postgres',
+		'SELECT ssn::text FROM public.patients WHERE id = 1');
+	ok( $stored ne '' && $stored !~ /\Qssn-$run\E/,
+		'the server holds only ciphertext');
+	$proxy_h->signal('TERM');
+	$proxy_h->finish;
+	$node2->stop;
+}
 
 stop_kmip();
 done_testing();
