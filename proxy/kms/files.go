@@ -5,6 +5,8 @@ package kms
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -191,4 +193,36 @@ func linkErr(err error) error {
 		return le.Err
 	}
 	return err
+}
+
+// loadClientCert reads a client certificate and its private key, the key
+// only from a private file.
+func loadClientCert(certFile, keyFile string) (tls.Certificate, error) {
+	key, err := ReadPrivateFile(keyFile, "client key")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	defer clear(key)
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, newError(nil, err, fmt.Sprintf("client certificate %s: %v", certFile, pathErr(err)))
+	}
+	cert, err := tls.X509KeyPair(certPEM, key)
+	if err != nil {
+		return tls.Certificate{}, newError(nil, err, fmt.Sprintf("client certificate %s and key %s: %v", certFile, keyFile, err))
+	}
+	return cert, nil
+}
+
+// loadCAPool reads the CA certificate(s) that must sign a server's.
+func loadCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, newError(nil, err, fmt.Sprintf("CA certificate %s: %v", path, pathErr(err)))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, newError(nil, nil, fmt.Sprintf("CA certificate %s holds no PEM certificate", path))
+	}
+	return pool, nil
 }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -95,13 +94,9 @@ func NewKMIP(opts KMIPOptions) (*KMIP, error) {
 	}
 	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	if opts.CACert != "" {
-		pem, err := os.ReadFile(opts.CACert)
+		pool, err := loadCAPool(opts.CACert)
 		if err != nil {
-			return nil, newError(nil, err, fmt.Sprintf("CA certificate %s: %v", opts.CACert, pathErr(err)))
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, newError(nil, nil, fmt.Sprintf("CA certificate %s holds no PEM certificate", opts.CACert))
+			return nil, err
 		}
 		cfg.RootCAs = pool
 	}
@@ -113,25 +108,6 @@ func NewKMIP(opts KMIPOptions) (*KMIP, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return &KMIP{opts: opts, tls: cfg}, nil
-}
-
-// loadClientCert reads a client certificate and its private key, the key
-// only from a private file.
-func loadClientCert(certFile, keyFile string) (tls.Certificate, error) {
-	key, err := ReadPrivateFile(keyFile, "client key")
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	defer clear(key)
-	certPEM, err := os.ReadFile(certFile)
-	if err != nil {
-		return tls.Certificate{}, newError(nil, err, fmt.Sprintf("client certificate %s: %v", certFile, pathErr(err)))
-	}
-	cert, err := tls.X509KeyPair(certPEM, key)
-	if err != nil {
-		return tls.Certificate{}, newError(nil, err, fmt.Sprintf("client certificate %s and key %s: %v", certFile, keyFile, err))
-	}
-	return cert, nil
 }
 
 // KMIPWrappedKey is a 256-bit key encrypted by a KMIP server under a

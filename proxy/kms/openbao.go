@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -77,30 +76,16 @@ func NewOpenBao(opts Options) (*OpenBao, error) {
 	cfg.MaxRetryWait = time.Second
 	tlsCfg := cfg.HttpClient.Transport.(*http.Transport).TLSClientConfig
 	if opts.CACert != "" {
-		pem, err := os.ReadFile(opts.CACert)
+		pool, err := loadCAPool(opts.CACert)
 		if err != nil {
-			return nil, newError(nil, err, fmt.Sprintf("CA certificate %s: %v", opts.CACert, pathErr(err)))
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, newError(nil, nil, fmt.Sprintf("CA certificate %s holds no PEM certificate", opts.CACert))
+			return nil, err
 		}
 		tlsCfg.RootCAs = pool
 	}
 	if opts.ClientCert != "" {
-		key, err := ReadPrivateFile(opts.ClientKey, "client key")
+		cert, err := loadClientCert(opts.ClientCert, opts.ClientKey)
 		if err != nil {
 			return nil, err
-		}
-		certPEM, err := os.ReadFile(opts.ClientCert)
-		if err != nil {
-			clear(key)
-			return nil, newError(nil, err, fmt.Sprintf("client certificate %s: %v", opts.ClientCert, pathErr(err)))
-		}
-		cert, err := tls.X509KeyPair(certPEM, key)
-		clear(key)
-		if err != nil {
-			return nil, newError(nil, err, fmt.Sprintf("client certificate %s and key %s: %v", opts.ClientCert, opts.ClientKey, err))
 		}
 		tlsCfg.Certificates = []tls.Certificate{cert}
 	}

@@ -55,15 +55,21 @@ var ErrNoBao = errors.New("no bao binary: set PGCIPHER_BAO or put bao on PATH (s
 // Bao returns the bao binary to run: $PGCIPHER_BAO if set (it must then
 // be there), else bao on PATH; ErrNoBao if neither.
 func Bao() (string, error) {
-	if p := os.Getenv("PGCIPHER_BAO"); p != "" {
+	return findProgram("PGCIPHER_BAO", "bao", ErrNoBao)
+}
+
+// findProgram returns $env if set (it must then be there), else name on
+// PATH; none if neither.
+func findProgram(env, name string, none error) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if _, err := exec.LookPath(p); err != nil {
-			return "", fmt.Errorf("PGCIPHER_BAO=%s: %w", p, err)
+			return "", fmt.Errorf("%s=%s: %w", env, p, err)
 		}
 		return p, nil
 	}
-	p, err := exec.LookPath("bao")
+	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", ErrNoBao
+		return "", none
 	}
 	return p, nil
 }

@@ -45,17 +45,7 @@ var ErrNoPyKMIP = errors.New("no pykmip-server: set PGCIPHER_PYKMIP or put pykmi
 // PyKMIP returns the pykmip-server to run: $PGCIPHER_PYKMIP if set (it
 // must then be there), else pykmip-server on PATH; ErrNoPyKMIP if neither.
 func PyKMIP() (string, error) {
-	if p := os.Getenv("PGCIPHER_PYKMIP"); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			return "", fmt.Errorf("PGCIPHER_PYKMIP=%s: %w", p, err)
-		}
-		return p, nil
-	}
-	p, err := exec.LookPath("pykmip-server")
-	if err != nil {
-		return "", ErrNoPyKMIP
-	}
-	return p, nil
+	return findProgram("PGCIPHER_PYKMIP", "pykmip-server", ErrNoPyKMIP)
 }
 
 // StartKMIP makes a CA, the server's certificate and two client

@@ -22,7 +22,9 @@ use FindBin;
 use IO::Socket::INET;
 use Time::HiRes qw(usleep);
 use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
+use lib "$FindBin::RealBin";
 use LeakScan;
+use KmsTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -165,27 +167,8 @@ is($node->safe_psql('postgres', 'SELECT v FROM marker'),
 $node->stop;
 my $datadir = $node->data_dir;
 
-# start; it must fail with pgcipher-kms's line, then the FATAL of the
-# command, and leave every file of the data directory as it was
-sub refuses
-{
-	my ($name, $cmd, $kms_says) = @_;
-	my $before = file_digests($datadir);
-	my $log_offset = -s $node->logfile;
-	my $started = $node->start(fail_ok => 1);
-	ok(!$started, "$name: the server refuses to start");
-	$node->stop if $started;
-	my $log =
-	  PostgreSQL::Test::Utils::slurp_file($node->logfile, $log_offset);
-	like(
-		$log,
-		qr/^$kms_says\n(?:.*\n)*?.*FATAL:  encryption key command "\Q$cmd\E" failed\n.*DETAIL:  The command exited with status 1\./m,
-		"$name: pgcipher-kms says why in one line, then the FATAL");
-	unlike($log, qr/goroutine|panic:/, "$name: no stack trace");
-	my @diff = changed_files($before, file_digests($datadir));
-	is(scalar(@diff), 0, "$name: data directory byte-identical")
-	  or diag(join("\n", @diff));
-}
+# start; refused as KmsTap::refuses_to_start() says, data directory untouched
+sub refuses { refuses_to_start($node, @_) }
 
 sub starts
 {
@@ -293,61 +276,11 @@ SKIP:
 	run_command([ $kms, 'kmip-new', split(/ /, $tls), '--file', $cmkfile ]);
 	$node2->start;
 	$node2->safe_psql('postgres', 'CREATE ROLE pgc_tester SUPERUSER LOGIN');
-	my $proxy_port = PostgreSQL::Test::Cluster::get_free_port();
-	my $proxy_log = "$tmp/proxy.log";
-	my $proxy_h = IPC::Run::start(
-		[
-			$proxy,
-			'--listen' => "127.0.0.1:$proxy_port",
-			'--upstream' => 'host=' . $node2->host . ' port=' . $node2->port,
-			'--cmk-command' => "$kms kmip $tls --file $cmkfile"
-		],
-		'<',
-		\undef,
-		'>&',
-		$proxy_log);
-	my $listening;
-
-	for (1 .. 300)
-	{
-		$listening =
-		  IO::Socket::INET->new(PeerAddr => "127.0.0.1:$proxy_port")
-		  and last;
-		last unless $proxy_h->pumpable;
-		usleep(100_000);
-	}
-	ok($listening,
-		'pgcipher-proxy started with --cmk-command pgcipher-kms kmip')
-	  or diag(slurp_file($proxy_log));
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'psql', '-X', '-A', '-t',
-			'-q', '-v', 'ON_ERROR_STOP=1', '-h',
-			'127.0.0.1', '-p', $proxy_port, '-U',
-			'pgc_tester', '-d', 'postgres'
-		],
-		'<',
-		\"CREATE EXTENSION pgcipher_columns;
-SELECT pgcipher.add_column_key('k1');
-CREATE TABLE patients (id int PRIMARY KEY, ssn enc_text);
-SELECT pgcipher.encrypt_column('patients', 'ssn', 'k1', 'EQ');
-INSERT INTO patients VALUES (1, 'ssn-$run');
-SELECT id, ssn FROM patients WHERE ssn = 'ssn-$run';",
-		'>',
-		\$out,
-		'2>',
-		\$err,
-		IPC::Run::timeout(60));
-	like($out, qr/^1\|ssn-\Q$run\E$/m,
-		'through the proxy keyed by KMIP: plaintext in, plaintext out, = on it'
-	) or diag($err);
-	my $stored = $node2->safe_psql('postgres',
-		'SELECT ssn::text FROM public.patients WHERE id = 1');
-	ok( $stored ne '' && $stored !~ /\Qssn-$run\E/,
-		'the server holds only ciphertext');
-	$proxy_h->signal('TERM');
-	$proxy_h->finish;
+	proxy_serves_encrypted_column(
+		$proxy, $node2,
+		"$kms kmip $tls --file $cmkfile",
+		'pgcipher-kms kmip',
+		$run, $tmp);
 	$node2->stop;
 }
 

@@ -30,7 +30,9 @@ use FindBin;
 use IO::Socket::INET;
 use Time::HiRes qw(usleep);
 use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
+use lib "$FindBin::RealBin";
 use LeakScan;
+use KmsTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -222,28 +224,8 @@ ok($started,
 
 # --- refusals at start-up ------------------------------------------------
 
-# start; it must fail with pgcipher-kms's line ($kms_says, exactly, a
-# regex for what varies) followed by the FATAL of the command, and leave
-# every file of the data directory as it was
-sub refuses
-{
-	my ($name, $cmd, $kms_says) = @_;
-	my $before = file_digests($datadir);
-	my $log_offset = -s $node->logfile;
-	my $started = $node->start(fail_ok => 1);
-	ok(!$started, "$name: the server refuses to start");
-	$node->stop if $started;
-	my $log =
-	  PostgreSQL::Test::Utils::slurp_file($node->logfile, $log_offset);
-	like(
-		$log,
-		qr/^$kms_says\n(?:.*\n)*?.*FATAL:  encryption key command "\Q$cmd\E" failed\n.*DETAIL:  The command exited with status 1\./m,
-		"$name: pgcipher-kms says why in one line, then the FATAL");
-	unlike($log, qr/goroutine|panic:/, "$name: no stack trace");
-	my @diff = changed_files($before, file_digests($datadir));
-	is(scalar(@diff), 0, "$name: data directory byte-identical")
-	  or diag(join("\n", @diff));
-}
+# start; refused as KmsTap::refuses_to_start() says, data directory untouched
+sub refuses { refuses_to_start($node, @_) }
 
 sub starts
 {
@@ -402,59 +384,9 @@ like(
 	'pgcipher-proxy does not start when the CMK command fails, pgcipher-kms says why'
 );
 
-my $proxy_log = "$tmp/proxy.log";
-my $proxy_h =
-  IPC::Run::start([ $proxy, @proxy_args, '--cmk-command' => $cmk_cmd ],
-	'<', \undef, '>&', $proxy_log);
-my $listening;
-for (1 .. 300)
-{
-	$listening = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$proxy_port")
-	  and last;
-	last unless $proxy_h->pumpable;
-	usleep(100_000);
-}
-ok($listening,
-	'pgcipher-proxy started with --cmk-command pgcipher-kms openbao-kv')
-  or diag(slurp_file($proxy_log));
-
-sub through_proxy
-{
-	my ($sql) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'psql', '-X', '-A', '-t',
-			'-q', '-v', 'ON_ERROR_STOP=1', '-h',
-			'127.0.0.1', '-p', $proxy_port, '-U',
-			'pgc_tester', '-d', 'postgres', '-c',
-			$sql
-		],
-		'<',
-		\undef,
-		'>',
-		\$out,
-		'2>',
-		\$err,
-		IPC::Run::timeout(60));
-	chomp $out;
-	diag($err) if $err;
-	return $out;
-}
-through_proxy('CREATE EXTENSION pgcipher_columns');
-through_proxy("SELECT pgcipher.add_column_key('k1')");
-through_proxy('CREATE TABLE patients (id int PRIMARY KEY, ssn enc_text)');
-through_proxy(
-	"SELECT pgcipher.encrypt_column('patients', 'ssn', 'k1', 'EQ')");
-through_proxy("INSERT INTO patients VALUES (1, 'ssn-$run')");
-is(through_proxy("SELECT id, ssn FROM patients WHERE ssn = 'ssn-$run'"),
-	"1|ssn-$run", 'through the proxy: plaintext in, plaintext out, = on it');
-my $stored = $node->safe_psql('postgres',
-	'SELECT ssn::text FROM public.patients WHERE id = 1');
-ok( $stored ne '' && $stored !~ /\Qssn-$run\E/,
-	'the server holds only ciphertext');
-$proxy_h->signal('TERM');
-$proxy_h->finish;
+proxy_serves_encrypted_column($proxy, $node, $cmk_cmd,
+	'pgcipher-kms openbao-kv',
+	$run, $tmp);
 $node->stop;
 
 stop_bao();
