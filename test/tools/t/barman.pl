@@ -23,6 +23,8 @@ use warnings FATAL => 'all';
 use FindBin;
 use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
+use lib "$FindBin::RealBin";
+use BackupTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -53,29 +55,7 @@ sub barman
 	return ($ok, $stdout . $stderr);
 }
 
-sub note_line
-{
-	my ($what, $out, $re) = @_;
-	my ($line) = grep { /$re/ } split /\n/, $out;
-	note("$what: " . ($line // '(no such line)'));
-}
 
-# a restored cluster: started, out of recovery, with the key, of the cipher
-sub start_restored
-{
-	my ($cipher, $restored, $what) = @_;
-	$restored->append_conf(
-		'postgresql.conf', qq{
-port = @{[ $restored->port ]}
-unix_socket_directories = '@{[ $restored->host ]}'
-archive_mode = off
-});
-	$restored->start;
-	$restored->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
-	  or die "the $what did not finish recovery";
-	is($restored->safe_psql('postgres', 'SHOW data_encryption'),
-		$cipher, "$cipher: the $what is $cipher");
-}
 
 sub insert
 {

@@ -34,6 +34,8 @@ use File::Copy qw(copy);
 use FindBin;
 use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
+use lib "$FindBin::RealBin";
+use BackupTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -56,14 +58,6 @@ sub pgbackrest
 	return ($ok, $stdout . $stderr);
 }
 
-# one line of pgBackRest's output for the log of the run: the first that
-# matches $re
-sub note_line
-{
-	my ($what, $out, $re) = @_;
-	my ($line) = grep { /$re/ } split /\n/, $out;
-	note("$what: " . ($line // '(no such line)'));
-}
 
 my $answer_sql =
   q{SELECT count(*) || ' ' || md5(string_agg(v, ',' ORDER BY id)) FROM secrets};
@@ -72,29 +66,6 @@ my $answer_sql =
 my $rows_sql =
   q{SELECT string_agg(m || ' ' || n, ' ' ORDER BY m) FROM (SELECT split_part(v, '_', 2) AS m, count(*) AS n FROM secrets GROUP BY 1) s};
 
-# a restored cluster: started, out of recovery, with the key; its cipher
-# checked by the server and by pg_controldata
-sub start_restored
-{
-	my ($cipher, $restored, $what) = @_;
-	$restored->append_conf(
-		'postgresql.conf', qq{
-port = @{[ $restored->port ]}
-unix_socket_directories = '@{[ $restored->host ]}'
-archive_mode = off
-});
-	$restored->start;
-	$restored->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
-	  or die "the $what did not finish recovery";
-	is($restored->safe_psql('postgres', 'SHOW data_encryption'),
-		$cipher, "$cipher: the $what is $cipher");
-	my ($control) =
-	  run_command([ 'pg_controldata', '-D', $restored->data_dir ]);
-	like(
-		$control,
-		qr/^Data encryption:\s+\Q$cipher\E$/m,
-		"$cipher: pg_controldata of the $what says $cipher");
-}
 
 sub run_cluster
 {
