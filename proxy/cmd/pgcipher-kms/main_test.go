@@ -29,9 +29,12 @@ var (
 func TestMain(m *testing.M) { os.Exit(kmstest.MainWith(m, &bao, &kmipSrv)) }
 
 // runCmd runs the command line and returns its exit status and output.
-func runCmd(args ...string) (int, string, string) {
+func runCmd(args ...string) (int, string, string) { return runIn("", args...) }
+
+// runIn runs the command line with stdin.
+func runIn(stdin string, args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, &stdout, &stderr)
+	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -42,7 +45,14 @@ func TestUsage(t *testing.T) {
 		stderr string // exactly, or with a trailing "..." its start
 	}{
 		{nil, 2, "usage:\n..."},
-		{[]string{"nope"}, 2, "pgcipher-kms: unknown command \"nope\" (openbao-kv, openbao-transit-new, openbao-transit, kmip-new, kmip; pgcipher-kms --help)\n"},
+		{[]string{"nope"}, 2, "pgcipher-kms: unknown command \"nope\" (openbao-kv, openbao-transit-new, openbao-transit, kmip-new, kmip, openbao-transit-keyring, kmip-keyring, kmip-create-key; pgcipher-kms --help)\n"},
+		{[]string{"openbao-transit-keyring", "--token-file", "t", "--key", "k"}, 2,
+			"pgcipher-kms: openbao-transit-keyring: give the action, wrap or unwrap, after the flags (the server appends it) (pgcipher-kms --help)\n"},
+		{[]string{"openbao-transit-keyring", "--token-file", "t", "--key", "k", "seal"}, 2,
+			"pgcipher-kms: openbao-transit-keyring: give the action, wrap or unwrap, after the flags (the server appends it) (pgcipher-kms --help)\n"},
+		{[]string{"kmip-keyring", "unwrap"}, 2,
+			"pgcipher-kms: kmip-keyring: --key-id is required (pgcipher-kms kmip-create-key makes a key) (pgcipher-kms --help)\n"},
+		{[]string{"kmip-create-key", "x"}, 2, "pgcipher-kms: kmip-create-key: unexpected argument \"x\" (pgcipher-kms --help)\n"},
 		{[]string{"openbao-kv", "--path", "p"}, 2,
 			"pgcipher-kms: openbao-kv: --token-file is required (the token is never taken from the command line) (pgcipher-kms --help)\n"},
 		{[]string{"openbao-kv", "--token-file", "t"}, 2, "pgcipher-kms: openbao-kv: --path is required (pgcipher-kms --help)\n"},
@@ -97,13 +107,17 @@ func setup(t *testing.T) (root *api.Client, key string, common []string) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := root.Logical().Write("transit/keys/pgcipher", nil); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"pgcipher", "other"} {
+		if _, err := root.Logical().Write("transit/keys/"+k, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := root.Sys().PutPolicy("pgcipher-server", `
 path "secret/data/pgcipher/*" { capabilities = ["read"] }
 path "transit/datakey/wrapped/pgcipher" { capabilities = ["update"] }
 path "transit/decrypt/pgcipher" { capabilities = ["update"] }
+path "transit/encrypt/pgcipher" { capabilities = ["update"] }
+path "transit/+/other" { capabilities = ["update"] }
 `); err != nil {
 		t.Fatal(err)
 	}
@@ -288,4 +302,93 @@ func replaceFlag(args []string, name, value string) []string {
 		}
 	}
 	return out
+}
+
+// dataKeys is what the server writes to a wrap: its data keys in hex.
+var dataKeys = strings.Repeat("0123456789abcdef", 14) + "\n"
+
+// TestKeyringTransit: the unwrap mode with Transit (design 9.4): wrap
+// prints a Transit ciphertext of the data keys, unwrap gives them back,
+// another Transit key or a damaged form is refused in one line, and bad
+// input is refused before OpenBao is asked.
+func TestKeyringTransit(t *testing.T) {
+	_, _, common := setup(t)
+	args := func(key, act string) []string {
+		return append(append([]string{"openbao-transit-keyring", "--key", key}, common...), act)
+	}
+	code, wrapped, stderr := runIn(dataKeys, args("pgcipher", "wrap")...)
+	if code != 0 || stderr != "" || !regexp.MustCompile(`^vault:v1:[A-Za-z0-9+/=]+\n$`).MatchString(wrapped) {
+		t.Fatalf("wrap: exit %d, stdout %q, stderr %q", code, wrapped, stderr)
+	}
+	if strings.Contains(wrapped, strings.TrimSpace(dataKeys)[:32]) {
+		t.Fatal("the wrapped form holds the keys")
+	}
+	code, back, stderr := runIn(wrapped, args("pgcipher", "unwrap")...)
+	if code != 0 || stderr != "" || back != dataKeys {
+		t.Fatalf("unwrap: exit %d, stdout %q, stderr %q", code, back, stderr)
+	}
+	damaged := []byte(wrapped)
+	damaged[len(damaged)-6] ^= 1
+	for _, tc := range []struct {
+		name, stdin, key, act, want string
+	}{
+		{"another Transit key", wrapped, "other", "unwrap", `Transit key "other" (mount "transit") cannot decrypt the wrapped key ring (400 `},
+		{"damaged", string(damaged), "pgcipher", "unwrap", "cannot decrypt the wrapped key ring (400 "},
+		{"not Transit's", "kmip:v1:x\n", "pgcipher", "unwrap", "the wrapped key ring is not a Transit ciphertext"},
+		{"wrap of no hex", "zz\n", "pgcipher", "wrap", "wrap: standard input is not one line of hexadecimal data keys (2 characters)"},
+		{"two lines", "ab\ncd\n", "pgcipher", "wrap", "standard input is not one line"},
+		{"nothing", "", "pgcipher", "unwrap", "standard input is not one line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runIn(tc.stdin, args(tc.key, tc.act)...)
+			if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q: want exit 1 and one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeyringKMIP: the unwrap mode with a KMIP key made by kmip-create-key.
+func TestKeyringKMIP(t *testing.T) {
+	kmstest.NeedKMIP(t, kmipSrv)
+	tls := []string{"--addr", kmipSrv.Addr, "--ca-cert", kmipSrv.CACert,
+		"--client-cert", kmipSrv.ClientCert, "--client-key", kmipSrv.ClientKey}
+	newKey := func() string {
+		code, id, stderr := runCmd(append([]string{"kmip-create-key"}, tls...)...)
+		if code != 0 || stderr != "" || strings.Count(id, "\n") != 1 {
+			t.Fatalf("kmip-create-key: exit %d, stdout %q, stderr %q", code, id, stderr)
+		}
+		return strings.TrimSpace(id)
+	}
+	id, other := newKey(), newKey()
+	args := func(id, act string) []string {
+		return append(append([]string{"kmip-keyring", "--key-id", id}, tls...), act)
+	}
+	code, wrapped, stderr := runIn(dataKeys, args(id, "wrap")...)
+	if code != 0 || stderr != "" || !regexp.MustCompile(`^kmip:v1:[A-Za-z0-9_-]+:[0-9a-f]{24}:[0-9a-f]+:[0-9a-f]{32}\n$`).MatchString(wrapped) {
+		t.Fatalf("wrap: exit %d, stdout %q, stderr %q", code, wrapped, stderr)
+	}
+	code, back, stderr := runIn(wrapped, args(id, "unwrap")...)
+	if code != 0 || stderr != "" || back != dataKeys {
+		t.Fatalf("unwrap: exit %d, stdout %q, stderr %q", code, back, stderr)
+	}
+	// each wrap draws its own IV
+	if _, again, _ := runIn(dataKeys, args(id, "wrap")...); again == wrapped {
+		t.Error("two wraps gave the same form")
+	}
+	i := strings.LastIndexByte(wrapped, ':') + 1
+	damaged := wrapped[:i] + string("10"[min(1, int(wrapped[i]-'0'))]) + wrapped[i+1:]
+	for _, tc := range []struct{ name, stdin, id, want string }{
+		{"another key named", wrapped, other, "the key ring is wrapped by KMIP key " + id + ", not by --key-id " + other},
+		{"damaged tag", damaged, id, "could not decrypt"},
+		{"not a kmip form", "vault:v1:abc\n", id, `the wrapped key ring: it does not start with "kmip:v1:"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runIn(tc.stdin, args(tc.id, "unwrap")...)
+			t.Logf("%s", stderr)
+			if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q: want exit 1 and one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
 }

@@ -15,6 +15,11 @@
 # with pg_rotate_encryption_key() and restarts with it, and the old
 # command no longer opens it; and pgcipher-proxy takes its column master
 # key from the KMIP server (kmip-new, --cmk-command 'pgcipher-kms kmip').
+# Then the unwrap mode (design 9.4): kmip-create-key makes two keys; a
+# cluster whose data keys one of them wraps ("pgcipher-kms kmip-keyring")
+# rotates to the other with a kill -9 at each step, is refused while the
+# KMIP server is down and starts once it is back, and the file-keyed
+# cluster moves into the unwrap mode.
 use strict;
 use warnings FATAL => 'all';
 use File::Copy;
@@ -283,6 +288,78 @@ SKIP:
 		$run, $tmp);
 	$node2->stop;
 }
+
+# --- the unwrap mode: no KEK outside the KMIP server (design 9.4) ---------
+
+my @ids;
+for (1 .. 2)
+{
+	($stdout, $stderr) =
+	  run_command([ $kms, 'kmip-create-key', split(/ /, $tls) ]);
+	like($stdout, qr/^\S+$/, 'kmip-create-key prints a key identifier');
+	push @ids, $stdout;
+}
+my $ring_cmd = sub { "$kms kmip-keyring $tls --key-id $_[0]" };
+my $unode = PostgreSQL::Test::Cluster->new('unwrap');
+$unode->init(
+	extra => [
+		'--encryption=aes-256',
+		'--encryption-key-command=' . $ring_cmd->($ids[0]),
+		'--encryption-key-mode=unwrap'
+	]);
+my $udata = $unode->data_dir;
+is(keyring_format($udata), 3,
+	'unwrap mode: initdb wrote a key ring of format 3');
+like(
+	slurp_file("$udata/pg_encryption/keyring"),
+	qr/kmip:v1:[A-Za-z0-9_-]+:[0-9a-f]{24}:[0-9a-f]+:[0-9a-f]{32}/,
+	'unwrap mode: the key ring holds the data keys as the KMIP server encrypted them'
+);
+$unode->start;
+$unode->safe_psql('postgres',
+	"CREATE TABLE marker (v text); INSERT INTO marker VALUES ('unwrap-$run')"
+);
+my $marker = sub { $_[0]->safe_psql('postgres', 'SELECT v FROM marker') };
+$unode->restart;
+is($marker->($unode), "unwrap-$run",
+	'unwrap mode: restarted, the KMIP server unwrapped the key ring');
+
+# rotations between two KMIP keys, killed at each step
+my $ucmd = rotation_survives_kill_9(
+	$unode, 'unwrap',
+	$ring_cmd->($ids[0]),
+	$ring_cmd->($ids[1]), $marker);
+$unode->stop;
+
+# the KMIP server down: refused, nothing written; back: it starts
+stop_kmip();
+refuses_to_start(
+	$unode,
+	'unwrap mode, KMIP server down',
+	"$ucmd unwrap",
+	qr/\Qpgcipher-kms: kmip-keyring: cannot connect to the KMIP server at $addr: connection refused (is it running, and is --addr right?)\E/
+);
+start_kmip();
+$unode->start;
+is($marker->($unode), "unwrap-$run",
+	'unwrap mode, control: the KMIP server back, the cluster starts');
+
+# the file-keyed cluster moves into the unwrap mode
+$node2->start;
+like(
+	$node2->safe_psql(
+		'postgres',
+		"SELECT pg_rotate_encryption_key('"
+		  . $ring_cmd->($ids[0])
+		  . "', 'unwrap')"),
+	qr/^[0-9a-f]{16}$/,
+	'a cluster keyed by KMIP-wrapped KEK moves to the unwrap mode');
+$node2->restart;
+is(keyring_format($node2->data_dir), 3, 'its key ring is of format 3');
+is($node2->safe_psql('postgres', 'SELECT v FROM marker'),
+	"file-$run", 'restarted in the unwrap mode: the marker row is there');
+$node2->stop;
+$unode->stop;
 
 stop_kmip();
 done_testing();

@@ -18,7 +18,13 @@
 # command, the old command no longer opens it, and a damaged wrapped file
 # is refused the same way.  Last, pgcipher-proxy takes its column master
 # key from "pgcipher-kms openbao-kv --cmk-command" and serves an encrypted
-# column, and refuses to start when the command fails.
+# column, and refuses to start when the command fails.  Last, the unwrap
+# mode (design 9.4): a cluster made with --encryption-key-mode=unwrap and
+# "pgcipher-kms openbao-transit-keyring" has its data keys wrapped by a
+# Transit key, no KEK anywhere; it restarts, pg_waldump reads its WAL,
+# a command naming another Transit key is refused with nothing written,
+# a rotation to a second Transit key survives a kill -9 at each of its
+# steps, it moves to a KEK in KV and back, and OpenBao down stops it.
 #
 # BAO_ADDR, BAO_CACERT and BAO_TOKEN (the root token) are set in the
 # environment of every server started here: pgcipher-kms must ignore them,
@@ -166,12 +172,15 @@ sub populate_bao
 path "secret/data/pgcipher/*" { capabilities = ["read"] }
 path "transit/datakey/wrapped/pgcipher" { capabilities = ["update"] }
 path "transit/decrypt/pgcipher" { capabilities = ["update"] }
+path "transit/encrypt/pgcipher-ring*" { capabilities = ["update"] }
+path "transit/decrypt/pgcipher-ring*" { capabilities = ["update"] }
 });
 	bao_cli('policy', 'write', 'pgcipher-server', "$tmp/policy$bao_runs.hcl");
 	bao_cli('kv', 'put', '-mount=secret', 'pgcipher/kek', "kek=$kek");
 	bao_cli('kv', 'put', '-mount=secret', 'pgcipher/cmk', "cmk=$cmk");
 	bao_cli('secrets', 'enable', 'transit');
-	bao_cli('write', '-f', 'transit/keys/pgcipher');
+	bao_cli('write', '-f', "transit/keys/$_")
+	  for ('pgcipher', 'pgcipher-ring', 'pgcipher-ring2');
 	write_private($token_file, new_token() . "\n");
 }
 
@@ -389,5 +398,110 @@ proxy_serves_encrypted_column($proxy, $node, $cmk_cmd,
 	$run, $tmp);
 $node->stop;
 
+# --- the unwrap mode: no KEK outside OpenBao (design 9.4) -----------------
+
+# Transit keys pgcipher-ring and pgcipher-ring2 wrap the data keys
+# themselves; the server hands the wrapped key ring to the command
+my $ring_cmd = sub { "$kms openbao-transit-keyring $common --key $_[0]" };
+my $unode = PostgreSQL::Test::Cluster->new('unwrap');
+$unode->init(
+	extra => [
+		'--encryption=aes-256',
+		'--encryption-key-command=' . $ring_cmd->('pgcipher-ring'),
+		'--encryption-key-mode=unwrap'
+	]);
+my $udata = $unode->data_dir;
+is(keyring_format($udata), 3,
+	'unwrap mode: initdb wrote a key ring of format 3');
+like(
+	slurp_file("$udata/pg_encryption/keyring"),
+	qr/vault:v1:[A-Za-z0-9+\/=]+/,
+	'unwrap mode: the key ring holds the data keys as Transit wrapped them');
+$unode->start;
+$unode->safe_psql('postgres',
+	"CREATE TABLE marker (v text); INSERT INTO marker VALUES ('unwrap-$run')"
+);
+my $marker = sub { $_[0]->safe_psql('postgres', 'SELECT v FROM marker') };
+$unode->restart;
+is($marker->($unode), "unwrap-$run",
+	'unwrap mode: restarted, Transit unwrapped the key ring');
+my $walfile = $unode->safe_psql('postgres',
+	'SELECT pg_walfile_name(pg_current_wal_insert_lsn())');
+$unode->stop;
+
+# a frontend program loads the keys the same way (pg_waldump: the WAL key)
+my ($ok_dump, $dump_out, $dump_err) = ('', '', '');
+$ok_dump =
+  IPC::Run::run([ 'pg_waldump', '--limit=5', "$udata/pg_wal/$walfile" ],
+	'>', \$dump_out, '2>', \$dump_err);
+like($dump_out, qr/^rmgr: /m,
+	'unwrap mode: pg_waldump reads the encrypted WAL through Transit')
+  or diag($dump_err);
+
+# a command naming another Transit key: refused, nothing written
+{
+	my $before = file_digests($udata);
+	my $log_offset = -s $unode->logfile;
+	my $other = $ring_cmd->('pgcipher');
+	my $ret = PostgreSQL::Test::Utils::system_log(
+		'pg_ctl', '--wait',
+		'--pgdata' => $udata,
+		'--log' => $unode->logfile,
+		'--options' => "-c encryption_key_command='$other'",
+		'start');
+	PostgreSQL::Test::Utils::system_log(
+		'pg_ctl',
+		'--pgdata' => $udata,
+		'stop') if $ret == 0;
+	ok($ret != 0,
+		'unwrap mode: a command with another Transit key is refused');
+	like(
+		PostgreSQL::Test::Utils::slurp_file($unode->logfile, $log_offset),
+		qr/\Qpgcipher-kms: openbao-transit-keyring: Transit key "pgcipher" (mount "transit") cannot decrypt the wrapped key ring (400 \E[^)]+\Q): damaged, or wrapped by another key\E\n(?:.*\n)*?.*FATAL:  encryption key command "\Q$other unwrap\E" failed/,
+		'unwrap mode: pgcipher-kms says why, then the FATAL names the action'
+	);
+	is(scalar(changed_files($before, file_digests($udata))),
+		0, 'unwrap mode, another Transit key: data directory byte-identical');
+}
+
+# rotations between two Transit keys, killed at each step
+$unode->start;
+my $ucmd = rotation_survives_kill_9(
+	$unode, 'unwrap',
+	$ring_cmd->('pgcipher-ring'),
+	$ring_cmd->('pgcipher-ring2'), $marker);
+
+# out of the unwrap mode to a KEK in KV, and back
+like(
+	$unode->safe_psql(
+		'postgres', "SELECT pg_rotate_encryption_key('$kv_cmd', 'kek')"),
+	qr/^[0-9a-f]{16}$/,
+	'unwrap mode to a KEK from KV');
+$unode->restart;
+is(keyring_format($udata), 2, 'the key ring is of format 2 again');
+is($marker->($unode), "unwrap-$run", 'restarted with the KEK from KV');
+like(
+	$unode->safe_psql(
+		'postgres', "SELECT pg_rotate_encryption_key('$ucmd', 'unwrap')"),
+	qr/^[0-9a-f]{16}$/,
+	'a KEK from KV to the unwrap mode');
+$unode->restart;
+is(keyring_format($udata), 3, 'the key ring is of format 3 again');
+is($marker->($unode), "unwrap-$run", 'restarted in the unwrap mode');
+my ($ret_mode, $out_mode, $err_mode) = $unode->psql('postgres',
+	"SELECT pg_rotate_encryption_key('$ucmd', 'envelope')");
+like(
+	$err_mode,
+	qr/ERROR:  invalid key mode "envelope"/,
+	'an unknown key mode is refused');
+$unode->stop;
+
+# OpenBao down: the unwrap mode cannot start either
 stop_bao();
+refuses_to_start(
+	$unode,
+	'unwrap mode, OpenBao down',
+	"$ucmd unwrap",
+	qr/\Qpgcipher-kms: openbao-transit-keyring: cannot connect to OpenBao at $addr: connection refused (is it running, and is --addr right?)\E/
+);
 done_testing();

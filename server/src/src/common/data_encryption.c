@@ -382,6 +382,22 @@ data_encryption_error_reason(void)
 	return detail;
 }
 
+/* The first 8 bytes of HMAC-SHA256(key, label) */
+static bool
+hmac_fingerprint(const unsigned char *key, int keylen, const char *label,
+				 unsigned char *fp)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+
+	if (HMAC(EVP_sha256(), key, keylen, (const unsigned char *) label,
+			 strlen(label), mac, &maclen) == NULL || maclen < KEK_FINGERPRINT_LEN)
+		return false;
+	memcpy(fp, mac, KEK_FINGERPRINT_LEN);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	return true;
+}
+
 /*
  * A key-encryption key's fingerprint: the first 8 bytes of
  * HMAC-SHA256(KEK, "pgcipher KEK fingerprint"), so that messages can say
@@ -390,16 +406,19 @@ data_encryption_error_reason(void)
 bool
 kek_fingerprint(const unsigned char *kek, int keklen, unsigned char *fp)
 {
-	static const char label[] = "pgcipher KEK fingerprint";
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
+	return hmac_fingerprint(kek, keklen, "pgcipher KEK fingerprint", fp);
+}
 
-	if (HMAC(EVP_sha256(), kek, keklen, (const unsigned char *) label,
-			 sizeof(label) - 1, mac, &maclen) == NULL || maclen < KEK_FINGERPRINT_LEN)
-		return false;
-	memcpy(fp, mac, KEK_FINGERPRINT_LEN);
-	OPENSSL_cleanse(mac, sizeof(mac));
-	return true;
+/*
+ * The data keys' fingerprint, for a key ring kept by an unwrap command
+ * (design 9.4): HMAC-SHA256 keyed by the serialized data keys over "pgcipher
+ * data keys fingerprint", cut to 8 bytes.  The key ring records it, so that
+ * whatever the command gives back is checked before it is used.
+ */
+bool
+data_keys_fingerprint(const unsigned char *keys, int keyslen, unsigned char *fp)
+{
+	return hmac_fingerprint(keys, keyslen, "pgcipher data keys fingerprint", fp);
 }
 
 /*

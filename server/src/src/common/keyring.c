@@ -24,7 +24,10 @@
  *	..	CRC-32C of everything above (4)
  *
  * Format 1 (without fingerprint and time) is still read; format 2 is
- * written.
+ * written.  Format 3 is the unwrap mode's (design 9.4): no KEK, the data
+ * keys wrapped by the key command itself (a KMS), their fingerprint at 48
+ * and, after the number of keys, the length of the wrapped form (4) and
+ * the form as the command printed it.
  *
  * What is wrapped is id || cipher || key, so a wrapped key cannot be moved
  * to another slot or reinterpreted under another cipher without the unwrap
@@ -130,15 +133,19 @@ now_ms(void)
 /*
  * Run command with /bin/sh, collect what it prints on stdout, and give up
  * after timeout_s seconds (killing its whole process group).  stderr is
- * left alone so the command's own complaints reach the server log.
+ * left alone so the command's own complaints reach the server log.  With
+ * action, the command runs with that word appended ("wrap", "unwrap") and
+ * input on its stdin; without, stdin is /dev/null.
  */
-bool
-run_key_command(const char *command, int timeout_s,
-				char *out, size_t outsize, size_t *outlen,
-				KeyringError *err)
+static bool
+run_command_io(const char *command, const char *action, const char *input,
+			   size_t inputlen, int timeout_s, char *out, size_t outsize,
+			   size_t *outlen, KeyringError *err)
 {
 	const char *hint = "Check the setting of encryption_key_command.";
+	char		full[8192];
 	int			pipefd[2];
+	int			infd[2] = {-1, -1};
 	pid_t		pid;
 	int64		deadline;
 	size_t		len = 0;
@@ -153,8 +160,37 @@ run_key_command(const char *command, int timeout_s,
 						  "encryption_key_command is not set");
 		return false;
 	}
+	if (action != NULL)
+	{
+		snprintf(full, sizeof(full), "%s %s", command, action);
+		command = full;
+	}
+
+	/*
+	 * The input (a few kB at most) goes into its pipe before the command
+	 * starts: the pipe holds it, so no write can block or raise SIGPIPE
+	 * however the command treats its stdin.
+	 */
+	if (action != NULL)
+	{
+		if (inputlen > 16384 || pipe(infd) != 0 ||
+			write(infd[1], input, inputlen) != (ssize_t) inputlen)
+		{
+			if (infd[0] >= 0)
+			{
+				close(infd[0]);
+				close(infd[1]);
+			}
+			keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
+							  "could not pass the key ring to encryption key command: %s", strerror(errno));
+			return false;
+		}
+		close(infd[1]);
+	}
 	if (pipe(pipefd) != 0)
 	{
+		if (infd[0] >= 0)
+			close(infd[0]);
 		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
 						  "could not create pipe for encryption key command: %s", strerror(errno));
 		return false;
@@ -165,6 +201,8 @@ run_key_command(const char *command, int timeout_s,
 	{
 		close(pipefd[0]);
 		close(pipefd[1]);
+		if (infd[0] >= 0)
+			close(infd[0]);
 		keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED, NULL,
 						  "could not fork encryption key command: %s", strerror(errno));
 		return false;
@@ -180,9 +218,12 @@ run_key_command(const char *command, int timeout_s,
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
 		signal(SIGCHLD, SIG_DFL);
-		devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
+		if (infd[0] >= 0)
+			dup2(infd[0], 0);
+		else if ((devnull = open("/dev/null", O_RDONLY)) >= 0)
 			dup2(devnull, 0);
+		if (infd[0] >= 0)
+			close(infd[0]);
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
 		close(pipefd[1]);
@@ -191,6 +232,8 @@ run_key_command(const char *command, int timeout_s,
 	}
 	setpgid(pid, pid);			/* also from here, to avoid a race */
 	close(pipefd[1]);
+	if (infd[0] >= 0)
+		close(infd[0]);
 
 	deadline = now_ms() + (int64) timeout_s * 1000;
 	for (;;)
@@ -277,6 +320,32 @@ run_key_command(const char *command, int timeout_s,
 	}
 	*outlen = len;
 	return true;
+}
+
+bool
+run_key_command(const char *command, int timeout_s,
+				char *out, size_t outsize, size_t *outlen,
+				KeyringError *err)
+{
+	return run_command_io(command, NULL, NULL, 0, timeout_s, out, outsize,
+						  outlen, err);
+}
+
+/* initdb's --encryption-key-mode and the rotation's mode argument */
+int
+keyring_mode_from_name(const char *name)
+{
+	if (strcmp(name, "kek") == 0)
+		return KEYRING_MODE_KEK;
+	if (strcmp(name, "unwrap") == 0)
+		return KEYRING_MODE_UNWRAP;
+	return -1;
+}
+
+const char *
+keyring_mode_name(int mode)
+{
+	return mode == KEYRING_MODE_UNWRAP ? "unwrap" : "kek";
 }
 
 static int
@@ -543,7 +612,8 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 		return false;
 	}
 	ring->version = get32(buf + 8);
-	if (ring->version != 1 && ring->version != KEYRING_VERSION)
+	if (ring->version != 1 && ring->version != KEYRING_VERSION &&
+		ring->version != KEYRING_VERSION_UNWRAP)
 	{
 		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT,
 						  "The key ring was written by a different version of pgcipher.",
@@ -560,7 +630,20 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	ring->nkeys = get32(buf + header_len - 4);
 	if (ring->nkeys == 0 || ring->nkeys > KEYRING_MAX_KEYS)
 		goto truncated_or_corrupt;
-	for (uint32 i = 0; i < ring->nkeys; i++)
+	if (ring->version == KEYRING_VERSION_UNWRAP)
+	{
+		/* one wrapped form of all the keys, printable, as the command gave it */
+		uint32		wrappedlen;
+
+		if (off + 4 > len)
+			goto truncated_or_corrupt;
+		wrappedlen = get32(buf + off);
+		if (wrappedlen == 0 || wrappedlen > KEYRING_MAX_WRAPPED ||
+			off + 4 + wrappedlen > len)
+			goto truncated_or_corrupt;
+		off += 4 + wrappedlen;
+	}
+	for (uint32 i = 0; i < ring->nkeys && ring->version != KEYRING_VERSION_UNWRAP; i++)
 	{
 		uint32		wrappedlen;
 
@@ -597,7 +680,9 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 		ring->wrapped_at = (int64) get64(buf + 56);
 	}
 	if (data_encryption_key_length(ring->cipher) == 0 ||
-		(ring->kek_source != KEK_SOURCE_HEX && ring->kek_source != KEK_SOURCE_PASSPHRASE))
+		(ring->version == KEYRING_VERSION_UNWRAP) != (ring->kek_source == KEK_SOURCE_UNWRAP) ||
+		(ring->kek_source != KEK_SOURCE_HEX && ring->kek_source != KEK_SOURCE_PASSPHRASE &&
+		 ring->kek_source != KEK_SOURCE_UNWRAP))
 	{
 		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, hint,
 						  "encryption key file \"%s\" is corrupt", KEYRING_FILE);
@@ -606,6 +691,12 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 	}
 	if (kek == NULL)
 		return true;
+	if (ring->kek_source == KEK_SOURCE_UNWRAP)
+	{
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL,
+						  "a key ring kept by an unwrap command has no key-encryption key");
+		return false;
+	}
 
 	off = header_len;
 	for (uint32 i = 0; i < ring->nkeys; i++)
@@ -821,14 +912,317 @@ keyring_get_key(const Keyring *ring, uint32 id)
 }
 
 /*
+ * The unwrap mode (design 9.4): no KEK reaches this process.  The data
+ * keys, serialized as a bundle, are handed in hexadecimal to "COMMAND
+ * wrap" (a KMS client that encrypts them under a key that never leaves the
+ * KMS), which prints their wrapped form; the key ring stores that form,
+ * and "COMMAND unwrap" is handed it at every start and prints the bundle.
+ *
+ * Bundle (big-endian, as the file):
+ *
+ *	 0	"PGCKEYS1"				 8 bytes
+ *	 8	cipher					 4
+ *	12	number of keys			 4
+ *	16	per key: id (4), length (4), key bytes
+ */
+#define BUNDLE_MAGIC		"PGCKEYS1"
+#define BUNDLE_MAX_LEN		(16 + KEYRING_MAX_KEYS * (8 + DATA_ENCRYPTION_MAX_XTS_KEY_LEN))
+/* what "COMMAND unwrap" may print: the bundle in hex, a newline */
+#define UNWRAP_MAX_OUTPUT	(2 * BUNDLE_MAX_LEN + 2)
+#define UNWRAP_HINT			"The key command must print the data keys that its \"wrap\" was given, in hexadecimal on one line, when run with \"unwrap\" and the wrapped form on its standard input."
+
+static size_t
+bundle_serialize(const Keyring *ring, unsigned char *buf)
+{
+	size_t		off = 16;
+
+	memcpy(buf, BUNDLE_MAGIC, 8);
+	put32(buf + 8, ring->cipher);
+	put32(buf + 12, ring->nkeys);
+	for (uint32 i = 0; i < ring->nkeys; i++)
+	{
+		put32(buf + off, ring->keys[i].id);
+		put32(buf + off + 4, ring->keys[i].len);
+		memcpy(buf + off + 8, ring->keys[i].key, ring->keys[i].len);
+		off += 8 + ring->keys[i].len;
+	}
+	return off;
+}
+
+/*
+ * The keys of a bundle into ring, whose header (cipher, number of keys,
+ * the data keys' fingerprint) the key ring file gave: everything must
+ * match it.
+ */
+static bool
+bundle_parse(const unsigned char *buf, size_t len, Keyring *ring,
+			 const char *command, KeyringError *err)
+{
+	size_t		off = 16;
+	uint32		keylen = 2 * data_encryption_key_length(ring->cipher);
+	unsigned char fp[KEK_FINGERPRINT_LEN];
+
+	if (len < 16 || memcmp(buf, BUNDLE_MAGIC, 8) != 0 ||
+		get32(buf + 8) != ring->cipher || get32(buf + 12) != ring->nkeys)
+		goto malformed;
+	for (uint32 i = 0; i < ring->nkeys; i++)
+	{
+		KeyringKey *key = &ring->keys[i];
+
+		if (off + 8 > len)
+			goto malformed;
+		key->id = get32(buf + off);
+		key->len = get32(buf + off + 4);
+		if (key->len != keylen || off + 8 + key->len > len)
+			goto malformed;
+		for (uint32 j = 0; j < i; j++)
+			if (ring->keys[j].id == key->id)
+				goto malformed;
+		memcpy(key->key, buf + off + 8, key->len);
+		off += 8 + key->len;
+	}
+	if (off != len)
+		goto malformed;
+	if (!data_keys_fingerprint(buf, (int) len, fp))
+	{
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not compute the data keys' fingerprint");
+		goto fail;
+	}
+	if (memcmp(fp, ring->kek_fingerprint, KEK_FINGERPRINT_LEN) != 0)
+	{
+		char		expected[2 * KEK_FINGERPRINT_LEN + 16];
+		char		given[2 * KEK_FINGERPRINT_LEN + 16];
+
+		keyring_format_fingerprint(ring->kek_fingerprint, expected);
+		keyring_format_fingerprint(fp, given);
+		keyring_set_error(err, KEYRING_ERR_WRONG_KEY, UNWRAP_HINT,
+						  "encryption key command \"%s unwrap\" gave data keys that are not this key ring's", command);
+		keyring_set_detail(err, "The key ring records data keys with fingerprint %s; the command gave keys with fingerprint %s.",
+						   expected, given);
+		goto fail;
+	}
+	return true;
+
+malformed:
+	keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
+					  "encryption key command \"%s unwrap\" printed something that is not this key ring's data keys", command);
+	keyring_set_detail(err, "It decodes to %zu bytes that do not hold the %u keys of %s the key ring records.",
+					   len, ring->nkeys, data_encryption_cipher_name(ring->cipher));
+fail:
+	for (uint32 i = 0; i < KEYRING_MAX_KEYS; i++)
+		data_encryption_wipe(&ring->keys[i], sizeof(KeyringKey));
+	return false;
+}
+
+static void
+hex_encode(const unsigned char *in, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++)
+	{
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * len] = '\0';
+}
+
+/* One trailing newline (LF or CRLF) off; then it must be one printable line */
+static bool
+output_line(const char *out, size_t *outlen, const char *command,
+			const char *action, KeyringError *err)
+{
+	if (*outlen > 0 && out[*outlen - 1] == '\n')
+		(*outlen)--;
+	if (*outlen > 0 && out[*outlen - 1] == '\r')
+		(*outlen)--;
+	if (*outlen == 0)
+	{
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
+						  "encryption key command \"%s %s\" printed nothing", command, action);
+		return false;
+	}
+	return output_is_one_printable_line(out, *outlen, UNWRAP_HINT, err);
+}
+
+/*
+ * Run "command unwrap" with wrapped on its stdin and decode what it prints
+ * into bundle; false with err filled when it fails or prints anything but
+ * an even number of hexadecimal digits that fits a bundle.
+ */
+static bool
+run_unwrap(const char *command, int timeout_s, const char *wrapped,
+		   size_t wrappedlen, unsigned char *bundle, size_t *bundlelen,
+		   KeyringError *err)
+{
+	char		input[KEYRING_MAX_WRAPPED + 2];
+	char		out[UNWRAP_MAX_OUTPUT];
+	size_t		outlen;
+	bool		ok = false;
+
+	memcpy(input, wrapped, wrappedlen);
+	input[wrappedlen] = '\n';
+	if (!run_command_io(command, "unwrap", input, wrappedlen + 1, timeout_s,
+						out, sizeof(out), &outlen, err))
+		return false;
+	if (!output_line(out, &outlen, command, "unwrap", err))
+		goto done;
+	if (outlen % 2 != 0 || outlen / 2 > BUNDLE_MAX_LEN)
+	{
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
+						  "encryption key command \"%s unwrap\" printed something that is not this key ring's data keys", command);
+		keyring_set_detail(err, "It printed %zu characters, not an even number of hexadecimal digits up to %d.",
+						   outlen, 2 * BUNDLE_MAX_LEN);
+		goto done;
+	}
+	for (size_t i = 0; i < outlen; i++)
+	{
+		if (hexval(out[i]) < 0)
+		{
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
+							  "encryption key command \"%s unwrap\" printed a character that is not a hexadecimal digit", command);
+			keyring_set_detail(err, "Character %zu of the %zu is not a hexadecimal digit (0-9, a-f, A-F).", i + 1, outlen);
+			goto done;
+		}
+	}
+	for (size_t i = 0; i < outlen / 2; i++)
+		bundle[i] = (hexval(out[2 * i]) << 4) | hexval(out[2 * i + 1]);
+	*bundlelen = outlen / 2;
+	ok = true;
+done:
+	data_encryption_wipe(out, sizeof(out));
+	return ok;
+}
+
+/*
+ * Open a key ring kept by an unwrap command: its wrapped form (file, as
+ * parsed into ring's header) to "command unwrap", the answer checked
+ * against the header, the keys into ring.
+ */
+static bool
+unwrap_with_command(const char *command, int timeout_s,
+					const unsigned char *file, Keyring *ring,
+					KeyringError *err)
+{
+	unsigned char bundle[BUNDLE_MAX_LEN];
+	size_t		bundlelen;
+	bool		ok;
+
+	ok = run_unwrap(command, timeout_s, (const char *) file + KEYRING_HEADER_LEN + 4,
+					get32(file + KEYRING_HEADER_LEN), bundle, &bundlelen, err) &&
+		bundle_parse(bundle, bundlelen, ring, command, err);
+	data_encryption_wipe(bundle, sizeof(bundle));
+	return ok;
+}
+
+/*
+ * Serialize a key ring kept by an unwrap command (format 3): the header of
+ * format 2 with the data keys' fingerprint in place of the KEK's, then the
+ * length of the wrapped form and the form itself.  Returns the file's
+ * length, or 0 on failure.
+ */
+size_t
+keyring_serialize_unwrap(const Keyring *ring, const char *wrapped,
+						 size_t wrappedlen, unsigned char *buf, size_t bufsize,
+						 KeyringError *err)
+{
+	pg_crc32c	crc;
+	size_t		off = KEYRING_HEADER_LEN;
+
+	if (bufsize < KEYRING_MAX_FILE || ring->nkeys == 0 ||
+		ring->nkeys > KEYRING_MAX_KEYS || wrappedlen == 0 ||
+		wrappedlen > KEYRING_MAX_WRAPPED)
+	{
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "key ring too large");
+		return 0;
+	}
+	memset(buf, 0, bufsize);
+	memcpy(buf, KEYRING_MAGIC, 8);
+	put32(buf + 8, KEYRING_VERSION_UNWRAP);
+	put32(buf + 12, ring->cipher);
+	put32(buf + 16, KEK_SOURCE_UNWRAP);
+	/* 20..47, the scrypt parameters and salt, stay zero */
+	memcpy(buf + 48, ring->kek_fingerprint, KEK_FINGERPRINT_LEN);
+	put64(buf + 56, (uint64) ring->wrapped_at);
+	put32(buf + 64, ring->nkeys);
+	put32(buf + off, (uint32) wrappedlen);
+	memcpy(buf + off + 4, wrapped, wrappedlen);
+	off += 4 + wrappedlen;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, off);
+	FIN_CRC32C(crc);
+	put32(buf + off, crc);
+	return off + 4;
+}
+
+/*
+ * The unwrap mode's half of keyring_wrap_under_command(): the data keys to
+ * "command wrap", its answer to "command unwrap" at once (a command that
+ * cannot give back what it wrapped is refused now, not at the next start),
+ * and the key ring of format 3 into file.
+ */
+static size_t
+wrap_with_command(Keyring *ring, const char *command, int timeout_s,
+				  unsigned char *file, size_t filesize, KeyringError *err)
+{
+	unsigned char bundle[BUNDLE_MAX_LEN];
+	unsigned char back[BUNDLE_MAX_LEN];
+	char		input[2 * BUNDLE_MAX_LEN + 2];
+	char		wrapped[KEYRING_MAX_WRAPPED + 2];
+	size_t		bundlelen;
+	size_t		backlen = 0;
+	size_t		wrappedlen;
+	size_t		filelen = 0;
+
+	bundlelen = bundle_serialize(ring, bundle);
+	hex_encode(bundle, bundlelen, input);
+	input[2 * bundlelen] = '\n';
+	if (!run_command_io(command, "wrap", input, 2 * bundlelen + 1, timeout_s,
+						wrapped, sizeof(wrapped), &wrappedlen, err))
+		goto done;
+	if (!output_line(wrapped, &wrappedlen, command, "wrap", err))
+		goto done;
+	if (wrappedlen > KEYRING_MAX_WRAPPED)
+	{
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
+						  "encryption key command \"%s wrap\" printed more than %d bytes", command, KEYRING_MAX_WRAPPED);
+		goto done;
+	}
+	if (!run_unwrap(command, timeout_s, wrapped, wrappedlen, back, &backlen, err))
+		goto done;
+	if (backlen != bundlelen || memcmp(back, bundle, bundlelen) != 0)
+	{
+		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
+						  "encryption key command \"%s unwrap\" did not give back the data keys its \"wrap\" was given", command);
+		goto done;
+	}
+	if (!data_keys_fingerprint(bundle, (int) bundlelen, ring->kek_fingerprint))
+	{
+		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not compute the data keys' fingerprint");
+		goto done;
+	}
+	ring->kek_source = KEK_SOURCE_UNWRAP;
+	ring->scrypt_log2_n = ring->scrypt_r = ring->scrypt_p = 0;
+	memset(ring->salt, 0, KEYRING_SALT_LEN);
+	ring->wrapped_at = (int64) time(NULL);
+	filelen = keyring_serialize_unwrap(ring, wrapped, wrappedlen, file, filesize, err);
+done:
+	data_encryption_wipe(bundle, sizeof(bundle));
+	data_encryption_wipe(back, sizeof(back));
+	data_encryption_wipe(input, sizeof(input));
+	return filelen;
+}
+
+/*
  * Run command, turn its output into a new KEK (a passphrase gets a fresh
- * salt) and serialize ring under it into file, stamped with the time.
- * Returns the file's length, or 0 on failure.  What initdb and a key
- * rotation write.
+ * salt) and serialize ring under it into file, stamped with the time; in
+ * the unwrap mode, have the command wrap the data keys instead.  Returns
+ * the file's length, or 0 on failure.  What initdb and a key rotation
+ * write.
  */
 size_t
 keyring_wrap_under_command(Keyring *ring, const char *command, int timeout_s,
-						   unsigned char *file, size_t filesize,
+						   int mode, unsigned char *file, size_t filesize,
 						   KeyringError *err)
 {
 	char		out[KEY_COMMAND_MAX_OUTPUT];
@@ -837,6 +1231,8 @@ keyring_wrap_under_command(Keyring *ring, const char *command, int timeout_s,
 	size_t		filelen;
 	bool		ok;
 
+	if (mode == KEYRING_MODE_UNWRAP)
+		return wrap_with_command(ring, command, timeout_s, file, filesize, err);
 	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
 		return 0;
 	ok = kek_from_command_output(out, outlen, ring, true, kek, err);
@@ -861,7 +1257,7 @@ keyring_wrap_under_command(Keyring *ring, const char *command, int timeout_s,
  */
 bool
 keyring_create(const char *datadir, int cipher, const char *command,
-			   int timeout_s, const Keyring *reuse, Keyring *ring,
+			   int timeout_s, int mode, const Keyring *reuse, Keyring *ring,
 			   KeyringError *err)
 {
 	static const uint32 ids[] = {KEY_RELATION, KEY_WAL, KEY_TEMPFILE};
@@ -912,7 +1308,7 @@ keyring_create(const char *datadir, int cipher, const char *command,
 	}
 	ring->nkeys = lengthof(ids);
 
-	filelen = keyring_wrap_under_command(ring, command, timeout_s, file,
+	filelen = keyring_wrap_under_command(ring, command, timeout_s, mode, file,
 										 sizeof(file), err);
 	if (filelen == 0)
 		return false;
@@ -969,16 +1365,44 @@ format_wrapped_at(int64 t, char *buf, size_t size)
 }
 
 /*
+ * Open the key ring in file (its header parsed into ring) with command, in
+ * the mode its header records.  A KEK-mode command runs once however many
+ * key rings it is tried on: its output is kept in *out (*outlen, *ran).
+ */
+static bool
+open_keyring(const char *command, int timeout_s, const unsigned char *file,
+			 size_t filelen, Keyring *ring, char *out, size_t *outlen,
+			 bool *ran, unsigned char *fp, KeyringError *err)
+{
+	if (ring->kek_source == KEK_SOURCE_UNWRAP)
+	{
+		memcpy(fp, ring->kek_fingerprint, KEK_FINGERPRINT_LEN);
+		return unwrap_with_command(command, timeout_s, file, ring, err);
+	}
+	if (!*ran)
+	{
+		if (!run_key_command(command, timeout_s, out, KEY_COMMAND_MAX_OUTPUT, outlen, err))
+			return false;
+		*ran = true;
+	}
+	return unwrap_with_output(out, *outlen, file, filelen, ring, fp, err);
+}
+
+/*
  * Server start-up: read and check the key ring, then run the key command
- * and unwrap the data keys.  The file is checked first, so a corrupt or
- * missing file is reported as such whatever the command prints.
+ * and unwrap the data keys (or, in the unwrap mode, have the command unwrap
+ * them).  The file is checked first, so a corrupt or missing file is
+ * reported as such whatever the command prints.  When the key ring does
+ * not open and an interrupted rotation left keyring.next, that is tried
+ * with the same command, each in the mode its header records.
  */
 bool
 keyring_load(const char *datadir, const char *command, int timeout_s,
 			 Keyring *ring, KeyringError *err)
 {
 	char		out[KEY_COMMAND_MAX_OUTPUT];
-	size_t		outlen;
+	size_t		outlen = 0;
+	bool		ran = false;
 	unsigned char file[KEYRING_MAX_FILE];
 	unsigned char next_file[KEYRING_MAX_FILE];
 	size_t		filelen;
@@ -1007,17 +1431,25 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	have_next = read_keyring_header(path, next_file, &next_filelen,
 									&next_header, &next_err);
 
-	if (!run_key_command(command, timeout_s, out, sizeof(out), &outlen, err))
-		return false;
+	if (command == NULL || command[0] == '\0')
+		return run_key_command(command, timeout_s, out, sizeof(out), &outlen, err);
 
 	*ring = header;
-	ok = unwrap_with_output(out, outlen, file, filelen, ring, used_fp, err);
-	if (!ok && have_next &&
-		(err->kind == KEYRING_ERR_WRONG_KEY || err->kind == KEYRING_ERR_COMMAND_OUTPUT))
+	ok = open_keyring(command, timeout_s, file, filelen, ring, out, &outlen,
+					  &ran, used_fp, err);
+
+	/*
+	 * Try keyring.next when the command does not open the key ring, whatever
+	 * it said (a KMS refuses to unwrap what another key wrapped; a rotation
+	 * may have changed the mode); not after a timeout, which would only
+	 * double the wait, nor when the file itself is the problem.
+	 */
+	if (!ok && have_next && err->kind != KEYRING_ERR_COMMAND_TIMEOUT &&
+		err->kind != KEYRING_ERR_IO && err->kind != KEYRING_ERR_CRYPTO)
 	{
 		*ring = next_header;
-		if (unwrap_with_output(out, outlen, next_file, next_filelen, ring,
-							   next_fp, &next_err))
+		if (open_keyring(command, timeout_s, next_file, next_filelen, ring,
+						 out, &outlen, &ran, next_fp, &next_err))
 		{
 			ring->from_next = true;
 			ok = true;
@@ -1025,7 +1457,8 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	}
 	data_encryption_wipe(out, sizeof(out));
 
-	if (!ok && err->kind == KEYRING_ERR_WRONG_KEY)
+	if (!ok && err->kind == KEYRING_ERR_WRONG_KEY &&
+		header.kek_source != KEK_SOURCE_UNWRAP)
 	{
 		char		expected[2 * KEK_FINGERPRINT_LEN + 16];
 		char		given[2 * KEK_FINGERPRINT_LEN + 16];
@@ -1035,7 +1468,7 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 		keyring_format_fingerprint(header.kek_fingerprint, expected);
 		keyring_format_fingerprint(used_fp, given);
 		format_wrapped_at(header.wrapped_at, when, sizeof(when));
-		if (have_next)
+		if (have_next && next_header.kek_source != KEK_SOURCE_UNWRAP)
 		{
 			char		pending[2 * KEK_FINGERPRINT_LEN + 16];
 

@@ -10,6 +10,7 @@
  *	PGCIPHER_ENCRYPTION						as --encryption
  *	PGCIPHER_ENCRYPTION_KEY_COMMAND			as --encryption-key-command
  *	PGCIPHER_ENCRYPTION_KEY_COMMAND_TIMEOUT	as --encryption-key-command-timeout
+ *	PGCIPHER_ENCRYPTION_KEY_MODE			as --encryption-key-mode
  *
  * The command line wins, option by option.  A variable that is set but
  * empty, a value initdb would refuse as an option, and a key command with
@@ -32,6 +33,7 @@
 #include <limits.h>
 
 #include "common/data_encryption.h"
+#include "common/keyring.h"
 #include "common/logging.h"
 #include "encryption.h"
 
@@ -53,11 +55,12 @@ encryption_env(const char *name)
 void
 encryption_options_from_environment(const EncryptionOptionsGiven *given,
 									int *cipher, char **key_command,
-									int *timeout)
+									int *timeout, int *key_mode)
 {
 	const char *env_cipher = encryption_env(ENCRYPTION_ENV);
 	const char *env_command = encryption_env(ENCRYPTION_KEY_COMMAND_ENV);
 	const char *env_timeout = encryption_env(ENCRYPTION_TIMEOUT_ENV);
+	const char *env_mode = encryption_env(ENCRYPTION_KEY_MODE_ENV);
 	bool		cipher_from_env = false;
 	bool		command_from_env = false;
 
@@ -115,6 +118,25 @@ encryption_options_from_environment(const EncryptionOptionsGiven *given,
 			exit(1);
 		}
 		*timeout = (int) secs;
+	}
+
+	if (env_mode != NULL && !given->key_mode && *cipher != DATA_ENCRYPTION_OFF)
+	{
+		*key_mode = keyring_mode_from_name(env_mode);
+		if (*key_mode < 0)
+		{
+			pg_log_error("invalid value \"%s\" for environment variable %s",
+						 env_mode, ENCRYPTION_KEY_MODE_ENV);
+			pg_log_error_hint("Use kek or unwrap.");
+			exit(1);
+		}
+		printf(_("The key mode (%s) comes from environment variable %s.\n"),
+			   env_mode, ENCRYPTION_KEY_MODE_ENV);
+	}
+	if (given->key_mode && *cipher == DATA_ENCRYPTION_OFF)
+	{
+		pg_log_error("--encryption-key-mode needs --encryption=aes-128 or aes-256");
+		exit(1);
 	}
 
 	/* say where the settings came from */

@@ -85,6 +85,10 @@ extern bool derive_key_scrypt(const char *passphrase, size_t passlen,
 extern bool kek_fingerprint(const unsigned char *kek, int keklen,
 							unsigned char *fp);
 
+/* Fingerprint of the serialized data keys (a key ring kept by a KMS) */
+extern bool data_keys_fingerprint(const unsigned char *keys, int keyslen,
+								  unsigned char *fp);
+
 /*
  * XTS tweaks, shared by the server and pg_upgrade: a relation page's
  * location, an SLRU page's, and other domains' (see design section 8)

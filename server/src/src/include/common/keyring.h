@@ -27,10 +27,25 @@
 
 #define KEYRING_MAGIC		"PGCIPHKR"
 #define KEYRING_VERSION		2	/* 2 adds the KEK fingerprint and time */
+#define KEYRING_VERSION_UNWRAP	3	/* the data keys wrapped by a command */
 
 /* How the KEK is obtained from the key command's output */
 #define KEK_SOURCE_HEX			1	/* 64 hex digits: the KEK itself */
 #define KEK_SOURCE_PASSPHRASE	2	/* anything else printable: scrypt */
+/* No KEK: the command wraps and unwraps the data keys (a KMS; design 9.4) */
+#define KEK_SOURCE_UNWRAP		3
+
+/*
+ * The two ways a key command keys a cluster: it prints the KEK
+ * (KEYRING_MODE_KEK), or it is given the data keys to wrap and the
+ * wrapped form to unwrap, with "wrap" or "unwrap" appended
+ * (KEYRING_MODE_UNWRAP), so that the KEK never leaves the KMS.
+ */
+#define KEYRING_MODE_KEK		0
+#define KEYRING_MODE_UNWRAP		1
+
+/* Longest wrapped form an unwrap command may print for the key ring */
+#define KEYRING_MAX_WRAPPED		3072
 
 #define KEK_LEN				32	/* AES-256 key wrap */
 #define KEYRING_SALT_LEN	16
@@ -92,7 +107,8 @@ typedef struct Keyring
 	uint32		scrypt_p;
 	unsigned char salt[KEYRING_SALT_LEN];
 	uint32		version;		/* of the file it was read from */
-	unsigned char kek_fingerprint[KEK_FINGERPRINT_LEN]; /* zeros in v1 */
+	unsigned char kek_fingerprint[KEK_FINGERPRINT_LEN]; /* zeros in v1; the data
+														 * keys' in v3 */
 	int64		wrapped_at;		/* Unix time of wrapping; 0 in v1 */
 	bool		from_next;		/* keyring_load() used KEYRING_NEXT_FILE */
 	uint32		nkeys;
@@ -111,6 +127,8 @@ extern void keyring_set_detail(KeyringError *err, const char *fmt,...) pg_attrib
 extern bool run_key_command(const char *command, int timeout_s,
 							char *out, size_t outsize, size_t *outlen,
 							KeyringError *err);
+extern int	keyring_mode_from_name(const char *name);
+extern const char *keyring_mode_name(int mode);
 extern bool kek_from_command_output(const char *out, size_t outlen,
 									Keyring *ring, bool choose_source,
 									unsigned char *kek, KeyringError *err);
@@ -119,6 +137,10 @@ extern bool kek_from_command_output(const char *out, size_t outlen,
 extern size_t keyring_serialize(const Keyring *ring, const unsigned char *kek,
 								unsigned char *buf, size_t bufsize,
 								KeyringError *err);
+extern size_t keyring_serialize_unwrap(const Keyring *ring,
+									   const char *wrapped, size_t wrappedlen,
+									   unsigned char *buf, size_t bufsize,
+									   KeyringError *err);
 extern bool keyring_parse(const unsigned char *buf, size_t len,
 						  const unsigned char *kek, Keyring *ring,
 						  KeyringError *err);
@@ -134,12 +156,13 @@ extern void keyring_format_fingerprint(const unsigned char *fp, char *out);
 
 /* What initdb and the server call */
 extern bool keyring_create(const char *datadir, int cipher,
-						   const char *command, int timeout_s,
+						   const char *command, int timeout_s, int mode,
 						   const Keyring *reuse, Keyring *ring,
 						   KeyringError *err);
 extern size_t keyring_wrap_under_command(Keyring *ring, const char *command,
-										 int timeout_s, unsigned char *file,
-										 size_t filesize, KeyringError *err);
+										 int timeout_s, int mode,
+										 unsigned char *file, size_t filesize,
+										 KeyringError *err);
 extern bool keyring_load(const char *datadir, const char *command,
 						 int timeout_s, Keyring *ring, KeyringError *err);
 extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);

@@ -709,6 +709,154 @@ test_key_command(void)
 
 
 /*
+ * The unwrap mode (design 9.4) with a stand-in for a KMS: a shell script
+ * whose "wrap" maps the hexadecimal digits to other letters and whose
+ * "unwrap" maps them back.  It is no cipher: it exercises the protocol
+ * (action appended, stdin, one line out), the key ring of format 3 and the
+ * checks made on what comes back; the kms suite runs the same code against
+ * OpenBao's Transit and a KMIP server.
+ */
+static void
+write_script(const char *path, const char *body)
+{
+	FILE	   *f = fopen(path, "w");
+
+	if (f == NULL)
+	{
+		perror(path);
+		exit(2);
+	}
+	fprintf(f, "#!/bin/sh\n%s", body);
+	fclose(f);
+	chmod(path, 0700);
+}
+
+static void
+test_unwrap_mode(void)
+{
+	char		dir[] = "/tmp/pgcipher_unwrap_XXXXXX";
+	char		kms[MAXPGPATH],
+				liar[MAXPGPATH],
+				path[MAXPGPATH],
+				cmd[MAXPGPATH + 64];
+	Keyring		ring,
+				back;
+	KeyringError err;
+	unsigned char file[4096];
+	size_t		len;
+
+	if (mkdtemp(dir) == NULL)
+	{
+		perror("mkdtemp");
+		exit(2);
+	}
+	snprintf(kms, sizeof(kms), "%s/kms.sh", dir);
+	write_script(kms,
+				 "read l\n"
+				 "case \"$1\" in\n"
+				 "wrap) echo \"w1:$(echo \"$l\" | tr 0-9a-f g-v)\" ;;\n"
+				 "unwrap) echo \"${l#w1:}\" | tr g-v 0-9a-f ;;\n"
+				 "*) echo \"no action\" >&2; exit 2 ;;\n"
+				 "esac\n");
+	/* unwraps to other keys: a digit of the first key changed */
+	snprintf(liar, sizeof(liar), "%s/liar.sh", dir);
+	write_script(liar,
+				 "read l\n"
+				 "case \"$1\" in\n"
+				 "wrap) echo \"w1:$(echo \"$l\" | tr 0-9a-f g-v)\" ;;\n"
+				 "unwrap) echo \"${l#w1:}\" | tr g-v 0-9a-f | sed -e 's/^\\(.\\{60\\}\\)f/\\10/; t' -e 's/^\\(.\\{60\\}\\)./\\1f/' ;;\n"
+				 "esac\n");
+
+	check(keyring_create(dir, DATA_ENCRYPTION_AES256, kms, 5, KEYRING_MODE_UNWRAP,
+						 NULL, &ring, &err),
+		  "unwrap mode: initdb's key ring made through \"wrap\": %s", err.message);
+	snprintf(path, sizeof(path), "%s/%s", dir, KEYRING_FILE);
+	check(keyring_read_file(path, file, sizeof(file), &len, &err) &&
+		  file[11] == KEYRING_VERSION_UNWRAP && file[19] == KEK_SOURCE_UNWRAP &&
+		  memcmp(file + 72, "w1:", 3) == 0,
+		  "unwrap mode: format 3, key source 3, the wrapped form as the command printed it");
+	check(keyring_parse(file, len, NULL, &back, &err) && back.nkeys == 3 &&
+		  back.kek_source == KEK_SOURCE_UNWRAP &&
+		  memcmp(back.kek_fingerprint, ring.kek_fingerprint, KEK_FINGERPRINT_LEN) == 0,
+		  "unwrap mode: the header parses without any key, the data keys' fingerprint in it");
+	check(!keyring_parse(file, len, (const unsigned char *) "0123456789abcdef0123456789abcdef", &back, &err),
+		  "unwrap mode: no KEK opens a key ring of format 3");
+	check(keyring_load(dir, kms, 5, &back, &err) && !back.from_next &&
+		  memcmp(back.keys, ring.keys, sizeof(ring.keys)) == 0,
+		  "unwrap mode: \"unwrap\" gives back the data keys: %s", err.message);
+
+	check(!keyring_load(dir, liar, 5, &back, &err) && err.kind == KEYRING_ERR_WRONG_KEY &&
+		  strstr(err.message, "unwrap\" gave data keys that are not this key ring's") &&
+		  strstr(err.detail, "The key ring records data keys with fingerprint "),
+		  "unwrap mode: other keys are refused by their fingerprint: %s", err.detail);
+	check(!keyring_load(dir, "echo zz; :", 5, &back, &err) &&
+		  err.kind == KEYRING_ERR_COMMAND_OUTPUT &&
+		  strstr(err.message, "printed a character that is not a hexadecimal digit"),
+		  "unwrap mode: output that is not hexadecimal keys is refused: %s", err.message);
+	check(!keyring_load(dir, "exit 1; :", 5, &back, &err) &&
+		  err.kind == KEYRING_ERR_COMMAND_FAILED &&
+		  strcmp(err.message, "encryption key command \"exit 1; : unwrap\" failed") == 0,
+		  "unwrap mode: a failing command names the action: %s", err.message);
+
+	/* a wrap whose unwrap does not give back what it was given */
+	snprintf(cmd, sizeof(cmd), "%s/other", dir);
+	mkdir(cmd, 0700);
+	check(!keyring_create(cmd, DATA_ENCRYPTION_AES256, liar, 5, KEYRING_MODE_UNWRAP,
+						  NULL, &back, &err) &&
+		  strstr(err.message, "did not give back the data keys"),
+		  "unwrap mode: a command whose unwrap does not undo its wrap is refused at once: %s",
+		  err.message);
+
+	/* keyring.next of the other mode: a rotation that changed the mode */
+	{
+		const char *hexcmd = "echo 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+		unsigned char next[4096];
+		size_t		nextlen;
+
+		back = ring;
+		nextlen = keyring_wrap_under_command(&back, hexcmd, 5, KEYRING_MODE_KEK,
+											 next, sizeof(next), &err);
+		snprintf(path, sizeof(path), "%s/%s", dir, KEYRING_NEXT_FILE);
+		check(nextlen > 0 && keyring_write_file(path, next, nextlen, &err),
+			  "rotation from unwrap to kek: keyring.next written");
+		check(keyring_load(dir, hexcmd, 5, &back, &err) && back.from_next &&
+			  memcmp(back.keys, ring.keys, sizeof(ring.keys)) == 0,
+			  "the KEK command opens keyring.next of the other mode: %s", err.message);
+		check(keyring_load(dir, kms, 5, &back, &err) && !back.from_next,
+			  "the unwrap command still opens the key ring");
+		/* and the other way round */
+		snprintf(cmd, sizeof(cmd), "%s/%s", dir, KEYRING_FILE);
+		check(keyring_rename(path, cmd, &err), "keyring.next installed");
+		back = ring;
+		nextlen = keyring_wrap_under_command(&back, kms, 5, KEYRING_MODE_UNWRAP,
+											 next, sizeof(next), &err);
+		check(nextlen > 0 && keyring_write_file(path, next, nextlen, &err),
+			  "rotation from kek to unwrap: keyring.next written");
+		check(keyring_load(dir, kms, 5, &back, &err) && back.from_next &&
+			  memcmp(back.keys, ring.keys, sizeof(ring.keys)) == 0,
+			  "the unwrap command opens keyring.next of the other mode: %s", err.message);
+	}
+
+	/* the file's own checks */
+	snprintf(path, sizeof(path), "%s/%s", dir, KEYRING_NEXT_FILE);
+	check(keyring_read_file(path, file, sizeof(file), &len, &err), "read format 3");
+	file[80] ^= 1;
+	check(!keyring_parse(file, len, NULL, &back, &err) && err.kind == KEYRING_ERR_FILE_CORRUPT,
+		  "format 3: a changed byte of the wrapped form fails the CRC");
+	file[80] ^= 1;
+	file[19] = KEK_SOURCE_HEX;
+	check(!keyring_parse(file, len, NULL, &back, &err) && err.kind == KEYRING_ERR_FILE_CORRUPT,
+		  "format 3 with another key source is corrupt");
+	file[19] = KEK_SOURCE_UNWRAP;
+	check(!keyring_parse(file, len - 1, NULL, &back, &err) && err.kind == KEYRING_ERR_FILE_CORRUPT,
+		  "format 3 truncated is corrupt");
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/*
  * The known-output corpus.  The data is a fixed pseudo-random stream
  * (xorshift64, test data only); keys are fixed patterns per cipher.
  */
@@ -916,6 +1064,7 @@ main(int argc, char **argv)
 	test_keyring_fingerprint_and_format_1();
 	test_kek_from_output();
 	test_key_command();
+	test_unwrap_mode();
 	printf("1..%d\n", tests_run);
 	printf("# %d passed, %d failed\n", tests_run - tests_failed, tests_failed);
 	return tests_failed == 0 ? 0 : 1;

@@ -4,7 +4,8 @@
  *	  pgcipher: online rotation of the key-encryption key (KEK).
  *
  * SELECT pg_rotate_encryption_key('new command') re-wraps the data keys
- * the server holds in memory under the KEK that the new command prints,
+ * the server holds in memory under the KEK that the new command prints
+ * (or, in the unwrap mode, has the new command wrap them: design 9.4),
  * and makes the new command the setting that start-up uses.  The data
  * keys stay, nothing is re-encrypted, and the old key command is never
  * run: a KEK that a KMS has already rolled can be replaced while the
@@ -125,13 +126,37 @@ check_rotation_possible(const char *command)
 }
 
 /*
- * pg_rotate_encryption_key(new_command text) returns the new KEK's
- * fingerprint
+ * The mode the rotation is to: its argument, else the mode the cluster is
+ * in now
+ */
+static int
+rotation_mode(FunctionCallInfo fcinfo)
+{
+	char	   *name;
+	int			mode;
+
+	if (PG_NARGS() < 2)
+		return DataEncryptionKeyring()->kek_source == KEK_SOURCE_UNWRAP ?
+			KEYRING_MODE_UNWRAP : KEYRING_MODE_KEK;
+	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	mode = keyring_mode_from_name(name);
+	if (mode < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid key mode \"%s\"", name),
+				 errhint("Use \"kek\" (the command prints the key-encryption key) or \"unwrap\" (the command wraps and unwraps the data keys in a KMS).")));
+	return mode;
+}
+
+/*
+ * pg_rotate_encryption_key(new_command text [, mode text]) returns the new
+ * KEK's fingerprint; in the unwrap mode, the data keys' (design 9.4)
  */
 Datum
 pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 {
 	char	   *command = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int			mode;
 	Keyring    *ring;
 	unsigned char file[4096];
 	size_t		filelen;
@@ -140,6 +165,7 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 	char		fingerprint[2 * KEK_FINGERPRINT_LEN + 16];
 
 	check_rotation_possible(command);
+	mode = rotation_mode(fcinfo);
 
 	/* one rotation at a time; the lock goes with the process */
 	lockfd = OpenTransientFile(KEYRING_DIR, O_RDONLY);
@@ -169,7 +195,7 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 	*ring = *DataEncryptionKeyring();
 	ring->from_next = false;
 	filelen = keyring_wrap_under_command(ring, command,
-										 encryption_key_command_timeout,
+										 encryption_key_command_timeout, mode,
 										 file, sizeof(file), &err);
 	keyring_format_fingerprint(ring->kek_fingerprint, fingerprint);
 	data_encryption_wipe(ring, sizeof(Keyring));
@@ -215,7 +241,10 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 	CloseTransientFile(lockfd);
 
 	ereport(LOG,
-			(errmsg("key-encryption key rotated: the key ring is now wrapped under the key with fingerprint %s",
+			(mode == KEYRING_MODE_UNWRAP ?
+			 errmsg("key-encryption key rotated: the key ring is now wrapped by the command's KMS key (unwrap mode; data keys fingerprint %s)",
+					fingerprint) :
+			 errmsg("key-encryption key rotated: the key ring is now wrapped under the key with fingerprint %s",
 					fingerprint),
 			 errdetail("The data keys are unchanged.  The previous key-encryption key opens no file in this data directory any more; backups taken before the rotation still need it.")));
 	PG_RETURN_TEXT_P(cstring_to_text(fingerprint));

@@ -38,6 +38,12 @@ ok( (grep { /XTS encrypt .*Vector 10/ } @passed),
 ok( (grep { /XTS encrypt .*Vector 4\b/ } @passed),
 	'XTS-AES-128 IEEE 1619 vector 4 checked');
 ok((grep { /KWP wrap.*RFC 5649/ } @passed), 'RFC 5649 vectors checked');
+cmp_ok(
+	scalar(
+		grep { /unwrap mode|opens keyring\.next of the other mode|format 3/ }
+		  @passed),
+	'>=', 15,
+	'the unwrap mode\'s key ring checks ran (design 9.4)');
 ok((grep { /single-bit flips detected/ } @passed),
 	'key ring bit flips checked');
 is( scalar(grep { /known output aes-\d+ \S+ unchanged/ } @passed),

@@ -22,7 +22,7 @@ my $key_command = "cat $keyfile";
 my $sockdir = PostgreSQL::Test::Utils::tempdir_short();
 
 delete $ENV{$_} for qw(PGCIPHER_ENCRYPTION PGCIPHER_ENCRYPTION_KEY_COMMAND
-  PGCIPHER_ENCRYPTION_KEY_COMMAND_TIMEOUT);
+  PGCIPHER_ENCRYPTION_KEY_COMMAND_TIMEOUT PGCIPHER_ENCRYPTION_KEY_MODE);
 
 # initdb with the environment given; returns (exit code, stdout, stderr)
 sub initdb_env
@@ -177,6 +177,16 @@ my @refusals = (
 		'a timeout out of range',
 		{ %both, PGCIPHER_ENCRYPTION_KEY_COMMAND_TIMEOUT => '0' },
 		qr/invalid value "0" for environment variable PGCIPHER_ENCRYPTION_KEY_COMMAND_TIMEOUT\n.*hint: Give a number of seconds from 1 to 3600\./
+	],
+	[
+		'an unknown key mode',
+		{ %both, PGCIPHER_ENCRYPTION_KEY_MODE => 'envelope' },
+		qr/invalid value "envelope" for environment variable PGCIPHER_ENCRYPTION_KEY_MODE\n.*hint: Use kek or unwrap\./
+	],
+	[
+		'the unwrap mode with a command that only prints a key',
+		{ %both, PGCIPHER_ENCRYPTION_KEY_MODE => 'unwrap' },
+		qr/encryption key command "\Q$key_command\E wrap" failed/
 	],);
 my $i = 0;
 for my $r (@refusals)
