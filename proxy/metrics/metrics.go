@@ -1,0 +1,214 @@
+package metrics
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Outcome is what the proxy did with one statement: a simple Query
+// message, an Execute, or an extended-protocol message it refused.
+type Outcome string
+
+const (
+	// Passed: the statement names no relation with encrypted columns and
+	// went to the server as the client sent it.
+	Passed Outcome = "passed"
+	// Rewritten: the statement reads or writes a relation with encrypted
+	// columns: its literals and parameters were encrypted, its results
+	// decrypted (COPY rows too).
+	Rewritten Outcome = "rewritten"
+	// Computed: the proxy computed its results or its UPDATE's new values
+	// from what the server returned (design 15.8).
+	Computed Outcome = "computed"
+	// Refused: the proxy answered with its own error; the statement never
+	// reached the server.
+	Refused Outcome = "refused"
+)
+
+var outcomes = []Outcome{Passed, Rewritten, Computed, Refused}
+
+// End is how a client connection ended.
+type End string
+
+const (
+	ClientClosed   End = "client_closed"   // the client said Terminate or went away
+	ServerClosed   End = "server_closed"   // the server closed its connection
+	Shutdown       End = "shutdown"        // the proxy closed it: shutting down
+	Cancel         End = "cancel_request"  // a CancelRequest, forwarded
+	StartupFailed  End = "startup_failed"  // no startup message: TLS or protocol failure
+	UpstreamFailed End = "upstream_failed" // the server could not be reached
+	AuthFailed     End = "auth_failed"     // authentication failed or was cut short
+	CatalogFailed  End = "catalog_failed"  // the encrypted-column catalog could not be read
+	Failed         End = "error"           // any other error
+)
+
+var ends = []End{ClientClosed, ServerClosed, Shutdown, Cancel, StartupFailed, UpstreamFailed, AuthFailed, CatalogFailed, Failed}
+
+// Source says who made an error a client got.
+type Source string
+
+const (
+	Proxy  Source = "proxy"  // the proxy's own: a refusal, a value that does not decrypt, a computation
+	Server Source = "server" // the server's, relayed
+)
+
+// durationBuckets: statements through the proxy take from a tenth of a
+// millisecond (a point query on a Unix socket) to seconds.
+var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// Metrics holds the proxy's collectors.
+type Metrics struct {
+	reg         *prometheus.Registry
+	open        prometheus.Gauge
+	connections *prometheus.CounterVec
+	statements  *prometheus.CounterVec
+	durations   *prometheus.HistogramVec
+	errors      *prometheus.CounterVec
+	clientIn    prometheus.Counter
+	clientOut   prometheus.Counter
+	serverIn    prometheus.Counter
+	serverOut   prometheus.Counter
+	reloads     *prometheus.CounterVec
+}
+
+// New makes the collectors and registers them, with the Go runtime's and
+// the process's, on a registry of their own.
+func New() *Metrics {
+	const ns = "pgcipher_proxy"
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		open: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "client_connections",
+			Help: "Client connections open now (in startup, authentication or a session)."}),
+		connections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "client_connections_total",
+			Help: "Client connections closed, by how they ended."}, []string{"outcome"}),
+		statements: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "statements_total",
+			Help: "Statements (simple Query messages and Executes) by what the proxy did with them; sqlstate: the proxy's error of a refused one."},
+			[]string{"outcome", "sqlstate"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "statement_duration_seconds",
+			Help:    "From the client's message to the end of its answer, by what the proxy did with the statement.",
+			Buckets: durationBuckets}, []string{"outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "errors_total",
+			Help: "Errors the clients got in answer to statements, by who made them and SQLSTATE."}, []string{"source", "sqlstate"}),
+		clientIn: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "client_received_bytes_total",
+			Help: "Bytes read from client sockets (TLS records included)."}),
+		clientOut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "client_sent_bytes_total",
+			Help: "Bytes written to client sockets (TLS records included)."}),
+		serverIn: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "server_received_bytes_total",
+			Help: "Bytes read from server sockets (TLS records included)."}),
+		serverOut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "server_sent_bytes_total",
+			Help: "Bytes written to server sockets (TLS records included)."}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "config_reloads_total",
+			Help: "SIGHUP reloads of the configuration file, by result (failed: the running configuration stays)."}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.open, m.connections, m.statements, m.durations, m.errors,
+		m.clientIn, m.clientOut, m.serverIn, m.serverOut, m.reloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// every series that exists from the start shows 0 rather than nothing
+	for _, e := range ends {
+		m.connections.WithLabelValues(string(e))
+	}
+	for _, o := range outcomes {
+		if o != Refused {
+			m.statements.WithLabelValues(string(o), "")
+		}
+		m.durations.WithLabelValues(string(o))
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
+	return m
+}
+
+// Handler serves the metrics in Prometheus's exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Opened: a client connection was accepted.
+func (m *Metrics) Opened() {
+	if m != nil {
+		m.open.Inc()
+	}
+}
+
+// Closed: a client connection ended.
+func (m *Metrics) Closed(e End) {
+	if m != nil {
+		m.open.Dec()
+		m.connections.WithLabelValues(string(e)).Inc()
+	}
+}
+
+// Statement counts a statement that ended after d; sqlstate is the
+// proxy's error of a refused one ("" otherwise).
+func (m *Metrics) Statement(o Outcome, sqlstate string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if o != Refused {
+		sqlstate = ""
+	}
+	m.statements.WithLabelValues(string(o), sqlstate).Inc()
+	m.durations.WithLabelValues(string(o)).Observe(d.Seconds())
+}
+
+// Error counts an error a client got in answer to a statement.
+func (m *Metrics) Error(src Source, sqlstate string) {
+	if m != nil {
+		m.errors.WithLabelValues(string(src), sqlstate).Inc()
+	}
+}
+
+// Reload counts a SIGHUP reload of the configuration file.
+func (m *Metrics) Reload(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.reloads.WithLabelValues(result).Inc()
+}
+
+// Client wraps a client's socket so that its bytes are counted.
+func (m *Metrics) Client(c net.Conn) net.Conn {
+	if m == nil {
+		return c
+	}
+	return &countedConn{Conn: c, in: m.clientIn, out: m.clientOut}
+}
+
+// Server wraps a server socket so that its bytes are counted.
+func (m *Metrics) Server(c net.Conn) net.Conn {
+	if m == nil {
+		return c
+	}
+	return &countedConn{Conn: c, in: m.serverIn, out: m.serverOut}
+}
+
+// countedConn counts what is read from and written to a socket.
+type countedConn struct {
+	net.Conn
+	in, out prometheus.Counter
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.in.Add(float64(n))
+	}
+	return n, err
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.out.Add(float64(n))
+	}
+	return n, err
+}
