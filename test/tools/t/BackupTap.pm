@@ -10,7 +10,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(note_line start_restored);
+our @EXPORT = qw(note_line start_restored check_recovered_to_target);
 
 # one line of a tool's output for the log of the run: the first that
 # matches $re
@@ -44,6 +44,28 @@ archive_mode = off
 		$control,
 		qr/^Data encryption:\s+\Q$cipher\E$/m,
 		"$cipher: pg_controldata of the $what says $cipher");
+}
+
+# A cluster the tool restored to a recovery target ($target: a restore
+# point's name, or a time): started as start_restored() does, it answers
+# $sql as the source did there ($expected), its rows are $rows ($rows_sql)
+# and its log says where recovery stopped ($stopped: a regex); stopped.
+sub check_recovered_to_target
+{
+	my ($cipher, $pitr, $target, $sql, $expected, $rows_sql, $rows, $stopped)
+	  = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	start_restored($cipher, $pitr, "cluster recovered to $target");
+	is($pitr->safe_psql('postgres', $sql),
+		$expected,
+		"$cipher: recovered to $target, it answers as the source did there");
+	is( $pitr->safe_psql('postgres', $rows_sql),
+		$rows,
+		"$cipher, $target: the rows before it present, the later ones absent"
+	);
+	$pitr->stop;
+	like(slurp_file($pitr->logfile),
+		$stopped, "$cipher: the recovery stopped at $target");
 }
 
 1;

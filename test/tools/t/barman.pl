@@ -216,6 +216,12 @@ path_prefix = $bindir
 	ok($ok, "$cipher: barman switch-wal after the backup") or diag($out);
 	insert($node, $m{bafter}, 5001, 6000);
 	my $expected_pitr = $node->safe_psql('postgres', $answer_sql);
+	# a time after every commit so far and before the late rows' commit
+	my $target_time =
+	  $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+	# a commit after it in the same segment: Barman copies the WAL up to
+	# the target time only, and recovery must see a later commit to stop
+	$node->safe_psql('postgres', 'SELECT pg_current_xact_id()');
 	$node->safe_psql('postgres',
 		q{SELECT pg_create_restore_point('barman_before_late')});
 	$node->safe_psql('postgres', 'SELECT pg_switch_wal()');
@@ -264,19 +270,36 @@ path_prefix = $bindir
 		$pitr->data_dir);
 	ok($ok, "$cipher: barman recover --target-name") or diag($out);
 	chmod 0700, $pitr->data_dir;
-	start_restored($cipher, $pitr, 'cluster recovered to the restore point');
-	is( $pitr->safe_psql('postgres', $answer_sql),
+	check_recovered_to_target(
+		$cipher,
+		$pitr,
+		'the restore point',
+		$answer_sql,
 		$expected_pitr,
-		"$cipher: recovered to the restore point, it answers as the source did there"
-	);
-	is( $pitr->safe_psql('postgres', $rows_sql),
+		$rows_sql,
 		'bafter 1000 bbase 2000 rwbase 2000 rwstream 1000',
-		"$cipher: the late rows absent");
-	$pitr->stop;
-	like(
-		slurp_file($pitr->logfile),
-		qr/recovery stopping at restore point "barman_before_late"/,
-		"$cipher: the recovery stopped at the restore point");
+		qr/recovery stopping at restore point "barman_before_late"/);
+
+	# and to a time: the first commit after it (the late rows) not replayed
+	my $pitr_time =
+	  PostgreSQL::Test::Cluster->new("barman_${cipher}_pitr_time");
+	($ok, $out) = barman(
+		$conf, 'recover',
+		'--target-time', $target_time,
+		'--target-action', 'promote',
+		'pg', 'latest',
+		$pitr_time->data_dir);
+	ok($ok, "$cipher: barman recover --target-time") or diag($out);
+	chmod 0700, $pitr_time->data_dir;
+	check_recovered_to_target(
+		$cipher,
+		$pitr_time,
+		"the time $target_time",
+		$answer_sql,
+		$expected_pitr,
+		$rows_sql,
+		'bafter 1000 bbase 2000 rwbase 2000 rwstream 1000',
+		qr/recovery stopping before commit of transaction \d+, time /);
 
 	($ok, $out) = barman($conf, 'receive-wal', '--stop', 'pg');
 	ok($ok, "$cipher: barman receive-wal --stop") or diag($out);

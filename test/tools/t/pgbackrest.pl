@@ -184,6 +184,9 @@ CHECKPOINT;});
 		qq{INSERT INTO secrets SELECT g, '$m{wal} ' || g FROM generate_series(6001, 7000) g}
 	);
 	my $expected_pitr = $node->safe_psql('postgres', $answer_sql);
+	# a time after every commit so far and before the late rows' commit
+	my $target_time =
+	  $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 	$node->safe_psql('postgres',
 		q{SELECT pg_create_restore_point('pgbr_before_late')});
 	$node->safe_psql('postgres', 'SELECT pg_switch_wal()');
@@ -259,20 +262,32 @@ CHECKPOINT;});
 		'--type=name', '--target=pgbr_before_late',
 		'--target-action=promote', 'restore');
 	ok($ok, "$cipher: pgbackrest restore --type=name") or diag($out);
-	start_restored($cipher, $pitr, 'cluster recovered to the restore point');
-	is( $pitr->safe_psql('postgres', $answer_sql),
+	check_recovered_to_target(
+		$cipher,
+		$pitr,
+		'the restore point',
+		$answer_sql,
 		$expected_pitr,
-		"$cipher: recovered to the restore point, it answers as the original did there"
-	);
-	is( $pitr->safe_psql('postgres', $rows_sql),
+		$rows_sql,
 		"backup 5000 diff 500 incr 500 wal 1000",
-		"$cipher: the rows before the restore point present, the late ones absent"
-	);
-	$pitr->stop;
-	like(
-		slurp_file($pitr->logfile),
-		qr/recovery stopping at restore point "pgbr_before_late"/,
-		"$cipher: the recovery stopped at the restore point");
+		qr/recovery stopping at restore point "pgbr_before_late"/);
+
+	# and to a time: the first commit after it (the late rows) not replayed
+	my $pitr_time =
+	  PostgreSQL::Test::Cluster->new("pgbr_${cipher}_pitr_time");
+	($ok, $out) = pgbackrest($conf, '--pg1-path=' . $pitr_time->data_dir,
+		'--type=time', "--target=$target_time",
+		'--target-action=promote', 'restore');
+	ok($ok, "$cipher: pgbackrest restore --type=time") or diag($out);
+	check_recovered_to_target(
+		$cipher,
+		$pitr_time,
+		"the time $target_time",
+		$answer_sql,
+		$expected_pitr,
+		$rows_sql,
+		"backup 5000 diff 500 incr 500 wal 1000",
+		qr/recovery stopping before commit of transaction \d+, time /);
 
 	# asynchronous archiving was used: the foreground's lines in the
 	# server's log, the asynchronous processes' own logs
