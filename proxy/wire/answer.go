@@ -39,6 +39,7 @@ type (
 		refusedLater atomic.Pointer[rewrite.Refusal]
 		rowsResult
 		copyOut *copyStream
+		stat    *stat
 	}
 
 	// completeAnswer: ParseComplete, BindComplete or CloseComplete.
@@ -59,15 +60,20 @@ type (
 	executeAnswer struct {
 		portal *portal
 		rowsResult
+		stat *stat
 	}
 
-	// syncAnswer: ReadyForQuery.
-	syncAnswer struct{}
+	// syncAnswer: ReadyForQuery (stat: the simple query of an UPDATE
+	// the proxy computes, which it ends).
+	syncAnswer struct {
+		stat *stat
+	}
 
 	// refusedAnswer: the error of the harmless failing message sent for
 	// a statement the proxy refused.
 	refusedAnswer struct {
 		refused *rewrite.Refusal
+		stat    *stat
 	}
 
 	// lockAnswer: the rows an UPDATE locks and reads, DataRow* then
@@ -75,6 +81,7 @@ type (
 	lockAnswer struct {
 		ch     chan lockResult
 		locked [][][]byte
+		stat   *stat // the Execute's, ended here if the lock fails
 	}
 
 	// writeAnswer: an UPDATE's per-row write-backs, (BindComplete
@@ -82,6 +89,7 @@ type (
 	writeAnswer struct {
 		writes  int
 		updated int64
+		stat    *stat
 	}
 )
 

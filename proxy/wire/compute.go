@@ -252,6 +252,10 @@ type rmw struct {
 	// writeParse: the simple protocol's write statement, parsed unnamed
 	// once the lock query is done with the unnamed statement
 	writeParse *pgproto3.Parse
+	// stat: the statement's, ended by the first answer that ends it (the
+	// lock's error, the refusal of a failed computation, the write-back;
+	// in the simple protocol the Sync's answer, if none did)
+	stat *stat
 }
 
 // parseLock sends the lock statement of a prepared UPDATE.
@@ -314,7 +318,7 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 	s.push(&completeAnswer{quiet: true})
 	s.sendServer(&pgproto3.Bind{DestinationPortal: lockPortal, PreparedStatement: r.lock,
 		Parameters: lockParams, ParameterFormatCodes: lockFormats})
-	s.push(&lockAnswer{ch: done})
+	s.push(&lockAnswer{ch: done, stat: r.stat})
 	s.sendServer(&pgproto3.Execute{Portal: lockPortal})
 	s.sendServer(&pgproto3.Flush{})
 	if err := s.flushServer(); err != nil {
@@ -331,14 +335,14 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 	}
 	binds, err := s.computeRows(r, res.rows)
 	if err != nil {
-		s.refuseInBatch(computeError(err))
+		s.refuseInBatch(computeError(err), r.stat)
 		return true, nil
 	}
 	if r.writeParse != nil {
 		s.push(&completeAnswer{quiet: true})
 		s.sendServer(r.writeParse)
 	}
-	s.push(&writeAnswer{writes: len(binds)})
+	s.push(&writeAnswer{writes: len(binds), stat: r.stat})
 	for _, b := range binds {
 		s.sendServer(b)
 		s.sendServer(&pgproto3.Execute{Portal: writePortal})

@@ -30,13 +30,18 @@
 // temporary relations (names.go, design 15.10).
 //
 // NewServer makes a Server from a Config (the upstream server, the
-// catalog connections, the shared catalog.Keys, TLS for clients, a logger
-// and an optional recorder of everything sent to the server), Server.Serve
-// accepts connections on a listener until it is closed, and Server.Reload
-// makes every connection reload its catalog (SIGHUP in
-// cmd/pgcipher-proxy).  Wire is
-// the only package that speaks the protocol: it loads the catalog with
-// package catalog, asks rewrite.Analyze for a Plan, converts values with
+// catalog connections, the shared catalog.Keys, TLS for clients, a logger,
+// the metrics and an optional recorder of everything sent to the server),
+// Server.Serve accepts connections on a listener until it is closed,
+// Server.Reload makes every connection reload its catalog (SIGHUP in
+// cmd/pgcipher-proxy), Server.SetTLS replaces the certificates for the
+// connections to come, and Server.Shutdown stops accepting and closes each
+// session at its next idle point, outside a transaction (service.go,
+// design 15.11).  Each statement's outcome (passed, rewritten, computed,
+// refused), its errors and its duration go to package metrics and, at
+// debug level, to the log, with the SQL sent to the server and never a
+// value of an encrypted column (stats.go).  Wire is the only package
+// that speaks the protocol: it loads the catalog with package catalog, asks rewrite.Analyze for a Plan, converts values with
 // package values, evaluates computed results with package compute and
 // encrypts and decrypts with package colcrypt.
 package wire

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ func runSession(t *testing.T, input []byte) []byte {
 	var got bytes.Buffer
 	var mu sync.Mutex
 	go fakeServer(serverSide, &got, &mu)
-	srv := &Server{cfg: Config{Keys: keys}, catalogs: newCatalogCache()}
+	srv := &Server{cfg: Config{Keys: keys, Log: slog.New(slog.DiscardHandler)}, catalogs: newCatalogCache()}
 	s := newSession(srv, &conns{r: clientProxy, w: clientProxy}, &conns{r: proxyServer, w: proxyServer}, "fuzz", "fuzz")
 	s.names.reset("fuzz", "public", nil)
 	s.setCatalog(cat)

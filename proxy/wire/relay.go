@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgcipher/pgcipher/proxy/metrics"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 )
 
@@ -83,6 +84,7 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 	s.fromServer = serverMsg{}
 	if done {
 		s.q.finish()
+		s.endStat(statOf(cur))
 		if typ == 'Z' && raw[5] == 'I' && s.ddlPending.Load() {
 			// a catalog change is committed (or gone): catalogs read
 			// before it may be stale
@@ -90,6 +92,9 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 			if s.q.empty() {
 				s.ddlPending.Store(false)
 			}
+		}
+		if typ == 'Z' {
+			s.wakeDrain() // the session may be idle now
 		}
 		return nil, nil
 	}
@@ -131,13 +136,24 @@ func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
 func (s *session) process(a answer, m pgproto3.BackendMessage) (bool, answer) {
 	r := resultOf(a)
 	if er, ok := m.(*pgproto3.ErrorResponse); ok {
+		t := statOf(a)
+		if l, ok := a.(*lockAnswer); ok {
+			// the lock of an UPDATE the proxy computes failed: the
+			// statement ends with the server's error
+			t = l.stat
+			defer s.endStat(t)
+		}
 		switch ref := refusalOf(a); {
 		case ref != nil:
 			s.send(errorFrom(ref))
+			s.srv.metrics.Error(metrics.Proxy, ref.Code)
+			t.failed(ref.Code)
 		case r != nil && r.failed:
 			// the client has the proxy's error for this result
 		default:
 			s.send(er)
+			s.srv.metrics.Error(metrics.Server, er.Code)
+			t.failed(er.Code)
 		}
 		if r != nil {
 			r.rows = nil
@@ -184,8 +200,11 @@ func (s *session) process(a answer, m pgproto3.BackendMessage) (bool, answer) {
 // result (never ciphertext handed on as data); in a batch, the answers
 // still queued are dropped too (the relay swallows the server's messages
 // up to ReadyForQuery) and the client loop's UPDATE waits end.
-func (s *session) fail(r *rowsResult, batch bool, err error) {
-	s.send(errorFrom(computeError(err)))
+func (s *session) fail(r *rowsResult, t *stat, batch bool, err error) {
+	ref := computeError(err)
+	s.send(errorFrom(ref))
+	s.srv.metrics.Error(metrics.Proxy, ref.Code)
+	t.failed(ref.Code)
 	r.failed = true
 	r.rows = nil
 	if batch {
@@ -204,7 +223,7 @@ func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 			return false
 		}
 		if err := e.rows.row(m); err != nil {
-			s.fail(&e.rowsResult, false, err)
+			s.fail(&e.rowsResult, e.stat, false, err)
 		}
 	case *pgproto3.CommandComplete:
 		if e.rows != nil {
@@ -222,7 +241,7 @@ func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 		if e.copyOut != nil {
 			out, err := e.copyOut.decryptRow(m.Data)
 			if err != nil {
-				s.fail(&e.rowsResult, false, err)
+				s.fail(&e.rowsResult, e.stat, false, err)
 				return false
 			}
 			s.send(&pgproto3.CopyData{Data: out})
@@ -287,7 +306,7 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns)
 		}
 		if err := e.rows.row(m); err != nil {
-			s.fail(&e.rowsResult, true, err)
+			s.fail(&e.rowsResult, e.stat, true, err)
 		}
 		return false
 	case *pgproto3.CommandComplete:

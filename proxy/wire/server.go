@@ -17,12 +17,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/metrics"
 )
 
 // Config is what a Server needs.
@@ -49,7 +51,14 @@ type Config struct {
 	// Record, if set, receives a copy of every byte sent to the server
 	// (test mode: proves what the server saw).
 	Record io.Writer
-	Log    *slog.Logger
+	// Log gets the proxy's messages: connections at debug level (how
+	// each ended at warn when the server or the catalog could not be
+	// read), and at debug level each statement (design 15.11): what the
+	// proxy did with it, its SQLSTATE, its duration and the SQL sent to
+	// the server; never a value of an encrypted column.
+	Log *slog.Logger
+	// Metrics, if set, counts connections, statements, errors and bytes.
+	Metrics *metrics.Metrics
 }
 
 // Server accepts client connections and proxies them.
@@ -65,6 +74,15 @@ type Server struct {
 	catalogCfg   *pgconn.Config
 	catalogUser  bool
 	catalogConns *catalogConns
+
+	metrics *metrics.Metrics
+	tls     atomic.Pointer[tlsSettings] // SetTLS replaces it
+	// mu guards the listeners and connections Shutdown closes
+	mu        sync.Mutex
+	listeners map[net.Listener]bool
+	conns     map[*clientConn]bool
+	draining  atomic.Bool
+	drained   chan struct{} // closed when the last connection ends after Shutdown
 }
 
 // NewServer checks cfg.
@@ -76,7 +94,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, upstream: up, catalogs: newCatalogCache()}
+	s := &Server{cfg: cfg, upstream: up, catalogs: newCatalogCache(), metrics: cfg.Metrics,
+		listeners: map[net.Listener]bool{}, conns: map[*clientConn]bool{}}
+	s.SetTLS(cfg.ClientTLS, cfg.UpstreamCerts)
 	s.setUser, s.setDB = namesUserAndDB(cfg.Upstream)
 	catStr := cfg.Catalog
 	if catStr == "" {
@@ -109,14 +129,25 @@ func namesUserAndDB(s string) (bool, bool) {
 }
 
 // Close closes the proxy's catalog connections (client connections end
-// with their clients).
+// with their clients, or with Shutdown).
 func (s *Server) Close() { s.catalogConns.closeAll() }
 
 // Reload marks every cached catalog stale (SIGHUP).
 func (s *Server) Reload() { s.catalogs.invalidateAll() }
 
-// Serve accepts connections until l is closed.
+// Serve accepts connections until l is closed (or Shutdown closes it).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.mu.Lock()
+	if s.draining.Load() {
+		l.Close()
+	}
+	s.listeners[l] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -130,10 +161,39 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 }
 
 func (s *Server) handle(c net.Conn) {
-	defer c.Close()
-	if err := s.serveConn(c); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		s.cfg.Log.Debug("connection ended", "remote", c.RemoteAddr().String(), "err", err)
+	s.metrics.Opened()
+	c = s.metrics.Client(c)
+	cc := &clientConn{sock: c, start: time.Now()}
+	if !s.track(cc) {
+		c.Close()
+		s.ended(cc, metrics.Shutdown, errShutdown)
+		return
 	}
+	// last: Shutdown returns once every connection is counted and logged
+	defer s.untrack(cc)
+	end, err := s.serveConn(cc)
+	c.Close()
+	s.ended(cc, end, err)
+}
+
+// ended counts and logs a connection that has ended.
+func (s *Server) ended(cc *clientConn, end metrics.End, err error) {
+	s.metrics.Closed(end)
+	level := slog.LevelDebug
+	if end == metrics.UpstreamFailed || end == metrics.CatalogFailed || end == metrics.Failed {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{slog.String("outcome", string(end)), slog.String("remote", cc.sock.RemoteAddr().String()),
+		slog.Duration("duration", time.Since(cc.start))}
+	if cc.user != "" {
+		attrs = append(attrs, slog.String("user", cc.user), slog.String("database", cc.db))
+	}
+	if err != nil && !closedError(err) {
+		// the proxy's own errors and the server's (which never sees an
+		// encrypted column's plaintext), never a client's statement
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	s.cfg.Log.LogAttrs(context.Background(), level, "connection closed", attrs...)
 }
 
 // fatal sends a FATAL error to a client that has not reached the server.
@@ -145,7 +205,10 @@ func fatalHint(b *pgproto3.Backend, code, msg, hint string) error {
 	return errors.New(msg)
 }
 
-func (s *Server) serveConn(c net.Conn) error {
+// serveConn serves one client connection and says how it ended.
+func (s *Server) serveConn(cc *clientConn) (metrics.End, error) {
+	c := cc.sock
+	ts := s.tls.Load() // this connection's certificates
 	var client net.Conn = c
 	certUser := "" // the common name of the client's verified certificate
 	b := pgproto3.NewBackend(client, client)
@@ -153,22 +216,22 @@ func (s *Server) serveConn(c net.Conn) error {
 	for startup == nil {
 		m, err := b.ReceiveStartupMessage()
 		if err != nil {
-			return err
+			return metrics.StartupFailed, err
 		}
 		switch m := m.(type) {
 		case *pgproto3.SSLRequest:
-			if s.cfg.ClientTLS == nil {
+			if ts.client == nil {
 				if _, err := client.Write([]byte{'N'}); err != nil {
-					return err
+					return metrics.StartupFailed, err
 				}
 				continue
 			}
 			if _, err := client.Write([]byte{'S'}); err != nil {
-				return err
+				return metrics.StartupFailed, err
 			}
-			tc := tls.Server(c, s.cfg.ClientTLS)
+			tc := tls.Server(c, ts.client)
 			if err := tc.Handshake(); err != nil {
-				return fmt.Errorf("wire: TLS with client: %w", err)
+				return metrics.StartupFailed, fmt.Errorf("wire: TLS with client: %w", err)
 			}
 			if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
 				certUser = chains[0][0].Subject.CommonName
@@ -177,14 +240,14 @@ func (s *Server) serveConn(c net.Conn) error {
 			b = pgproto3.NewBackend(client, client)
 		case *pgproto3.GSSEncRequest:
 			if _, err := client.Write([]byte{'N'}); err != nil {
-				return err
+				return metrics.StartupFailed, err
 			}
 		case *pgproto3.CancelRequest:
-			return s.cancel(m)
+			return metrics.Cancel, s.cancel(m)
 		case *pgproto3.StartupMessage:
 			startup = m
 		default:
-			return fatal(b, "08P01", "pgcipher-proxy: unexpected startup message")
+			return metrics.StartupFailed, fatal(b, "08P01", "pgcipher-proxy: unexpected startup message")
 		}
 	}
 	params := map[string]string{}
@@ -205,16 +268,17 @@ func (s *Server) serveConn(c net.Conn) error {
 			params[k] = v
 		}
 	}
+	cc.user, cc.db = params["user"], params["database"]
 	var cert *tls.Certificate
-	if certUser != "" && certUser == params["user"] && s.cfg.UpstreamCerts != "" {
+	if certUser != "" && certUser == params["user"] && ts.upstreamCerts != "" {
 		var err error
-		if cert, err = s.upstreamCert(certUser); err != nil {
-			return fatal(b, "08006", "pgcipher-proxy: "+err.Error())
+		if cert, err = upstreamCert(ts.upstreamCerts, certUser); err != nil {
+			return metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: "+err.Error())
 		}
 	}
 	server, err := s.dial(cert)
 	if err != nil {
-		return fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
+		return metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
 	}
 	defer server.Close()
 	var w io.Writer = server
@@ -226,12 +290,18 @@ func (s *Server) serveConn(c net.Conn) error {
 	// client (NegotiateProtocolVersion is relayed)
 	f.Send(&pgproto3.StartupMessage{ProtocolVersion: startup.ProtocolVersion, Parameters: params})
 	if err := f.Flush(); err != nil {
-		return err
+		return metrics.UpstreamFailed, err
 	}
-	if err := s.authenticate(b, f, s.channelBindingPasses(client, server)); err != nil {
-		return err
+	if err := s.authenticate(b, f, channelBindingPasses(ts.client, client, server)); err != nil {
+		return metrics.AuthFailed, err
 	}
 	sess := newSession(s, &conns{r: client, w: client}, &conns{r: server, w: w}, params["database"], params["user"])
+	sess.clientSock, sess.serverSock = c, server
+	if !s.started(cc, sess) {
+		f.Send(&pgproto3.Terminate{})
+		f.Flush()
+		return metrics.Shutdown, fatal(b, "57P01", shutdownError().Message)
+	}
 	return sess.run(params)
 }
 
@@ -249,12 +319,13 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return r.w.Write(p)
 }
 
-// upstreamCert loads the certificate the proxy presents for user.
-func (s *Server) upstreamCert(user string) (*tls.Certificate, error) {
+// upstreamCert loads the certificate the proxy presents for user from
+// directory dir.
+func upstreamCert(dir, user string) (*tls.Certificate, error) {
 	if user == "" || strings.ContainsAny(user, "/\\\x00") || strings.HasPrefix(user, ".") {
 		return nil, fmt.Errorf("no upstream certificate for user %q", user)
 	}
-	base := filepath.Join(s.cfg.UpstreamCerts, user)
+	base := filepath.Join(dir, user)
 	c, err := tls.LoadX509KeyPair(base+".crt", base+".key")
 	if err != nil {
 		return nil, fmt.Errorf("the upstream certificate of user %q: %w", user, err)
@@ -278,6 +349,7 @@ func (s *Server) dial(cert *tls.Certificate) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	conn = s.metrics.Server(conn)
 	if cfg.TLSConfig == nil || network == "unix" {
 		return conn, nil
 	}
@@ -317,10 +389,9 @@ func (s *Server) dial(cert *tls.Certificate) (net.Conn, error) {
 // through the proxy: both legs are TLS and the proxy shows clients the
 // server's own certificate, so that the client's tls-server-end-point
 // binding (a hash of the certificate it sees) is the server's.
-func (s *Server) channelBindingPasses(client, server net.Conn) bool {
+func channelBindingPasses(ct *tls.Config, client, server net.Conn) bool {
 	_, ok1 := client.(*tls.Conn)
 	st, ok2 := server.(*tls.Conn)
-	ct := s.cfg.ClientTLS
 	if !ok1 || !ok2 || ct == nil || len(ct.Certificates) != 1 || len(ct.Certificates[0].Certificate) == 0 {
 		return false
 	}

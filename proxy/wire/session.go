@@ -9,14 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/compute"
+	"github.com/pgcipher/pgcipher/proxy/metrics"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 )
 
@@ -133,6 +136,18 @@ type session struct {
 	// relayEnded is closed when the relay loop returns
 	relayEnded chan struct{}
 	clientMu   sync.Mutex // writes to the client: the relay's, and the startup's last
+
+	// shutdown (service.go): mu is held by the client loop except while
+	// it waits for the client's next message, so whoever holds it sees a
+	// session between messages; wake asks a draining session to look
+	// again whether it is idle; ended is closed when run returns
+	mu               sync.Mutex
+	wake             chan struct{}
+	ended            chan struct{}
+	closedByShutdown atomic.Bool
+	// the sockets, to close at shutdown (nil in tests without them)
+	clientSock net.Conn
+	serverSock net.Conn
 }
 
 func newSession(srv *Server, client, server *conns, db, user string) *session {
@@ -140,7 +155,8 @@ func newSession(srv *Server, client, server *conns, db, user string) *session {
 		cl: newFrameReader(client.r), clW: newFrameWriter(client.w),
 		up: newFrameReader(server.r), upW: newFrameWriter(server.w),
 		stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{},
-		relayErr: make(chan error, 1), relayEnded: make(chan struct{})}
+		relayErr: make(chan error, 1), relayEnded: make(chan struct{}),
+		wake: make(chan struct{}, 1), ended: make(chan struct{})}
 	s.txStatus.Store('I')
 	return s
 }
@@ -151,7 +167,9 @@ type conns struct {
 	w io.Writer
 }
 
-func (s *session) run(params map[string]string) error {
+// run runs the session until either side closes; it says how it ended.
+func (s *session) run(params map[string]string) (metrics.End, error) {
+	defer close(s.ended)
 	path, unusable, err := s.srv.catalogConns.sessionNames(s.db, s.user, params)
 	if err == nil {
 		s.names.reset(s.user, path, unusable)
@@ -162,7 +180,7 @@ func (s *session) run(params map[string]string) error {
 			Message: "pgcipher-proxy: cannot read the encrypted-column catalog: " + err.Error(),
 			Hint:    "The proxy reads it on a connection of its own (pgcipher-proxy --catalog)."})
 		s.clW.flush()
-		return err
+		return metrics.CatalogFailed, err
 	}
 	go func() { s.relayErr <- s.relay() }()
 	// the ReadyForQuery that ended authentication; nothing is pending,
@@ -172,7 +190,7 @@ func (s *session) run(params map[string]string) error {
 	err = s.clW.flush()
 	s.clientMu.Unlock()
 	if err != nil {
-		return err
+		return s.endOf(err, true), err
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -182,9 +200,9 @@ func (s *session) run(params map[string]string) error {
 	}()
 	select {
 	case err := <-errc:
-		return err
+		return s.endOf(err, true), err
 	case err := <-s.relayErr:
-		return err
+		return s.endOf(err, false), err
 	}
 }
 
@@ -309,10 +327,20 @@ func randomTag() string {
 }
 
 func (s *session) clientLoop() error {
+	s.mu.Lock() // never given back once the loop ends
 	for {
+		// between messages: a shutdown may close the session now
+		s.mu.Unlock()
+		s.wakeDrain()
 		typ, raw, err := s.cl.next()
+		s.mu.Lock()
 		if err != nil {
 			return err
+		}
+		if s.srv.draining.Load() && s.idle() {
+			// the proxy is shutting down: the message is not run
+			s.endIdle()
+			return errShutdown
 		}
 		if typ == 'd' && s.copyIn == nil {
 			// COPY data not to encrypt: relayed without decoding
@@ -380,12 +408,14 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 	case *pgproto3.Execute:
 		s.inBatch = true
 		p := s.portals[m.Portal]
+		t := s.newStat(metrics.Passed, "", "", time.Now())
 		if p != nil {
 			s.applyNameChanges(p.st.plan)
+			t = s.newStat(outcomeOf(p.st.plan, p.st.sql), "", p.st.plan.SQL, t.start)
 		}
 		if p != nil && p.st.plan.Update != nil {
 			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.name, write: p.st.name,
-				bound: p.bound, params: p.params})
+				bound: p.bound, params: p.params, stat: t})
 			if failed {
 				s.skipping = true
 			}
@@ -395,7 +425,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			// the proxy sorts and limits: the server's rows are all needed
 			m = &pgproto3.Execute{Portal: m.Portal}
 		}
-		s.push(&executeAnswer{portal: p})
+		s.push(&executeAnswer{portal: p, stat: t})
 		s.sendServer(m)
 	case *pgproto3.Close:
 		s.inBatch = true
@@ -442,7 +472,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.sendServer(m)
 		return s.flushServer()
 	case *pgproto3.FunctionCall:
-		s.push(&queryAnswer{plan: &rewrite.Plan{}})
+		s.push(&queryAnswer{plan: &rewrite.Plan{}, stat: s.newStat(metrics.Passed, "", "", time.Now())})
 		s.sendServer(m)
 		return s.flushServer()
 	case *pgproto3.Terminate:
@@ -520,20 +550,23 @@ func (s *session) namesChanged() {
 }
 
 func (s *session) query(m *pgproto3.Query) error {
+	start := time.Now()
 	s.copyIn = nil
 	s.dropCopy = false
 	p, err := s.prepare(m.String)
 	if err != nil {
 		s.dropCopy = true
-		s.push(&queryAnswer{refused: refusal(err), plan: &rewrite.Plan{}})
+		r := refusal(err)
+		s.push(&queryAnswer{refused: r, plan: &rewrite.Plan{}, stat: s.newStat(metrics.Refused, r.Code, "", start)})
 		s.sendServer(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
 		return s.flushServer()
 	}
 	s.applyNameChanges(p)
+	t := s.newStat(outcomeOf(p, m.String), "", p.SQL, start)
 	if p.Update != nil {
-		return s.simpleUpdate(p)
+		return s.simpleUpdate(p, t)
 	}
-	e := &queryAnswer{plan: p}
+	e := &queryAnswer{plan: p, stat: t}
 	if p.Copy != nil && p.Copy.From {
 		s.copyIn = newCopyStream(s, p.Copy)
 		s.copyIn.answer = e
@@ -550,9 +583,13 @@ func (s *session) query(m *pgproto3.Query) error {
 // refuseInBatch answers a refused extended-protocol message: the server
 // gets a Describe of a statement that does not exist (failing the batch
 // as the statement would have), the client the proxy's error, and the
-// rest of the batch is dropped.
-func (s *session) refuseInBatch(r *rewrite.Refusal) {
-	s.push(&refusedAnswer{refused: r})
+// rest of the batch is dropped.  t is the statement's stat: nil for a
+// refusal, which makes its own.
+func (s *session) refuseInBatch(r *rewrite.Refusal, t *stat) {
+	if t == nil {
+		t = s.newStat(metrics.Refused, r.Code, "", time.Now())
+	}
+	s.push(&refusedAnswer{refused: r, stat: t})
 	s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: refusedName})
 	s.skipping = true
 }
@@ -568,7 +605,7 @@ func (s *session) parse(m *pgproto3.Parse) error {
 			Hint:    "Send COPY as a simple query (psql's \\copy, pgx CopyFrom, psycopg's cursor.copy do)."}
 	}
 	if err != nil {
-		s.refuseInBatch(refusal(err))
+		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
 	st := &stmt{name: m.Name, sql: m.Query, gen: s.gen, plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
@@ -612,7 +649,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	st := s.stmts[m.PreparedStatement]
 	if st != nil && st.gen != s.gen {
 		if err := s.replan(st); err != nil {
-			s.refuseInBatch(refusal(err))
+			s.refuseInBatch(refusal(err), nil)
 			return nil
 		}
 	}
@@ -641,7 +678,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	}
 	out, patterns, err := encryptParams(st, m)
 	if err != nil {
-		s.refuseInBatch(refusal(err))
+		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
 	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns}
@@ -709,13 +746,13 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 	if len(st.plan.Params) > 0 {
 		var err error
 		if out, _, err = encryptParams(st, m); err != nil {
-			s.refuseInBatch(refusal(err))
+			s.refuseInBatch(refusal(err), nil)
 			return nil
 		}
 	}
 	params, err := clientParamValues(st.plan.Update, st, m)
 	if err != nil {
-		s.refuseInBatch(refusal(err))
+		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
 	up := st.plan.Update
@@ -738,18 +775,18 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 // simpleUpdate runs a simple-protocol UPDATE with computed assignments:
 // lock, compute and write back with unnamed statements, then Sync (one
 // implicit transaction unless the client has opened one).
-func (s *session) simpleUpdate(p *rewrite.Plan) error {
+func (s *session) simpleUpdate(p *rewrite.Plan, t *stat) error {
 	up := p.Update
 	s.push(&completeAnswer{quiet: true})
 	s.sendServer(&pgproto3.Parse{Query: up.LockSQL})
 	r := &rmw{plan: p, bound: &pgproto3.Bind{},
-		writeParse: &pgproto3.Parse{Query: p.SQL, ParameterOIDs: updateOIDs(up, nil)}}
+		writeParse: &pgproto3.Parse{Query: p.SQL, ParameterOIDs: updateOIDs(up, nil)}, stat: t}
 	_, err := s.runUpdate(r)
 	s.skipping = false
 	if err != nil {
 		return err
 	}
-	s.push(&syncAnswer{})
+	s.push(&syncAnswer{stat: t})
 	s.sendServer(&pgproto3.Sync{})
 	return s.flushServer()
 }

@@ -104,10 +104,10 @@ func TestUpstreamCertificate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{cfg: Config{UpstreamCerts: dir}, upstream: up}
+		s := &Server{upstream: up}
 		var cert *tls.Certificate
 		if tc.user != "" {
-			if cert, err = s.upstreamCert(tc.user); err != nil {
+			if cert, err = upstreamCert(dir, tc.user); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -121,19 +121,16 @@ func TestUpstreamCertificate(t *testing.T) {
 		// channel binding passes only with the server's own certificate
 		client, _ := net.Pipe()
 		tlsClient := tls.Server(client, &tls.Config{})
-		s.cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{serverCert}}
-		if !s.channelBindingPasses(tlsClient, c) {
+		if !channelBindingPasses(&tls.Config{Certificates: []tls.Certificate{serverCert}}, tlsClient, c) {
 			t.Error("the proxy shows the server's certificate: channel binding should pass")
 		}
-		s.cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{newCert(t, "localhost", &ca)}}
-		if s.channelBindingPasses(tlsClient, c) {
+		if channelBindingPasses(&tls.Config{Certificates: []tls.Certificate{newCert(t, "localhost", &ca)}}, tlsClient, c) {
 			t.Error("another certificate: channel binding must not pass")
 		}
 		c.Close()
 	}
-	s := &Server{cfg: Config{UpstreamCerts: dir}}
 	for _, bad := range []string{"../alice", "bob", ".alice", "a/b"} {
-		if _, err := s.upstreamCert(bad); err == nil {
+		if _, err := upstreamCert(dir, bad); err == nil {
 			t.Errorf("upstreamCert(%q) succeeded", bad)
 		}
 	}
