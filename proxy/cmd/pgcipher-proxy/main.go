@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,43 +12,19 @@ import (
 	_ "net/http/pprof" // --pprof
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
-	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/metrics"
 	"github.com/pgcipher/pgcipher/proxy/wire"
 )
 
-const usage = `usage: pgcipher-proxy --listen HOST:PORT --upstream CONNINFO (--cmk-file F | --cmk-command C) [options]
-
-  --listen HOST:PORT     where clients connect (default 127.0.0.1:6432)
-  --upstream CONNINFO    the server: a libpq connection string or URL; user and
-                         database come from each client unless it sets them
-  --catalog CONNINFO     the proxy's own connections, on which it reads each
-                         database's encrypted columns (default: --upstream, with
-                         each client's user unless CONNINFO names one)
-  --cmk-file F           file holding the column master key (pgcipher-keys new-cmk)
-  --cmk-command C        command printing it (sh -c, 30 s limit)
-  --cmk-name NAME        name of the CMK, wrapped into column keys (default main)
-  --tls-cert F, --tls-key F   offer TLS to clients (with the server's own
-                         certificate and key, SCRAM channel binding passes through)
-  --tls-client-ca F      verify clients' certificates against these CAs
-  --upstream-certs DIR   for a client whose verified certificate names the user
-                         it logs in as, present DIR/USER.crt and DIR/USER.key
-                         to the server (PostgreSQL's cert authentication)
-  --log-level LEVEL      debug, info, warn or error (default info)
-  --record F             test mode: append every byte sent to the server to F
-  --pprof HOST:PORT      serve Go's profiler (net/http/pprof) there, for performance work
-  --config F             read these settings from F ("name = value" lines)
-`
-
-type settings struct {
-	listen, upstream, catalog, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, tlsClientCA, upstreamCerts, logLevel, record, pprof string
-}
-
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	// from the start: a SIGTERM while the CMK command runs is kept
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	if err := run(os.Args[1:], sigs, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(os.Stdout, usage)
 			return
@@ -61,146 +34,166 @@ func main() {
 	}
 }
 
-func parse(args []string) (*settings, error) {
-	st := &settings{listen: "127.0.0.1:6432", cmkName: "main", logLevel: "info"}
-	fs := flag.NewFlagSet("pgcipher-proxy", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	config := fs.String("config", "", "")
-	vars := map[string]*string{"listen": &st.listen, "upstream": &st.upstream, "catalog": &st.catalog, "cmk-file": &st.cmkFile,
-		"cmk-command": &st.cmkCommand, "cmk-name": &st.cmkName, "tls-cert": &st.tlsCert, "tls-key": &st.tlsKey,
-		"tls-client-ca": &st.tlsClientCA, "upstream-certs": &st.upstreamCerts,
-		"log-level": &st.logLevel, "record": &st.record, "pprof": &st.pprof}
-	for name, p := range vars {
-		fs.StringVar(p, name, *p, "")
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w\n%s", err, usage)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), usage)
-	}
-	if *config != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if err := readConfig(*config, vars, set); err != nil {
-			return nil, err
-		}
-	}
-	if st.upstream == "" {
-		return nil, errors.New("--upstream is required")
-	}
-	if (st.cmkFile == "") == (st.cmkCommand == "") {
-		return nil, errors.New("give exactly one of --cmk-file and --cmk-command")
-	}
-	if (st.tlsCert == "") != (st.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	return st, nil
-}
-
-// readConfig reads "name = value" lines; flags given on the command line
-// win.
-func readConfig(path string, vars map[string]*string, set map[string]bool) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `'"`)
-		p := vars[k]
-		if !ok || p == nil {
-			return fmt.Errorf("%s:%d: expected \"name = value\" with a name of --help", path, n)
-		}
-		if !set[k] {
-			*p = v
-		}
-	}
-	return sc.Err()
-}
-
-func run(args []string) error {
+// run is the command: it checks the settings, then serves until a
+// SIGTERM or SIGINT on sigs has shut it down.
+func run(args []string, sigs <-chan os.Signal, stdout, stderr io.Writer) error {
 	st, err := parse(args)
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(st.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var cmk []byte
-	if st.cmkFile != "" {
-		cmk, err = colcrypt.LoadCMKFile(st.cmkFile)
-	} else {
-		cmk, err = colcrypt.LoadCMKCommand(context.Background(), st.cmkCommand)
-	}
+	ctx := context.Background()
+	ld, err := load(ctx, st, true)
 	if err != nil {
 		return err
 	}
-	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: catalog.NewKeys(cmk, st.cmkName), Log: log}
-	if st.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(st.tlsCert, st.tlsKey)
+	if st.checkConfig {
+		from := ""
+		if st.config != "" {
+			from = " (" + st.config + ")"
+		}
+		fmt.Fprintf(stdout, "pgcipher-proxy: configuration OK%s\n", from)
+		return nil
+	}
+	p := &proxy{args: args, st: st, level: new(slog.LevelVar), shutdownTimeout: ld.shutdownTimeout}
+	p.level.Set(ld.level)
+	opts := &slog.HandlerOptions{Level: p.level}
+	if ld.json {
+		p.log = slog.New(slog.NewJSONHandler(stderr, opts))
+	} else {
+		p.log = slog.New(slog.NewTextHandler(stderr, opts))
+	}
+	return p.serve(ctx, ld, sigs)
+}
+
+// proxy is the running service.
+type proxy struct {
+	args            []string
+	st              *settings // as running: a SIGHUP updates the live ones
+	level           *slog.LevelVar
+	log             *slog.Logger
+	shutdownTimeout time.Duration
+	srv             *wire.Server
+	metrics         *metrics.Metrics
+}
+
+func (p *proxy) serve(ctx context.Context, ld *loaded, sigs <-chan os.Signal) error {
+	st := p.st
+	if st.metrics != "" {
+		p.metrics = metrics.New()
+		ml, err := net.Listen("tcp", st.metrics)
 		if err != nil {
-			return fmt.Errorf("TLS certificate: %w", err)
+			return fmt.Errorf("--metrics: %w", err)
 		}
-		cfg.ClientTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if st.tlsClientCA != "" {
-			pem, err := os.ReadFile(st.tlsClientCA)
-			if err != nil {
-				return fmt.Errorf("--tls-client-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("--tls-client-ca: no certificate in %s", st.tlsClientCA)
-			}
-			cfg.ClientTLS.ClientCAs, cfg.ClientTLS.ClientAuth = pool, tls.VerifyClientCertIfGiven
-		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", p.metrics.Handler())
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ml)
+		defer hs.Close() // last: the shutdown is watched to its end
+		p.log.Info("serving metrics", "address", ml.Addr().String(), "path", "/metrics")
 	}
-	if st.tlsClientCA != "" && st.tlsCert == "" {
-		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	if st.pprof != "" {
+		go func() { p.log.Error("pprof", "err", http.ListenAndServe(st.pprof, nil)) }()
 	}
-	cfg.UpstreamCerts = st.upstreamCerts
+	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: catalog.NewKeys(ld.cmk, st.cmkName),
+		Log: p.log, Metrics: p.metrics, ClientTLS: ld.clientTLS, UpstreamCerts: st.upstreamCerts}
 	if st.record != "" {
 		f, err := os.OpenFile(st.record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			return err
+			return fmt.Errorf("--record: %w", err)
 		}
 		defer f.Close()
 		cfg.Record = f
-	}
-	if st.pprof != "" {
-		go func() { log.Error("pprof", "err", http.ListenAndServe(st.pprof, nil)) }()
 	}
 	srv, err := wire.NewServer(cfg)
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
+	p.srv = srv
 	l, err := net.Listen("tcp", st.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("--listen: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		for range hup {
-			log.Info("SIGHUP: reloading the encrypted-column catalog")
-			srv.Reload()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	p.log.Info("listening", "address", l.Addr().String(), "upstream", redact(st.upstream))
+
+	var shutdown chan error // set once the first SIGTERM or SIGINT came
+	// force ends the shutdown's wait: at its timeout, or a second signal
+	sctx, force := context.WithCancel(ctx)
+	defer force()
+	for {
+		select {
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGHUP:
+				p.reload(ctx)
+			case shutdown == nil:
+				p.log.Info("shutting down: no new connections; each session closes at its next idle point, outside a transaction",
+					"signal", sig.String(), "timeout", p.shutdownTimeout.String())
+				time.AfterFunc(p.shutdownTimeout, force)
+				shutdown = make(chan error, 1)
+				go func() { shutdown <- srv.Shutdown(sctx) }()
+			default:
+				p.log.Warn("second signal: closing every session now", "signal", sig.String())
+				force()
+			}
+		case err := <-shutdown:
+			if err != nil {
+				p.log.Warn("shut down", "err", err)
+			} else {
+				p.log.Info("shut down: every session ended")
+			}
+			return nil
+		case err := <-served:
+			if shutdown != nil {
+				served = nil // the shutdown closed the listener
+				continue
+			}
+			if err == nil {
+				err = errors.New("the listener closed")
+			}
+			return fmt.Errorf("--listen: %w", err)
 		}
-	}()
-	go func() { <-ctx.Done(); l.Close() }()
-	log.Info("listening", "address", l.Addr().String(), "upstream", st.upstream)
-	defer srv.Close()
-	return srv.Serve(ctx, l)
+	}
+}
+
+// reload reads the config file again (SIGHUP): the live settings change
+// now, the others are reported as waiting for a restart; a config that
+// does not load leaves the running one as it is.  Every connection
+// reloads the encrypted-column catalog in any case.
+func (p *proxy) reload(ctx context.Context) {
+	p.log.Info("SIGHUP: reloading the configuration and the encrypted-column catalog")
+	p.srv.Reload()
+	st, err := parse(p.args)
+	var ld *loaded
+	if err == nil {
+		ld, err = load(ctx, st, false)
+	}
+	if err != nil {
+		p.metrics.Reload(false)
+		p.log.Error("SIGHUP: configuration not reloaded, the running one stays", "err", err)
+		return
+	}
+	changed, restart := []string{}, []string{}
+	for _, x := range table {
+		now, next := x.field(p.st), x.field(st)
+		if *now == *next {
+			continue
+		}
+		if !x.live {
+			restart = append(restart, x.name)
+			continue
+		}
+		changed = append(changed, x.name)
+		*now = *next
+	}
+	p.level.Set(ld.level)
+	p.srv.SetTLS(ld.clientTLS, st.upstreamCerts) // certificates read again, changed or not
+	p.shutdownTimeout = ld.shutdownTimeout
+	p.metrics.Reload(true)
+	p.log.Info("SIGHUP: configuration reloaded", "changed", changed)
+	if len(restart) > 0 {
+		p.log.Warn("SIGHUP: these settings change only at a restart; the running values stay", "settings", restart)
+	}
 }

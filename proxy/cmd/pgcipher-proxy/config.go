@@ -1,0 +1,320 @@
+// The settings: flags, the config file, which of them a SIGHUP changes,
+// and what --check-config checks.
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+)
+
+const usage = `usage: pgcipher-proxy --upstream CONNINFO (--cmk-file F | --cmk-command C) [options]
+       pgcipher-proxy --config F [options]
+
+  --config F             read the settings below from F: "name = value" lines,
+                         names without the dashes, # comments; flags win
+  --check-config         read and check every setting (files readable, TLS pair,
+                         CMK file or command, addresses; no connection to the
+                         server), print one line and exit 0, or 1 with the error
+  --listen HOST:PORT     where clients connect (default 127.0.0.1:6432)
+  --upstream CONNINFO    the server: a libpq connection string or URL; user and
+                         database come from each client unless it sets them
+  --catalog CONNINFO     the proxy's own connections, on which it reads each
+                         database's encrypted columns (default: --upstream, with
+                         each client's user unless CONNINFO names one)
+  --cmk-file F           file holding the column master key (pgcipher-keys new-cmk)
+  --cmk-command C        command printing it (sh -c, 30 s limit)
+  --cmk-name NAME        name of the CMK, wrapped into column keys (default main)
+  --tls-cert F, --tls-key F   offer TLS to clients (with the server's own
+                         certificate and key, SCRAM channel binding passes through)
+  --tls-client-ca F      verify clients' certificates against these CAs
+  --upstream-certs DIR   for a client whose verified certificate names the user
+                         it logs in as, present DIR/USER.crt and DIR/USER.key
+                         to the server (PostgreSQL's cert authentication)
+  --log-level LEVEL      debug, info, warn or error (default info); at debug, one
+                         line per statement: outcome, SQLSTATE, duration and the
+                         SQL sent to the server, never an encrypted column's value
+  --log-format FORMAT    text or json (default text), on stderr
+  --metrics HOST:PORT    serve Prometheus metrics at http://HOST:PORT/metrics
+  --shutdown-timeout D   on SIGTERM or SIGINT, how long sessions may finish their
+                         transactions before they are closed (default 30s); a
+                         second signal closes them at once
+  --record F             test mode: append every byte sent to the server to F
+  --pprof HOST:PORT      serve Go's profiler (net/http/pprof) there, for performance work
+
+SIGHUP reads the config file again and applies log-level, tls-cert, tls-key,
+tls-client-ca, upstream-certs and shutdown-timeout (certificates read again)
+to what comes next; a change of any other setting is logged as waiting for a
+restart.  It also makes every connection reload the encrypted-column catalog.
+`
+
+// settings are the proxy's settings as the command line and the config
+// file give them.
+type settings struct {
+	listen, upstream, catalog, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, tlsClientCA, upstreamCerts,
+	logLevel, logFormat, metrics, shutdownTimeout, record, pprof string
+
+	config      string // the file they were read from ("": none)
+	checkConfig bool
+}
+
+// setting is one of them: its name (the flag without its dashes, and the
+// config file's name), its default, and whether a SIGHUP applies it.
+type setting struct {
+	name  string
+	def   string
+	live  bool
+	field func(*settings) *string
+}
+
+// table lists every setting; --config and --check-config are the
+// command line's only.
+var table = []setting{
+	{"listen", "127.0.0.1:6432", false, func(s *settings) *string { return &s.listen }},
+	{"upstream", "", false, func(s *settings) *string { return &s.upstream }},
+	{"catalog", "", false, func(s *settings) *string { return &s.catalog }},
+	{"cmk-file", "", false, func(s *settings) *string { return &s.cmkFile }},
+	{"cmk-command", "", false, func(s *settings) *string { return &s.cmkCommand }},
+	{"cmk-name", "main", false, func(s *settings) *string { return &s.cmkName }},
+	{"tls-cert", "", true, func(s *settings) *string { return &s.tlsCert }},
+	{"tls-key", "", true, func(s *settings) *string { return &s.tlsKey }},
+	{"tls-client-ca", "", true, func(s *settings) *string { return &s.tlsClientCA }},
+	{"upstream-certs", "", true, func(s *settings) *string { return &s.upstreamCerts }},
+	{"log-level", "info", true, func(s *settings) *string { return &s.logLevel }},
+	{"log-format", "text", false, func(s *settings) *string { return &s.logFormat }},
+	{"metrics", "", false, func(s *settings) *string { return &s.metrics }},
+	{"shutdown-timeout", "30s", true, func(s *settings) *string { return &s.shutdownTimeout }},
+	{"record", "", false, func(s *settings) *string { return &s.record }},
+	{"pprof", "", false, func(s *settings) *string { return &s.pprof }},
+}
+
+// parse reads the command line and the config file it names.
+func parse(args []string) (*settings, error) {
+	st := &settings{}
+	fs := flag.NewFlagSet("pgcipher-proxy", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&st.config, "config", "", "")
+	fs.BoolVar(&st.checkConfig, "check-config", false, "")
+	for _, x := range table {
+		fs.StringVar(x.field(st), x.name, x.def, "")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w\n%s", err, usage)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), usage)
+	}
+	if st.config != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := readConfig(st.config, st, set); err != nil {
+			return nil, err
+		}
+	}
+	if st.upstream == "" {
+		return nil, errors.New("--upstream is required")
+	}
+	if (st.cmkFile == "") == (st.cmkCommand == "") {
+		return nil, errors.New("give exactly one of --cmk-file and --cmk-command")
+	}
+	if (st.tlsCert == "") != (st.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if st.tlsClientCA != "" && st.tlsCert == "" {
+		return nil, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	return st, nil
+}
+
+// readConfig reads "name = value" lines into st; settings given on the
+// command line (set) win.  A value may be quoted with ' or ".
+func readConfig(path string, st *settings, set map[string]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	defer f.Close()
+	fields := map[string]*string{}
+	for _, x := range table {
+		fields[x.name] = x.field(st)
+	}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), unquote(strings.TrimSpace(v))
+		p := fields[k]
+		if !ok || p == nil {
+			return fmt.Errorf("%s:%d: expected \"name = value\" with a name of --help", path, n)
+		}
+		if !set[k] {
+			*p = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("--config: %s: %w", path, err)
+	}
+	return nil
+}
+
+// unquote strips one pair of matching quotes around a value.
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// loaded is what the settings name, read and checked.
+type loaded struct {
+	level           slog.Level
+	json            bool
+	clientTLS       *tls.Config // nil: no TLS offered to clients
+	shutdownTimeout time.Duration
+	cmk             []byte // only when load was asked for it
+}
+
+// load reads and checks everything the settings name; withCMK loads the
+// column master key too (at start and for --check-config; a SIGHUP keeps
+// the key the proxy has).  It connects to nothing.
+func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
+	ld := &loaded{}
+	if err := ld.level.UnmarshalText([]byte(st.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	switch st.logFormat {
+	case "text":
+	case "json":
+		ld.json = true
+	default:
+		return nil, fmt.Errorf("--log-format: %q is neither text nor json", st.logFormat)
+	}
+	d, err := time.ParseDuration(st.shutdownTimeout)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("--shutdown-timeout: %q is not a duration such as 30s or 2m", st.shutdownTimeout)
+	}
+	ld.shutdownTimeout = d
+	for _, a := range []struct{ name, addr string }{{"listen", st.listen}, {"metrics", st.metrics}, {"pprof", st.pprof}} {
+		if a.addr == "" && a.name != "listen" {
+			continue
+		}
+		if err := checkAddress(a.addr); err != nil {
+			return nil, fmt.Errorf("--%s: %w", a.name, err)
+		}
+	}
+	if _, err := pgconn.ParseConfig(st.upstream); err != nil {
+		return nil, fmt.Errorf("--upstream: %w", err)
+	}
+	if st.catalog != "" {
+		if _, err := pgconn.ParseConfig(st.catalog); err != nil {
+			return nil, fmt.Errorf("--catalog: %w", err)
+		}
+	}
+	if ld.clientTLS, err = loadTLS(st); err != nil {
+		return nil, err
+	}
+	if st.upstreamCerts != "" {
+		if _, err := os.ReadDir(st.upstreamCerts); err != nil {
+			return nil, fmt.Errorf("--upstream-certs: %w", err)
+		}
+	}
+	if st.record != "" {
+		if fi, err := os.Stat(filepath.Dir(st.record)); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--record: no directory for %s", st.record)
+		}
+	}
+	if withCMK {
+		if st.cmkFile != "" {
+			ld.cmk, err = colcrypt.LoadCMKFile(st.cmkFile)
+		} else {
+			ld.cmk, err = colcrypt.LoadCMKCommand(ctx, st.cmkCommand)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the column master key: %w", err)
+		}
+	}
+	return ld, nil
+}
+
+// checkAddress checks a HOST:PORT to listen on (HOST may be empty: every
+// address).
+func checkAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q of %q is not a number from 0 to 65535", port, addr)
+	}
+	return nil
+}
+
+// loadTLS reads the clients' TLS certificate, key and CAs.
+func loadTLS(st *settings) (*tls.Config, error) {
+	if st.tlsCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(st.tlsCert, st.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if st.tlsClientCA != "" {
+		pem, err := os.ReadFile(st.tlsClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca: no certificate in %s", st.tlsClientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+var passwordKey = regexp.MustCompile(`(?i)((?:^|\s)(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
+
+// redact hides the passwords of a connection string, for the log.
+func redact(conninfo string) string {
+	if strings.HasPrefix(conninfo, "postgres://") || strings.HasPrefix(conninfo, "postgresql://") {
+		u, err := url.Parse(conninfo)
+		if err != nil {
+			return "(a URL that does not parse)"
+		}
+		q := u.Query()
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
+		return u.Redacted()
+	}
+	return passwordKey.ReplaceAllString(conninfo, "${1}xxxxx")
+}
