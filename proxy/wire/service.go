@@ -149,8 +149,10 @@ var errShutdown = errors.New("wire: closed by the proxy's shutdown")
 
 // idle: outside a transaction block, with nothing pending and no batch or
 // COPY open.  Called with mu held (the client loop is between messages).
+// The queue first: once it is empty, the relay has stored the status of
+// the last ReadyForQuery (before it finished that answer).
 func (s *session) idle() bool {
-	return s.txStatus.Load() == 'I' && s.q.empty() && !s.inBatch && s.copyIn == nil
+	return s.q.empty() && s.txStatus.Load() == 'I' && !s.inBatch && s.copyIn == nil
 }
 
 // wakeDrain tells a draining session to look again whether it is idle.

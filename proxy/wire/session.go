@@ -337,7 +337,7 @@ func (s *session) clientLoop() error {
 		if err != nil {
 			return err
 		}
-		if s.srv.draining.Load() && s.idle() {
+		if s.srv.draining.Load() && typ != 'X' && s.idle() {
 			// the proxy is shutting down: the message is not run
 			s.endIdle()
 			return errShutdown

@@ -2,7 +2,8 @@ package wire
 
 // The proxy's TLS towards the server: the certificate it presents for a
 // user whose own certificate it verified, and when SCRAM channel binding
-// can pass through (the proxy shows the server's certificate).
+// can pass through (the proxy shows the server's certificate); and the
+// clients' certificates replaced while it runs.
 
 import (
 	"crypto/ecdsa"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // newCert makes a certificate for cn, signed by parent (self-signed when nil).
@@ -133,5 +135,57 @@ func TestUpstreamCertificate(t *testing.T) {
 		if _, err := upstreamCert(dir, bad); err == nil {
 			t.Errorf("upstreamCert(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestSetTLS: certificates replaced while the proxy runs (SIGHUP) serve
+// the connections that come next: TLS offered, the new certificate shown,
+// and TLS withdrawn.  No server is needed: the handshake with the client
+// comes before the proxy dials the server, which here is not there.
+func TestSetTLS(t *testing.T) {
+	srv, err := NewServer(Config{Upstream: "host=" + t.TempDir() + " port=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(t.Context(), l)
+	defer l.Close()
+	// handshake reports the certificate the proxy showed, or an error
+	handshake := func() (string, error) {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		req, _ := (&pgproto3.SSLRequest{}).Encode(nil)
+		c.Write(req)
+		reply := make([]byte, 1)
+		if _, err := io.ReadFull(c, reply); err != nil {
+			return "", err
+		}
+		if reply[0] != 'S' {
+			return "", fmt.Errorf("TLS refused (%q)", reply)
+		}
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true})
+		if err := tc.Handshake(); err != nil {
+			return "", err
+		}
+		return tc.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+	}
+	if _, err := handshake(); err == nil || err.Error() != `TLS refused ("N")` {
+		t.Fatalf("without certificates: %v, want TLS refused", err)
+	}
+	for _, cn := range []string{"first", "second"} {
+		srv.SetTLS(&tls.Config{Certificates: []tls.Certificate{newCert(t, cn, nil)}}, "")
+		if got, err := handshake(); err != nil || got != cn {
+			t.Fatalf("after SetTLS with %q: the proxy showed %q (%v)", cn, got, err)
+		}
+	}
+	srv.SetTLS(nil, "")
+	if _, err := handshake(); err == nil || err.Error() != `TLS refused ("N")` {
+		t.Fatalf("after SetTLS(nil): %v, want TLS refused", err)
 	}
 }
