@@ -89,11 +89,13 @@ else
     "$build/bin/pgcipher-keys" new-cmk > "$tmp/cmk.hex"
     port=$(free_port "$server_port")
 fi
-# (re)start the proxy on $port; its log goes to $1
+# (re)start the proxy on $port; its log goes to $1, at debug level (every
+# statement: the leak check scans it)
 start_proxy() {
     [ "$direct" = 0 ] || return 0
     "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$port" --upstream "host=$sock port=$server_port" \
-        --cmk-file "$tmp/cmk.hex" --cmk-name main --record "$record" > "$1" 2>&1 &
+        --cmk-file "$tmp/cmk.hex" --cmk-name main --record "$record" \
+        --log-level debug --log-format json > "$1" 2>&1 &
     proxy_pid=$!
     wait_proxy "$port" "$1"
 }
@@ -184,8 +186,22 @@ leak_check() {
         grep -aqF "$m" "$record" || { echo "control: $m not in what the proxy sent"; ok=1; }
         grep -raqF "$m" "$tmp/data" || { echo "control: $m not in the data directory"; ok=1; }
     done
+    # the proxies' debug logs (each statement with the SQL the server got):
+    # no encrypted-column marker; the twins' markers sent as SQL text are
+    # there (clients that bind them as parameters send them as values,
+    # which are never logged)
+    local logs=("$tmp"/proxy-*.log) found=()
+    if grep -aqF 'PGCMARK-E-' "${logs[@]}"; then
+        echo "LEAK: encrypted-column markers are in the proxy's log:"
+        grep -aoE 'PGCMARK-E-[A-Za-z0-9_-]*' "${logs[@]}" | sort | uniq -c | head; ok=1
+    fi
+    for c in "${clients[@]}"; do
+        grep -aqF "PGCMARK-P-$c-" "${logs[@]}" && found+=("$c")
+    done
+    [ ${#found[@]} -gt 0 ] || { echo "control: no PGCMARK-P- marker in the proxy's debug log"; ok=1; }
     [ $ok = 0 ] || return 1
     echo "check: $(stat -c %s "$record") bytes sent to the server: no PGCMARK-E- marker, every client's PGCMARK-P- marker"
+    echo "check: $(awk 'END { print NR }' "${logs[@]}") lines the proxy logged at debug level: no PGCMARK-E- marker, the PGCMARK-P- markers of ${found[*]}"
     echo "check: data directory after CHECKPOINT: no PGCMARK-E- marker, every client's PGCMARK-P- marker"
 }
 if [ "$direct" = 0 ]; then
