@@ -1,0 +1,181 @@
+"""summarize.py — the tables of a many-core run (bench/device/many_cores.py)
+from its results.json: TPS per round, medians, ratios with the suite's
+95 % percentile-bootstrap CI (bench/stats.py, seeded) and the min–max of
+the per-round ratios (round r of one configuration over round r of the
+other).
+
+Usage: python3 bench/device/summarize.py RESULTS_DIR_OR_JSON   (markdown on stdout)
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+try:  # bench.scenarios imports the plots, which need matplotlib; nothing here draws
+    import matplotlib  # noqa: F401
+except ImportError:
+    import types
+
+    import bench
+
+    bench.plots = sys.modules["bench.plots"] = types.ModuleType("bench.plots")
+
+from bench import stats  # noqa: E402
+from bench.scenarios.alibaba_sysbench import ALIBABA, TARGETS  # noqa: E402
+
+
+def _per_round(rows, **match):
+    """{round: value} of the rows matching every key."""
+    return {r["rep"]: r["value"] for r in rows if all(r.get(k) == v for k, v in match.items())}
+
+
+def _fmt_rounds(d, fmt="{:,.0f}"):
+    return " / ".join(fmt.format(d[k]) for k in sorted(d)) or "–"
+
+
+def _ratio_cols(t, b):
+    """ratio of medians (95 % CI) and per-round min–max of t / b."""
+    if not t or not b:
+        return "–", "–"
+    s = stats.summarize(list(t.values()), list(b.values()))
+    per = [t[k] / b[k] for k in sorted(t) if k in b and b[k]]
+    rng = f"{min(per):.3f}–{max(per):.3f}" if per else "–"
+    return f"{s['ratio']:.3f} ({s['ci_low']:.3f}–{s['ci_high']:.3f})", rng
+
+
+def _med(d, fmt="{:,.0f}"):
+    return fmt.format(stats.median(list(d.values()))) if d else "–"
+
+
+def alibaba_table(rows):
+    rows = [r for r in rows if r["scenario"] == "alibaba-sysbench" and r.get("part") == "timed"]
+    if not rows:
+        return ["(no alibaba-sysbench measurements)"]
+    pairs = []
+    for r in rows:
+        if r["config"] == "enc-proxy" and (r["case"], r["workload"]) not in pairs:
+            pairs.append((r["case"], r["workload"]))
+    threads = sorted({r["threads"] for r in rows})
+    md = [
+        "| scenario | workload | threads | plain-direct TPS per round | enc-proxy TPS per round | "
+        "median plain / enc | enc / plain (95 % CI) | per-round min–max | target | Alibaba | "
+        "server µs/tx plain / enc | server CPU plain ÷ enc (a) | proxy µs/tx |",
+        "|" + "---|" * 13,
+    ]
+    for s, w in pairs:
+        for t in threads:
+            pl = _per_round(rows, config="plain-direct", case="plain", workload=w, threads=t, metric="tps")
+            en = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="tps")
+            if not pl and not en:
+                continue
+            ratio, rng = _ratio_cols(en, pl)
+            spl = _per_round(
+                rows,
+                config="plain-direct",
+                case="plain",
+                workload=w,
+                threads=t,
+                metric="server_cpu_us_per_tx",
+            )
+            sen = _per_round(
+                rows, config="enc-proxy", case=s, workload=w, threads=t, metric="server_cpu_us_per_tx"
+            )
+            prx = _per_round(
+                rows, config="enc-proxy", case=s, workload=w, threads=t, metric="proxy_cpu_us_per_tx"
+            )
+            cpu_ratio = (
+                f"{stats.median(list(spl.values())) / stats.median(list(sen.values())):.3f}"
+                if spl and sen
+                else "–"
+            )
+            lo, hi = ALIBABA.get((s, w), (float("nan"), float("nan")))
+            md.append(
+                f"| {s} | {w} | {t} | {_fmt_rounds(pl)} | {_fmt_rounds(en)} | {_med(pl)} / {_med(en)} | "
+                f"{ratio} | {rng} | ≥ {TARGETS.get((s, w), float('nan')):.2f} | {lo:.2f}–{hi:.2f} | "
+                f"{_med(spl)} / {_med(sen)} | {cpu_ratio} | {_med(prx)} |"
+            )
+    return md
+
+
+def pgbench_table(rows):
+    cpu_rows = [
+        r for r in rows if r["scenario"] == "cybertec-pgbench" and r["metric"] == "server_cpu_us_per_tx"
+    ]
+    rows = [r for r in rows if r["scenario"] == "cybertec-pgbench" and r["metric"] == "tps"]
+    if not rows:
+        return ["(no pgbench measurements)"]
+    cfgs = []
+    for r in rows:
+        if r["config"] not in cfgs:
+            cfgs.append(r["config"])
+    md = [
+        "| workload | clients | "
+        + " | ".join(f"{c} TPS per round" for c in cfgs)
+        + " | aes-256 / stock (95 % CI) | per-round min–max | stock-2 / stock (95 % CI) | per-round min–max | verdict | "
+        + "server µs/tx "
+        + " / ".join(cfgs)
+        + " |",
+        "|" + "---|" * (2 + len(cfgs) + 6),
+    ]
+    points = []
+    for r in rows:
+        if (r["workload"], r["clients"]) not in points:
+            points.append((r["workload"], r["clients"]))
+    for w, n in points:
+        v = {c: _per_round(rows, config=c, workload=w, clients=n) for c in cfgs}
+        cpu = {c: _per_round(cpu_rows, config=c, workload=w, clients=n) for c in cfgs}
+        enc, enc_rng = _ratio_cols(v.get("aes-256"), v.get("stock"))
+        noise, noise_rng = _ratio_cols(v.get("stock-2"), v.get("stock"))
+        verdict = "–"
+        if v.get("aes-256") and v.get("stock"):
+            se = stats.summarize(list(v["aes-256"].values()), list(v["stock"].values()))
+            sn = (
+                stats.summarize(list(v["stock-2"].values()), list(v["stock"].values()))
+                if v.get("stock-2")
+                else None
+            )
+            verdict = stats.verdict(se, sn)
+        md.append(
+            f"| {w} | {n} | "
+            + " | ".join(_fmt_rounds(v[c]) for c in cfgs)
+            + f" | {enc} | {enc_rng} | {noise} | {noise_rng} | {verdict} | "
+            + " / ".join(_med(cpu.get(c, {}), "{:.1f}") for c in cfgs)
+            + " |"
+        )
+    return md
+
+
+def summary(data):
+    meta, rows = data["meta"], data["results"]
+    md = [
+        f"Run {meta.get('started')} – {meta.get('finished')} ({meta.get('elapsed_s')} s), nproc {meta.get('nproc')}."
+    ]
+    md.append(
+        f"Placement: {json.dumps(meta.get('placement'))}; affinity test: {json.dumps(meta.get('affinity'))}."
+    )
+    for k in (
+        "alibaba_placement",
+        "pgbench_placement",
+        "pgbench_libcrypto",
+        "alibaba_cut_at",
+        "pgbench_cut_at",
+        "failed",
+    ):
+        if k in meta:
+            md.append(f"{k}: {json.dumps(meta[k])}")
+    md += ["", "## alibaba-sysbench", ""] + alibaba_table(rows)
+    md += ["", "## cybertec-pgbench", ""] + pgbench_table(rows)
+    return "\n".join(md) + "\n"
+
+
+def main(argv):
+    path = argv[1]
+    if os.path.isdir(path):
+        path = os.path.join(path, "results.json")
+    with open(path) as f:
+        print(summary(json.load(f)), end="")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
