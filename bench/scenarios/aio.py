@@ -30,11 +30,11 @@ nothing and its report says so."""
 
 import os
 import re
-import time
 
 from bench import plots, stats
 from bench.interleave import interleaved
 from bench.scenarios import common
+from bench.scenarios import proxy as px
 
 NAME = "aio"
 TITLE = "PostgreSQL 18 asynchronous I/O: io_method sync, worker 1-3, io_uring; stock vs aes-256"
@@ -122,23 +122,33 @@ def _children(ppid):
     return out
 
 
+def _postmaster(c):
+    with open(os.path.join(c.data, "postmaster.pid")) as f:
+        return int(f.readline())
+
+
 def cluster_cpu(c):
     """Seconds of CPU the cluster has used so far: the postmaster, its
     reaped children (backends that exited), its live children; and the
-    part in live I/O workers."""
-    with open(os.path.join(c.data, "postmaster.pid")) as f:
-        pm = int(f.readline())
-    own, reaped = _stat_ticks(pm)
-    total, io = own + reaped, 0
-    for pid, cmd in _children(pm):
-        try:
-            t = _stat_ticks(pid)
-        except OSError:
-            continue
-        total += t[0] + t[1]
-        if "io worker" in cmd:
-            io += t[0]
-    return total / CLK_TCK, io / CLK_TCK
+    part in live I/O workers.  Read again where the postmaster reaped a
+    child meanwhile (its CPU would be in neither term or in both, as in
+    proxy.tree_cpu_s)."""
+    pm = _postmaster(c)
+    for _ in range(100):
+        _, reaped0 = _stat_ticks(pm)
+        kids, io = 0, 0
+        for pid, cmd in _children(pm):
+            try:
+                t = _stat_ticks(pid)
+            except OSError:
+                continue
+            kids += t[0] + t[1]
+            if "io worker" in cmd:
+                io += t[0]
+        own, reaped = _stat_ticks(pm)
+        if reaped == reaped0:
+            break
+    return (own + reaped + kids) / CLK_TCK, io / CLK_TCK
 
 
 def _restart(c, settings):
@@ -148,7 +158,9 @@ def _restart(c, settings):
 
 
 def _quiet_cpu(c, settle=0.3):
-    time.sleep(settle)  # backends that just exited are reaped
+    # the backends that just exited are gone and reaped: the postmaster's
+    # children stayed the same for `settle` seconds, none of them a zombie
+    px.settle_children(_postmaster(c), quiet=settle)
     return cluster_cpu(c)
 
 

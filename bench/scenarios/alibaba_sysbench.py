@@ -276,7 +276,7 @@ def run(run, p):
     try:
         c.initdb()
         c.start()
-        pm = px.postmaster_pid(c)
+        server = px.ServerCPU(px.postmaster_pid(c))
         cmk = px.new_cmk(keys_bin, c)
         proxy = px.start_proxy(proxy_bin, c, "sysbench", cmk)
         run.command(
@@ -295,11 +295,12 @@ def run(run, p):
             for threads in p["threads"]:
                 for s, w, cfg in plan_runs:
                     table = _table(s, w)
-                    server0 = px.tree_cpu_s(pm)
+                    server0 = server.read()
                     proxy0 = px.process_cpu_s(proxy.pid)
                     m = sysbench(run, ports[cfg], table, w, threads, p["seconds"], p["rows"])
                     tx = max(m["transactions"], 1)
-                    m["server_cpu_us_per_tx"] = (px.tree_cpu_s(pm) - server0) * 1e6 / tx
+                    # once the run's backends have exited and been reaped
+                    m["server_cpu_us_per_tx"] = (server.read() - server0) * 1e6 / tx
                     if cfg != "plain-direct":
                         m["proxy_cpu_us_per_tx"] = (px.process_cpu_s(proxy.pid) - proxy0) * 1e6 / tx
                     scen = [s] if s else [x for x, v in SCENARIOS.items() if w in v[3]]

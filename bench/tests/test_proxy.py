@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -77,6 +78,84 @@ def test_proc_readings_of_this_process():
     assert proxy.process_cpu_s(os.getpid()) > 0
     assert proxy.tree_cpu_s(os.getpid()) >= proxy.process_cpu_s(os.getpid())
     assert proxy.rss_kib(os.getpid()) > 1000
+
+
+def test_tree_cpu_s_counts_a_child_reaped_while_the_children_are_listed(monkeypatch):
+    # a fake /proc: the postmaster (1) has used 10 ticks itself and 100 in
+    # children it reaped; its one backend (2) has used 50 and is reaped while
+    # the children are being listed, as a run's backends are when read at once
+    state = {"reaped": False}
+
+    def stat_fields(pid):
+        cut = 150 if state["reaped"] else 100
+        return ["S", "0"] + ["0"] * 9 + ["6", "4", str(cut), "0"]
+
+    def children(pid):
+        state["reaped"] = True  # reaped after the postmaster was read
+        return []
+
+    monkeypatch.setattr(proxy, "stat_fields", stat_fields)
+    monkeypatch.setattr(proxy, "_children", children)
+    # its 50 ticks are neither lost (read before the reaping, gone from
+    # the listing) nor counted twice
+    assert proxy.tree_cpu_s(1) == pytest.approx(160 / os.sysconf("SC_CLK_TCK"))
+
+
+# a stand-in postmaster: on each line it forks a "backend" that works for
+# 0.3 CPU-seconds after its client has gone, then exits, and reaps it only
+# 0.3 s after it exited
+_POSTMASTER = """
+import os, sys, time
+print("ready", flush=True)
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        while time.process_time() < 0.3:
+            pass
+        os._exit(0)
+    print(pid, flush=True)
+    while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)
+    time.sleep(0.3)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_server_cpu_waits_for_the_runs_backends_to_exit_and_be_reaped():
+    pm = subprocess.Popen(
+        [sys.executable, "-c", _POSTMASTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert pm.stdout.readline() == "ready\n"
+        server = proxy.ServerCPU(pm.pid)
+        cpu0 = server.read()
+        assert server.settled and server.pids == set()
+        pm.stdin.write("go\n")
+        pm.stdin.flush()
+        backend = int(pm.stdout.readline())  # the run is over; its backend still works
+        cpu1 = server.read()
+        assert server.settled
+        assert backend not in proxy.child_states(pm.pid)  # exited and reaped
+        # all of the backend's CPU is in this run's reading (read at once, it was ~0)
+        assert cpu1 - cpu0 >= 0.28
+    finally:
+        pm.kill()
+        pm.wait()
+
+
+def test_settle_children_times_out_on_a_zombie():
+    me = os.getpid()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.time() + 30
+        while proxy.child_states(me).get(child.pid) != "Z" and time.time() < deadline:
+            time.sleep(0.01)
+        pids, settled = proxy.settle_children(me, timeout=0.3)
+        assert not settled and child.pid not in pids
+    finally:
+        child.wait()
+    pids, settled = proxy.settle_children(me, timeout=5)
+    assert settled and child.pid not in pids
 
 
 def test_stat_fields_with_spaces_and_parentheses_in_the_name(tmp_path, monkeypatch):
