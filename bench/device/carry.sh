@@ -27,7 +27,7 @@
 #        library they load in /opt/pgcb/syslib (LD_LIBRARY_PATH set by the
 #        wrapper, for them alone)
 #   /opt/pgcb/harness     the bench harness (bench/*.py, scenarios, the
-#        sysbench script alibaba.lua, bench/device/*.py)
+#        sysbench script alibaba.lua, TPROC-C's SQL, bench/device/*.py)
 #   /opt/pgcb/MANIFEST    commit, dirty files, versions, configure lines
 #
 # Builds are skipped when up to date (stamps); the tarball is always made
@@ -197,8 +197,9 @@ find "$root" -type f \( -perm -u+x -o -name '*.so*' \) -print0 \
 rm -rf "$root"/{pgcipher,stock}/{include,share/doc,share/man} "$root"/{pgcipher,stock}/lib/postgresql/pgxs
 find "$root"/{pgcipher,stock}/lib -name '*.a' -delete
 
-# the harness: the suite's Python, the sysbench script, this directory's
-(cd "$top" && tar -cf - bench/__init__.py bench/*.py bench/scenarios/*.py bench/sysbench/alibaba.lua bench/device/*.py) \
+# the harness: the suite's Python, the sysbench script, TPROC-C's SQL, this directory's
+(cd "$top" && tar -cf - bench/__init__.py bench/*.py bench/scenarios/*.py bench/sysbench/alibaba.lua \
+    bench/sql/tprocc/*.sql bench/device/*.py) \
     | tar -xf - -C "$root/harness"
 
 {

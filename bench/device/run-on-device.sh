@@ -10,18 +10,22 @@
 #   3. an unprivileged user for PostgreSQL, which refuses root (useradd, or
 #      lines appended to /etc/passwd and /etc/group where useradd fails);
 #   4. bench/device/many_cores.py as that user (setpriv, else runuser, else
-#      su): alibaba-sysbench at 8-64 threads, plaintext-direct vs
-#      encrypted-through-pgcipher-proxy, then pgbench select-only and
-#      TPC-B-like at 16-64 clients for stock, aes-256 and stock-2; the
-#      server on the first half of the CPUs, the clients and the proxy on
-#      the other half; results.json, results.csv and summary.md into $OUT,
-#      the whole log into $OUT/log.txt.
+#      su), by default as the first run: alibaba-sysbench at 8-64 threads,
+#      plaintext-direct vs encrypted-through-pgcipher-proxy, then pgbench
+#      select-only and TPC-B-like at 16-64 clients for stock, aes-256 and
+#      stock-2; options pick other parts (TPROC-C: --parts tprocc), runs and
+#      sizes (many_cores.py --help; the second run's line is in
+#      bench/reports/2026-11-26-many-cores/README.md); the server on the
+#      first half of the CPUs, the clients and the proxy on the other half;
+#      results.json, results.csv and summary.md into $OUT, the whole log
+#      into $OUT/log.txt.
 #
 # The peer (open_pg_tde, issue 30 section 1) is not built in this repository
 # yet, so it is not here.
 #
 # Usage: bench/device/run-on-device.sh [--tiny] [many_cores.py options]
-#   --tiny: the local smoke test (2 threads/clients, tiny tables, short runs).
+#   --tiny: the local smoke test (2 threads/clients, tiny tables, one TPROC-C
+#   warehouse, short runs); options after it override its sizes.
 # Environment: OUT (default build/device/out), CARRY (the tarball),
 # DEVICE_USER (default pgcb), WORKDIR (default /var/tmp/pgcb-work).
 set -uo pipefail
@@ -42,8 +46,9 @@ say() { echo "[device $(( $(date +%s) - t0 ))s] $*"; }
 tiny=()
 if [ "${1:-}" = --tiny ]; then
     shift
-    tiny=(--threads 2 --clients 2 --rows 500 --scale 1 --sb-seconds 3 --pgb-seconds 3 --rounds 2
-          --shared-buffers-mb 32 --pgb-shared-buffers-mb 16 --alibaba-budget 600 --total-budget 1200)
+    tiny=(--threads 2 --clients 2 --rows 500 --scale 1 --sb-seconds 2 --pgb-seconds 2 --rounds 2
+          --tpcc-clients 2 --warehouses 1 --tpcc-seconds 2 --tpcc-shared-buffers-mb 32
+          --shared-buffers-mb 32 --pgb-shared-buffers-mb 16 --total-budget 1200)
 fi
 
 # 1. hardware

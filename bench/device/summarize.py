@@ -146,6 +146,102 @@ def pgbench_table(rows):
     return md
 
 
+def hop_table(rows):
+    """The hop alone: the plaintext table through the proxy vs direct."""
+    rows = [r for r in rows if r["scenario"] == "alibaba-sysbench" and r.get("part") == "timed"]
+    proxied = [r for r in rows if r["config"] == "plain-proxy"]
+    if not proxied:
+        return []
+    md = [
+        "| workload | threads | plain-direct TPS per round | plain-proxy TPS per round | "
+        "proxy / direct TPS (95 % CI) | per-round min–max | server µs/tx direct / proxy | proxy µs/tx |",
+        "|" + "---|" * 8,
+    ]
+    for w in sorted({r["workload"] for r in proxied}):
+        for t in sorted({r["threads"] for r in proxied if r["workload"] == w}):
+            v = {
+                cfg: _per_round(rows, config=cfg, case="plain", workload=w, threads=t, metric="tps")
+                for cfg in ("plain-direct", "plain-proxy")
+            }
+            cpu = {
+                cfg: _per_round(
+                    rows, config=cfg, case="plain", workload=w, threads=t, metric="server_cpu_us_per_tx"
+                )
+                for cfg in ("plain-direct", "plain-proxy")
+            }
+            prx = _per_round(
+                rows, config="plain-proxy", case="plain", workload=w, threads=t, metric="proxy_cpu_us_per_tx"
+            )
+            ratio, rng = _ratio_cols(v["plain-proxy"], v["plain-direct"])
+            md.append(
+                f"| {w} | {t} | {_fmt_rounds(v['plain-direct'])} | {_fmt_rounds(v['plain-proxy'])} | "
+                f"{ratio} | {rng} | {_med(cpu['plain-direct'])} / {_med(cpu['plain-proxy'])} | {_med(prx)} |"
+            )
+    return md
+
+
+def tprocc_table(rows):
+    rows = [r for r in rows if r["scenario"] == "tproc-c"]
+    ramp = [r for r in rows if r.get("phase") == "ramp"]
+    if not ramp:
+        return []
+    cfgs = []
+    for r in ramp:
+        if r["config"] not in cfgs:
+            cfgs.append(r["config"])
+    base = "stock" if "stock" in cfgs else cfgs[0]
+    others = [c for c in cfgs if c != base]
+    md = [
+        "| VUs | "
+        + " | ".join(f"{c} NOPM per round" for c in cfgs)
+        + "".join(
+            f" | {c} / {base} NOPM (95 % CI) | per-round min–max | {c} / {base} TPM (95 % CI)" for c in others
+        )
+        + " | verdict | server µs/tx "
+        + " / ".join(cfgs)
+        + " |",
+        "|" + "---|" * (1 + len(cfgs) + 3 * len(others) + 2),
+    ]
+    for n in sorted({r["vus"] for r in ramp}):
+        nopm = {c: _per_round(ramp, config=c, vus=n, metric="nopm") for c in cfgs}
+        tpm = {c: _per_round(ramp, config=c, vus=n, metric="tpm") for c in cfgs}
+        cpu = {c: _per_round(ramp, config=c, vus=n, metric="server_cpu_us_per_tx") for c in cfgs}
+        cols, verdicts = [], []
+        for c in others:
+            ratio, rng = _ratio_cols(nopm[c], nopm[base])
+            tratio, _ = _ratio_cols(tpm[c], tpm[base])
+            cols += [ratio, rng, tratio]
+            if nopm[c] and nopm[base]:
+                verdicts.append(
+                    stats.verdict(stats.summarize(list(nopm[c].values()), list(nopm[base].values())))
+                )
+        md.append(
+            f"| {n} | "
+            + " | ".join(_fmt_rounds(nopm[c]) for c in cfgs)
+            + "".join(f" | {x}" for x in cols)
+            + f" | {'; '.join(verdicts) or '–'} | "
+            + " / ".join(_med(cpu[c], "{:.0f}") for c in cfgs)
+            + " |"
+        )
+    checks = [r for r in rows if r["metric"] == "consistency_ok"]
+    counts = [r for r in rows if r["metric"] == "initial_counts_ok"]
+    md.append("")
+    md.append(
+        "Initial row counts: "
+        + ("as specified" if counts and all(r["value"] == 1 for r in counts) else "WRONG or not checked")
+        + "; TPC-C consistency conditions 1-4 and 6 after the runs: "
+        + (
+            ", ".join(
+                f"{r['config']} {'hold' if r['value'] == 1 else 'VIOLATED (' + r.get('detail', '') + ')'}"
+                for r in checks
+            )
+            or "not checked"
+        )
+        + "."
+    )
+    return md
+
+
 def summary(data):
     meta, rows = data["meta"], data["results"]
     md = [
@@ -158,14 +254,25 @@ def summary(data):
         "alibaba_placement",
         "pgbench_placement",
         "pgbench_libcrypto",
+        "tprocc_placement",
         "alibaba_cut_at",
+        "tprocc_cut_at",
         "pgbench_cut_at",
         "failed",
     ):
         if k in meta:
             md.append(f"{k}: {json.dumps(meta[k])}")
     md += ["", "## alibaba-sysbench", ""] + alibaba_table(rows)
+    hop = hop_table(rows)
+    if hop:
+        md += ["", "## the hop alone: the plaintext table through pgcipher-proxy", ""] + hop
+    tpcc = tprocc_table(rows)
+    if tpcc:
+        md += ["", "## tproc-c", ""] + tpcc
     md += ["", "## cybertec-pgbench", ""] + pgbench_table(rows)
+    unsettled = [r for r in rows if r["metric"] == "server_cpu_settled" and r["value"] != 1]
+    if unsettled:
+        md += ["", f"Server CPU readings that did not settle within the timeout: {len(unsettled)}."]
     return "\n".join(md) + "\n"
 
 
