@@ -354,12 +354,12 @@ class Alibaba(Part):
             table = ali._table(s, w)
             if w == "write" and a.vacuum_before_write:
                 c.psql(f"VACUUM {table}")  # the dead rows of the runs before
-            server0 = server.read()
+            server0, settled0 = server.read(), server.settled
             proxy0 = px.process_cpu_s(self.proxy.pid)
             m = ali.sysbench(run, ports[cfg], table, w, threads, p["seconds"], p["rows"])
             tx = max(m["transactions"], 1)
             m["server_cpu_us_per_tx"] = (server.read() - server0) * 1e6 / tx
-            m["server_cpu_settled"] = 1 if server.settled else 0
+            m["server_cpu_settled"] = 1 if settled0 and server.settled else 0
             if cfg != "plain-direct":
                 m["proxy_cpu_us_per_tx"] = (px.process_cpu_s(self.proxy.pid) - proxy0) * 1e6 / tx
             for metric, value in m.items():
@@ -448,11 +448,11 @@ class TProcC(Part):
             if self.out_of_time(round=rep, vus=vus, config=cfg.name):
                 break
             c, server = self.clusters[cfg.name], servers[cfg.name]
-            cpu0 = server.read()
+            cpu0, settled0 = server.read(), server.settled
             m = tp.measure(run, c, vus, a.tpcc_seconds, a.warehouses)
             tx = max(m["tpm"] * a.tpcc_seconds / 60.0, 1)
             m["server_cpu_us_per_tx"] = (server.read() - cpu0) * 1e6 / tx
-            m["server_cpu_settled"] = 1 if server.settled else 0
+            m["server_cpu_settled"] = 1 if settled0 and server.settled else 0
             for k, v in m.items():
                 run.record("tproc-c", cfg.name, rep, k, v, phase="ramp", vus=vus, warehouses=a.warehouses)
             run.progress.step(
@@ -559,10 +559,10 @@ class Pgbench(Part):
                 "-j",
                 str(min(n, ncl)),
             ]
-            cpu0 = server.read()
+            cpu0, settled0 = server.read(), server.settled
             m, cmd, _ = c.pgbench(args, timeout=a.pgb_seconds * 10 + 120)
             m["server_cpu_us_per_tx"] = (server.read() - cpu0) * 1e6 / max(m.get("transactions", 1), 1)
-            m["server_cpu_settled"] = 1 if server.settled else 0
+            m["server_cpu_settled"] = 1 if settled0 and server.settled else 0
             run.command(cmd.replace(c.dir, "$CLUSTER"))
             for metric, value in m.items():
                 run.record(

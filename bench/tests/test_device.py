@@ -93,3 +93,13 @@ def test_summary_of_the_committed_run():
     # the committed summary.md is this function's output
     with open(os.path.join(REPORT, "summary.md")) as f:
         assert f.read() == md
+
+
+def test_summary_of_the_second_run():
+    run2 = os.path.join(REPORT, "run2")
+    with open(os.path.join(run2, "results.json")) as f:
+        md = summarize.summary(json.load(f))
+    assert "| s3 | point_k | 64 |" in md and "| s2 | write | 8 |" in md
+    assert "## the hop alone" in md and "## tproc-c" in md and "| select-only | 64 |" in md
+    with open(os.path.join(run2, "summary.md")) as f:
+        assert f.read() == md
