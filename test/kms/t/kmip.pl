@@ -30,6 +30,7 @@ use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use lib "$FindBin::RealBin";
 use LeakScan;
 use KmsTap;
+use KeyRotationTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -300,29 +301,12 @@ for (1 .. 2)
 	push @ids, $stdout;
 }
 my $ring_cmd = sub { "$kms kmip-keyring $tls --key-id $_[0]" };
-my $unode = PostgreSQL::Test::Cluster->new('unwrap');
-$unode->init(
-	extra => [
-		'--encryption=aes-256',
-		'--encryption-key-command=' . $ring_cmd->($ids[0]),
-		'--encryption-key-mode=unwrap'
-	]);
-my $udata = $unode->data_dir;
-is(keyring_format($udata), 3,
-	'unwrap mode: initdb wrote a key ring of format 3');
-like(
-	slurp_file("$udata/pg_encryption/keyring"),
+my ($unode, $marker) = unwrap_mode_cluster(
+	'unwrap',
+	$ring_cmd->($ids[0]),
 	qr/kmip:v1:[A-Za-z0-9_-]+:[0-9a-f]{24}:[0-9a-f]+:[0-9a-f]{32}/,
-	'unwrap mode: the key ring holds the data keys as the KMIP server encrypted them'
-);
+	'the KMIP server', $run);
 $unode->start;
-$unode->safe_psql('postgres',
-	"CREATE TABLE marker (v text); INSERT INTO marker VALUES ('unwrap-$run')"
-);
-my $marker = sub { $_[0]->safe_psql('postgres', 'SELECT v FROM marker') };
-$unode->restart;
-is($marker->($unode), "unwrap-$run",
-	'unwrap mode: restarted, the KMIP server unwrapped the key ring');
 
 # rotations between two KMIP keys, killed at each step
 my $ucmd = rotation_survives_kill_9(

@@ -39,6 +39,7 @@ use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use lib "$FindBin::RealBin";
 use LeakScan;
 use KmsTap;
+use KeyRotationTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -403,28 +404,11 @@ $node->stop;
 # Transit keys pgcipher-ring and pgcipher-ring2 wrap the data keys
 # themselves; the server hands the wrapped key ring to the command
 my $ring_cmd = sub { "$kms openbao-transit-keyring $common --key $_[0]" };
-my $unode = PostgreSQL::Test::Cluster->new('unwrap');
-$unode->init(
-	extra => [
-		'--encryption=aes-256',
-		'--encryption-key-command=' . $ring_cmd->('pgcipher-ring'),
-		'--encryption-key-mode=unwrap'
-	]);
+my ($unode, $marker) =
+  unwrap_mode_cluster('unwrap', $ring_cmd->('pgcipher-ring'),
+	qr/vault:v1:[A-Za-z0-9+\/=]+/, 'Transit', $run);
 my $udata = $unode->data_dir;
-is(keyring_format($udata), 3,
-	'unwrap mode: initdb wrote a key ring of format 3');
-like(
-	slurp_file("$udata/pg_encryption/keyring"),
-	qr/vault:v1:[A-Za-z0-9+\/=]+/,
-	'unwrap mode: the key ring holds the data keys as Transit wrapped them');
 $unode->start;
-$unode->safe_psql('postgres',
-	"CREATE TABLE marker (v text); INSERT INTO marker VALUES ('unwrap-$run')"
-);
-my $marker = sub { $_[0]->safe_psql('postgres', 'SELECT v FROM marker') };
-$unode->restart;
-is($marker->($unode), "unwrap-$run",
-	'unwrap mode: restarted, Transit unwrapped the key ring');
 my $walfile = $unode->safe_psql('postgres',
 	'SELECT pg_walfile_name(pg_current_wal_insert_lsn())');
 $unode->stop;

@@ -902,6 +902,63 @@ keyring_format_fingerprint(const unsigned char *fp, char *out)
 		strcpy(out, "none recorded");
 }
 
+/*
+ * Record command in datadir's pg_encryption/command, crash-safely: the key
+ * command to run when encryption_key_command is not set (design 8).
+ */
+bool
+keyring_record_command(const char *datadir, const char *command,
+					   KeyringError *err)
+{
+	char		path[MAXPGPATH];
+	char	   *line;
+	size_t		len = strlen(command);
+	bool		ok;
+
+	if (strcmp(datadir, ".") == 0)
+		strlcpy(path, KEYRING_COMMAND_FILE, sizeof(path));
+	else
+		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_COMMAND_FILE);
+	line = malloc(len + 2);
+	if (line == NULL)
+	{
+		keyring_set_error(err, KEYRING_ERR_IO, NULL, "out of memory");
+		return false;
+	}
+	memcpy(line, command, len);
+	line[len] = '\n';
+	ok = keyring_write_file(path, (const unsigned char *) line, len + 1, err);
+	free(line);
+	return ok;
+}
+
+/*
+ * The command recorded in datadir's pg_encryption/command, without its
+ * newline; false when there is none (or it is unusable: empty, too long).
+ */
+bool
+keyring_recorded_command(const char *datadir, char *command, size_t size)
+{
+	char		path[MAXPGPATH];
+	unsigned char buf[8192];
+	size_t		len;
+	KeyringError err;
+
+	if (strcmp(datadir, ".") == 0)
+		strlcpy(path, KEYRING_COMMAND_FILE, sizeof(path));
+	else
+		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_COMMAND_FILE);
+	if (!keyring_read_file(path, buf, sizeof(buf), &len, &err))
+		return false;
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		len--;
+	if (len == 0 || len >= size || memchr(buf, '\n', len) != NULL)
+		return false;
+	memcpy(command, buf, len);
+	command[len] = '\0';
+	return true;
+}
+
 const KeyringKey *
 keyring_get_key(const Keyring *ring, uint32 id)
 {
@@ -1321,7 +1378,8 @@ keyring_create(const char *datadir, int cipher, const char *command,
 		return false;
 	}
 	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
-	return keyring_write_file(path, file, filelen, err);
+	return keyring_write_file(path, file, filelen, err) &&
+		keyring_record_command(datadir, command, err);
 }
 
 /* Read and check a key ring file's structure; false if absent or unusable */
@@ -1414,6 +1472,7 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	KeyringError next_err;
 	unsigned char used_fp[KEK_FINGERPRINT_LEN];
 	unsigned char next_fp[KEK_FINGERPRINT_LEN];
+	char		recorded[8192];
 	bool		ok;
 
 	if (strcmp(datadir, ".") == 0)
@@ -1431,6 +1490,13 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	have_next = read_keyring_header(path, next_file, &next_filelen,
 									&next_header, &next_err);
 
+	/*
+	 * encryption_key_command not set: the command initdb or a rotation
+	 * recorded
+	 */
+	if ((command == NULL || command[0] == '\0') &&
+		keyring_recorded_command(datadir, recorded, sizeof(recorded)))
+		command = recorded;
 	if (command == NULL || command[0] == '\0')
 		return run_key_command(command, timeout_s, out, sizeof(out), &outlen, err);
 
@@ -1583,14 +1649,11 @@ keyring_cluster_settings(const char *postgres, const char *configdir,
 
 		if (setting == NULL)
 			return false;
-		if (setting[0] == '\0')
-		{
-			free(setting);
-			keyring_set_error(err, KEYRING_ERR_COMMAND_FAILED,
-							  "Set encryption_key_command in the cluster's configuration, or give the key command on the command line.",
-							  "the cluster in \"%s\" is encrypted, but no encryption_key_command is set", configdir);
-			return false;
-		}
+
+		/*
+		 * Not set: keyring_load() runs the command recorded in the data
+		 * directory (pg_encryption/command), or says that none is set
+		 */
 		free(*command);			/* an empty string given */
 		*command = setting;
 	}

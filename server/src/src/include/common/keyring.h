@@ -24,6 +24,12 @@
 #define KEYRING_FILE		"pg_encryption/keyring"
 /* A key rotation's new key ring, until the rotation completes (design 9.1) */
 #define KEYRING_NEXT_FILE	"pg_encryption/keyring.next"
+/*
+ * The key command initdb and the latest rotation used, for when
+ * encryption_key_command is not set (design 8): Debian's pg_upgradecluster
+ * replaces a new cluster's configuration with its old one's
+ */
+#define KEYRING_COMMAND_FILE	"pg_encryption/command"
 
 #define KEYRING_MAGIC		"PGCIPHKR"
 #define KEYRING_VERSION		2	/* 2 adds the KEK fingerprint and time */
@@ -166,6 +172,10 @@ extern size_t keyring_wrap_under_command(Keyring *ring, const char *command,
 extern bool keyring_load(const char *datadir, const char *command,
 						 int timeout_s, Keyring *ring, KeyringError *err);
 extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);
+extern bool keyring_record_command(const char *datadir, const char *command,
+								   KeyringError *err);
+extern bool keyring_recorded_command(const char *datadir, char *command,
+									 size_t size);
 
 #ifdef FRONTEND
 /* The frontend programs' one way to report a key ring error */

@@ -53,6 +53,25 @@ load_keyring(void)
 	KeyringError err;
 
 	keyring = DataEncryptionKeyringMemory();
+
+	/*
+	 * Not set (a configuration replaced by Debian's pg_upgradecluster, say):
+	 * the command initdb or the latest rotation recorded, shown by SHOW and
+	 * replaced by whatever sets the setting
+	 */
+	if (encryption_key_command == NULL || encryption_key_command[0] == '\0')
+	{
+		char		recorded[8192];
+
+		if (keyring_recorded_command(".", recorded, sizeof(recorded)))
+		{
+			SetConfigOption("encryption_key_command", recorded,
+							PGC_POSTMASTER, PGC_S_DYNAMIC_DEFAULT);
+			ereport(LOG,
+					(errmsg("encryption_key_command is not set: running the key command recorded in \"%s\"",
+							KEYRING_COMMAND_FILE)));
+		}
+	}
 	if (!keyring_load(".", encryption_key_command,
 					  encryption_key_command_timeout, keyring, &err))
 		ReportKeyringError(FATAL, &err);

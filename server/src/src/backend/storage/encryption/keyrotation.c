@@ -238,6 +238,9 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 						   KEYRING_NEXT_FILE),
 				 errhint("The server completes the rotation when it next starts.")));
 	crash_point("completed");
+	/* the fallback for a configuration that loses the setting (design 8) */
+	if (!keyring_record_command(".", command, &err))
+		ReportKeyringError(WARNING, &err);
 	CloseTransientFile(lockfd);
 
 	ereport(LOG,
@@ -264,6 +267,8 @@ CompleteKeyRotation(bool loaded_from_next)
 	{
 		if (!keyring_rename(KEYRING_NEXT_FILE, KEYRING_FILE, &err))
 			ReportKeyringError(FATAL, &err);
+		if (!keyring_record_command(".", encryption_key_command, &err))
+			ReportKeyringError(WARNING, &err);
 		ereport(LOG,
 				(errmsg("completed an interrupted rotation of the key-encryption key"),
 				 errdetail("encryption_key_command opened \"%s\", which now replaces \"%s\".",
@@ -275,4 +280,5 @@ CompleteKeyRotation(bool loaded_from_next)
 				 errdetail("The rotation stopped before it saved the new encryption_key_command, so the cluster keeps its previous key-encryption key.")));
 	(void) unlink(KEYRING_FILE ".tmp");
 	(void) unlink(KEYRING_NEXT_FILE ".tmp");
+	(void) unlink(KEYRING_COMMAND_FILE ".tmp");
 }

@@ -13,7 +13,10 @@
 use strict;
 use warnings FATAL => 'all';
 use File::Copy;
+use FindBin;
 use Time::HiRes qw(usleep);
+use lib "$FindBin::RealBin/..";
+use KeyRotationTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -133,81 +136,10 @@ print $fh $auto;
 close $fh;
 $node->start;
 
-# --- kill -9 of the server at every step ---
-sub wait_for_death
-{
-	my ($pid) = @_;
-	for (1 .. 300)
-	{
-		return if !kill(0, $pid);
-		usleep(100_000);
-	}
-	die "postmaster $pid did not die";
-}
-
-sub start_after_crash
-{
-	my ($n) = @_;
-	for (1 .. 50)
-	{
-		return if $n->start(fail_ok => 1);
-		usleep(200_000);    # children of the killed postmaster still exiting
-	}
-	die 'server did not start after the crash';
-}
-
-my %new_after = (
-	'command' => 0,
-	'next-written' => 0,
-	'next-installed' => 0,
-	'command-saved' => 1,
-	'completed' => 1);
-my $current = 'k2';
-my $next = 'k3';
-for my $step (
-	'command', 'next-written', 'next-installed', 'command-saved',
-	'completed')
-{
-	local $ENV{PGCIPHER_TEST_KEY_ROTATION_CRASH_AT} = $step;
-	$node->restart;
-	my ($pid) = split /\n/, slurp_file("$pgdata/postmaster.pid");
-	($ret, $out, $err) = $node->psql('postgres',
-		"SELECT pg_rotate_encryption_key('" . cmd($next) . "')");
-	isnt($ret, 0, "kill -9 at step $step: the rotation did not return");
-	wait_for_death($pid);
-	$node->kill9;    # (already dead) the node object forgets the pid
-	delete $ENV{PGCIPHER_TEST_KEY_ROTATION_CRASH_AT};
-
-	$logstart = (-s $node->logfile) // 0;
-	start_after_crash($node);
-	my $want = $new_after{$step} ? $next : $current;
-	is( $node->safe_psql('postgres', 'SHOW encryption_key_command'),
-		cmd($want),
-		"kill -9 at step $step: starts with the "
-		  . ($new_after{$step} ? 'new' : 'old') . ' KEK');
-	is($rows->($node), $expected_rows, "kill -9 at step $step: data intact");
-	ok( !-e "$pgdata/pg_encryption/keyring.next"
-		  && !-e "$pgdata/pg_encryption/keyring.next.tmp"
-		  && !-e "$pgdata/pg_encryption/keyring.tmp",
-		"kill -9 at step $step: start-up leaves only the key ring");
-	$log = substr(slurp_file($node->logfile), $logstart);
-
-	if ($step eq 'next-installed')
-	{
-		like(
-			$log,
-			qr/removed the key ring of an interrupted rotation/,
-			'start-up says it removed the interrupted rotation');
-	}
-	if ($step eq 'command-saved')
-	{
-		like(
-			$log,
-			qr/completed an interrupted rotation of the key-encryption key/,
-			'start-up says it completed the interrupted rotation');
-	}
-	($current, $next) = ($next, $current) if $new_after{$step};
-}
+# --- kill -9 of the server at every step (KeyRotationTap) ---
+my $current_cmd =
+  rotation_survives_kill_9($node, 'kek', cmd('k2'), cmd('k3'), $rows);
+my ($current) = $current_cmd =~ m{/(k\d)$};
 
 # a stale keyring.tmp (a crash of initdb or of an older tool) is removed
 PostgreSQL::Test::Utils::append_to_file("$pgdata/pg_encryption/keyring.tmp",
@@ -320,5 +252,39 @@ $standby->safe_psql('postgres',
 $standby->restart;
 is($rows->($standby), $rows->($node),
 	'a rolled KMS key is taken over by a rotation, without the old key');
+
+# --- a configuration that lost encryption_key_command (design 8) ---
+# Debian's pg_upgradecluster replaces a new cluster's postgresql.conf and
+# postgresql.auto.conf with the old cluster's: the command the latest
+# rotation recorded in pg_encryption/command is run instead
+my $sdata = $standby->data_dir;
+is(slurp_file("$sdata/pg_encryption/command"),
+	"cat $kms\n", 'the rotation recorded its command');
+$standby->stop;
+for my $conf ('postgresql.conf', 'postgresql.auto.conf')
+{
+	my $text = slurp_file("$sdata/$conf");
+	$text =~ s/^\s*encryption_key_command\s*=.*$//mg;
+	open($fh, '>', "$sdata/$conf") or die;
+	print $fh $text;
+	close $fh;
+}
+$logstart = (-s $standby->logfile) // 0;
+$standby->start;
+like(
+	substr(slurp_file($standby->logfile), $logstart),
+	qr/LOG:  encryption_key_command is not set: running the key command recorded in "pg_encryption\/command"/,
+	'without the setting, start-up says it runs the recorded command');
+is($standby->safe_psql('postgres', 'SHOW encryption_key_command'),
+	"cat $kms", 'SHOW shows the recorded command');
+is($rows->($standby), $rows->($node), 'and the data reads back');
+unlink "$sdata/pg_encryption/command";
+$standby->stop;
+ok(!$standby->start(fail_ok => 1),
+	'with neither the setting nor a recorded command, it does not start');
+like(
+	substr(slurp_file($standby->logfile), $logstart),
+	qr/FATAL:  encryption_key_command is not set/,
+	'and says that the key command is not set');
 
 done_testing();
