@@ -20,7 +20,10 @@ packages=(build-essential ccache bison flex pkg-config perl
           # Barman and its pg_receivewal streaming (test/tools, suite barman)
           barman
           # pg_upgrade from Debian's stock PostgreSQL 15 (TAP 008, bench pg-upgrade)
-          postgresql-15)
+          postgresql-15
+          # Debian packages (scripts/package.sh) and the clean root they are
+          # installed into (test/packages)
+          debhelper lintian patchelf mmdebstrap uidmap)
 
 # Debian's PostgreSQL 15 is what users upgrade from: the tests run with the
 # one apt installs today (security updates included), not an older one a

@@ -149,9 +149,17 @@
 #                      backup_method = postgres and streaming_archiver = on
 #                      (our pg_receivewal through path_prefix): check,
 #                      switch-wal, backup, verify-backup, recover of the
-#                      latest and to a restore point of an aes-256 cluster;
-#                      barman_home and the streamed WAL scanned for markers,
-#                      with an unencrypted control
+#                      latest, to a restore point and to a time of an
+#                      aes-256 cluster; barman_home and the streamed WAL
+#                      scanned for markers, with an unencrypted control
+#   packages           test/packages: the Debian packages (scripts/package.sh,
+#                      lintian without errors) installed with apt into a
+#                      clean Debian 12 root made by mmdebstrap; there
+#                      pg_createcluster with --encryption, pg_ctlcluster,
+#                      pg_lsclusters, the marker scan with an unencrypted
+#                      control, pg_upgradecluster from Debian's 15 into an
+#                      encrypted cluster, the proxy's unit and
+#                      --check-config, and a purge that keeps the data
 #
 # Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
 #        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,
@@ -435,6 +443,7 @@ sel pgvector           && suite pgvector           "$top/test/extensions/run.sh"
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
 sel pgbackrest         && suite pgbackrest         "$top/test/tools/run.sh" pgbackrest
 sel barman             && suite barman             "$top/test/tools/run.sh" barman
+sel packages           && suite packages           "$top/test/packages/run.sh"
 sel citus              && suite citus              "$top/test/citus/run.sh" tap
 sel citus-regress      && suite citus-regress      "$top/test/citus/run.sh" regress
 
