@@ -162,8 +162,9 @@ def process_cpu_s(pid):
     return (int(f[11]) + int(f[12])) / _CLK
 
 
-def _children(pid):
-    out = []
+def _child_stats(pid):
+    """{pid: stat_fields} of pid's children, zombies included."""
+    out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -171,8 +172,12 @@ def _children(pid):
             except (OSError, ValueError):
                 continue
             if int(f[1]) == pid:
-                out.append(f)
+                out[int(entry)] = f
     return out
+
+
+def _children(pid):
+    return list(_child_stats(pid).values())
 
 
 def child_states(pid):
@@ -183,16 +188,7 @@ def child_states(pid):
 
 def _child_ticks(pid):
     """{pid: (state, utime + stime)} of pid's children."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                f = stat_fields(entry)
-            except (OSError, ValueError):
-                continue
-            if int(f[1]) == pid:
-                out[int(entry)] = (f[0], int(f[11]) + int(f[12]))
-    return out
+    return {p: (f[0], int(f[11]) + int(f[12])) for p, f in _child_stats(pid).items()}
 
 
 def tree_cpu_s(pid, attempts=100):

@@ -66,11 +66,21 @@ func (e *env) startProxy(t *testing.T, rec *syncBuffer) string {
 
 func (e *env) startProxyTLS(t *testing.T, rec *syncBuffer, clientTLS *tls.Config) string {
 	t.Helper()
-	cfg, _ := pgconn.ParseConfig(e.upstream)
-	// the server only: user and database come from the client
-	srv, err := wire.NewServer(wire.Config{Upstream: fmt.Sprintf("host=%s port=%d", cfg.Host, cfg.Port), Keys: e.keys,
-		Catalog: fmt.Sprintf("host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User),
-		Record:  rec, ClientTLS: clientTLS})
+	conninfo, _ := e.serve(t, wire.Config{Record: rec, ClientTLS: clientTLS})
+	return conninfo
+}
+
+// serve runs a proxy with cfg in front of the test server (its Upstream,
+// Catalog and Keys filled in: the server only, user and database come
+// from the client) and returns the client's connection string and the
+// proxy.
+func (e *env) serve(t *testing.T, cfg wire.Config) (string, *wire.Server) {
+	t.Helper()
+	pc, _ := pgconn.ParseConfig(e.upstream)
+	cfg.Upstream = fmt.Sprintf("host=%s port=%d", pc.Host, pc.Port)
+	cfg.Catalog = fmt.Sprintf("host=%s port=%d user=%s", pc.Host, pc.Port, pc.User)
+	cfg.Keys = e.keys
+	srv, err := wire.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +90,9 @@ func (e *env) startProxyTLS(t *testing.T, rec *syncBuffer, clientTLS *tls.Config
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx, l)
-	t.Cleanup(func() { cancel(); l.Close() })
+	t.Cleanup(func() { cancel(); l.Close(); srv.Close() })
 	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable TimeZone=UTC",
-		l.Addr().(*net.TCPAddr).Port, cfg.User, e.db)
+		l.Addr().(*net.TCPAddr).Port, pc.User, e.db), srv
 }
 
 func setup(t *testing.T) *env {

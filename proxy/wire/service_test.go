@@ -32,21 +32,7 @@ import (
 // its connection string and the server.
 func (e *env) startService(t *testing.T, log *slog.Logger, m *metrics.Metrics) (string, *wire.Server) {
 	t.Helper()
-	cfg, _ := pgconn.ParseConfig(e.upstream)
-	srv, err := wire.NewServer(wire.Config{Upstream: fmt.Sprintf("host=%s port=%d", cfg.Host, cfg.Port), Keys: e.keys,
-		Catalog: fmt.Sprintf("host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User), Log: log, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go srv.Serve(ctx, l)
-	t.Cleanup(func() { cancel(); l.Close(); srv.Close() })
-	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable TimeZone=UTC",
-		l.Addr().(*net.TCPAddr).Port, cfg.User, e.db), srv
+	return e.serve(t, wire.Config{Log: log, Metrics: m})
 }
 
 // direct connects to the server itself, not through the proxy.

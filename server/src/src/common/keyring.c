@@ -409,6 +409,32 @@ output_is_one_printable_line(const char *out, size_t outlen, const char *hint,
 	return true;
 }
 
+/*
+ * One trailing newline (LF or CRLF) off what command (quoted in the message
+ * when given: "COMMAND unwrap") printed; what is left must be one printable
+ * line
+ */
+static bool
+output_line(const char *out, size_t *outlen, const char *command,
+			const char *hint, KeyringError *err)
+{
+	if (*outlen > 0 && out[*outlen - 1] == '\n')
+		(*outlen)--;
+	if (*outlen > 0 && out[*outlen - 1] == '\r')
+		(*outlen)--;
+	if (*outlen == 0)
+	{
+		if (command)
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+							  "encryption key command \"%s\" printed nothing", command);
+		else
+			keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
+							  "encryption key command printed nothing");
+		return false;
+	}
+	return output_is_one_printable_line(out, *outlen, hint, err);
+}
+
 /* For a cluster keyed by a hexadecimal KEK: exactly 64 hexadecimal digits */
 static bool
 output_is_hex_key(const char *out, size_t outlen, const char *hint,
@@ -452,17 +478,7 @@ kek_from_command_output(const char *out, size_t outlen, Keyring *ring,
 {
 	const char *hint = "The key command must print the key (64 hexadecimal digits) or the passphrase given to initdb, on one line.";
 
-	if (outlen > 0 && out[outlen - 1] == '\n')
-		outlen--;
-	if (outlen > 0 && out[outlen - 1] == '\r')
-		outlen--;
-	if (outlen == 0)
-	{
-		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, hint,
-						  "encryption key command printed nothing");
-		return false;
-	}
-	if (!output_is_one_printable_line(out, outlen, hint, err))
+	if (!output_line(out, &outlen, NULL, hint, err))
 		return false;
 
 	if (choose_source)
@@ -643,18 +659,19 @@ keyring_parse(const unsigned char *buf, size_t len, const unsigned char *kek,
 			goto truncated_or_corrupt;
 		off += 4 + wrappedlen;
 	}
-	for (uint32 i = 0; i < ring->nkeys && ring->version != KEYRING_VERSION_UNWRAP; i++)
-	{
-		uint32		wrappedlen;
+	else
+		for (uint32 i = 0; i < ring->nkeys; i++)
+		{
+			uint32		wrappedlen;
 
-		if (off + 12 > len)
-			goto truncated_or_corrupt;
-		wrappedlen = get32(buf + off + 8);
-		if (wrappedlen > KWP_WRAPPED_LEN(8 + DATA_ENCRYPTION_MAX_XTS_KEY_LEN) ||
-			off + 12 + wrappedlen > len)
-			goto truncated_or_corrupt;
-		off += 12 + wrappedlen;
-	}
+			if (off + 12 > len)
+				goto truncated_or_corrupt;
+			wrappedlen = get32(buf + off + 8);
+			if (wrappedlen > KWP_WRAPPED_LEN(8 + DATA_ENCRYPTION_MAX_XTS_KEY_LEN) ||
+				off + 12 + wrappedlen > len)
+				goto truncated_or_corrupt;
+			off += 12 + wrappedlen;
+		}
 	if (off + 4 != len)
 		goto truncated_or_corrupt;
 	INIT_CRC32C(crc);
@@ -903,6 +920,19 @@ keyring_format_fingerprint(const unsigned char *fp, char *out)
 }
 
 /*
+ * file (KEYRING_FILE, ...) in datadir; in the server (datadir ".") the
+ * relative name alone, as its messages quote it
+ */
+static void
+datadir_file(const char *datadir, const char *file, char *path)
+{
+	if (strcmp(datadir, ".") == 0)
+		strlcpy(path, file, MAXPGPATH);
+	else
+		snprintf(path, MAXPGPATH, "%s/%s", datadir, file);
+}
+
+/*
  * Record command in datadir's pg_encryption/command, crash-safely: the key
  * command to run when encryption_key_command is not set (design 8).
  */
@@ -915,10 +945,7 @@ keyring_record_command(const char *datadir, const char *command,
 	size_t		len = strlen(command);
 	bool		ok;
 
-	if (strcmp(datadir, ".") == 0)
-		strlcpy(path, KEYRING_COMMAND_FILE, sizeof(path));
-	else
-		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_COMMAND_FILE);
+	datadir_file(datadir, KEYRING_COMMAND_FILE, path);
 	line = malloc(len + 2);
 	if (line == NULL)
 	{
@@ -944,10 +971,7 @@ keyring_recorded_command(const char *datadir, char *command, size_t size)
 	size_t		len;
 	KeyringError err;
 
-	if (strcmp(datadir, ".") == 0)
-		strlcpy(path, KEYRING_COMMAND_FILE, sizeof(path));
-	else
-		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_COMMAND_FILE);
+	datadir_file(datadir, KEYRING_COMMAND_FILE, path);
 	if (!keyring_read_file(path, buf, sizeof(buf), &len, &err))
 		return false;
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
@@ -1084,24 +1108,6 @@ hex_encode(const unsigned char *in, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-/* One trailing newline (LF or CRLF) off; then it must be one printable line */
-static bool
-output_line(const char *out, size_t *outlen, const char *command,
-			const char *action, KeyringError *err)
-{
-	if (*outlen > 0 && out[*outlen - 1] == '\n')
-		(*outlen)--;
-	if (*outlen > 0 && out[*outlen - 1] == '\r')
-		(*outlen)--;
-	if (*outlen == 0)
-	{
-		keyring_set_error(err, KEYRING_ERR_COMMAND_OUTPUT, UNWRAP_HINT,
-						  "encryption key command \"%s %s\" printed nothing", command, action);
-		return false;
-	}
-	return output_is_one_printable_line(out, *outlen, UNWRAP_HINT, err);
-}
-
 /*
  * Run "command unwrap" with wrapped on its stdin and decode what it prints
  * into bundle; false with err filled when it fails or prints anything but
@@ -1114,6 +1120,7 @@ run_unwrap(const char *command, int timeout_s, const char *wrapped,
 {
 	char		input[KEYRING_MAX_WRAPPED + 2];
 	char		out[UNWRAP_MAX_OUTPUT];
+	char		full[8192];
 	size_t		outlen;
 	bool		ok = false;
 
@@ -1122,7 +1129,8 @@ run_unwrap(const char *command, int timeout_s, const char *wrapped,
 	if (!run_command_io(command, "unwrap", input, wrappedlen + 1, timeout_s,
 						out, sizeof(out), &outlen, err))
 		return false;
-	if (!output_line(out, &outlen, command, "unwrap", err))
+	snprintf(full, sizeof(full), "%s unwrap", command);
+	if (!output_line(out, &outlen, full, UNWRAP_HINT, err))
 		goto done;
 	if (outlen % 2 != 0 || outlen / 2 > BUNDLE_MAX_LEN)
 	{
@@ -1226,6 +1234,7 @@ wrap_with_command(Keyring *ring, const char *command, int timeout_s,
 	unsigned char back[BUNDLE_MAX_LEN];
 	char		input[2 * BUNDLE_MAX_LEN + 2];
 	char		wrapped[KEYRING_MAX_WRAPPED + 2];
+	char		full[8192];
 	size_t		bundlelen;
 	size_t		backlen = 0;
 	size_t		wrappedlen;
@@ -1237,7 +1246,8 @@ wrap_with_command(Keyring *ring, const char *command, int timeout_s,
 	if (!run_command_io(command, "wrap", input, 2 * bundlelen + 1, timeout_s,
 						wrapped, sizeof(wrapped), &wrappedlen, err))
 		goto done;
-	if (!output_line(wrapped, &wrappedlen, command, "wrap", err))
+	snprintf(full, sizeof(full), "%s wrap", command);
+	if (!output_line(wrapped, &wrappedlen, full, UNWRAP_HINT, err))
 		goto done;
 	if (wrappedlen > KEYRING_MAX_WRAPPED)
 	{
@@ -1475,18 +1485,12 @@ keyring_load(const char *datadir, const char *command, int timeout_s,
 	char		recorded[8192];
 	bool		ok;
 
-	if (strcmp(datadir, ".") == 0)
-		strlcpy(path, KEYRING_FILE, sizeof(path));	/* the server's messages */
-	else
-		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	datadir_file(datadir, KEYRING_FILE, path);
 	if (!read_keyring_header(path, file, &filelen, &header, err))
 		return false;
 
 	/* A rotation that did not complete leaves its new key ring beside */
-	if (strcmp(datadir, ".") == 0)
-		strlcpy(path, KEYRING_NEXT_FILE, sizeof(path));
-	else
-		snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_NEXT_FILE);
+	datadir_file(datadir, KEYRING_NEXT_FILE, path);
 	have_next = read_keyring_header(path, next_file, &next_filelen,
 									&next_header, &next_err);
 
