@@ -150,8 +150,16 @@ rotation_mode(FunctionCallInfo fcinfo)
 
 /*
  * pg_rotate_encryption_key(new_command text [, mode text]) returns the new
- * KEK's fingerprint; in the unwrap mode, the data keys' (design 9.4)
+ * KEK's fingerprint; in the unwrap mode, the data keys' (design 9.4).  The
+ * two-argument form has its own entry point: built-in aliases of one C
+ * function must agree in their number of arguments (opr_sanity checks it).
  */
+Datum
+pg_rotate_encryption_key_mode(PG_FUNCTION_ARGS)
+{
+	return pg_rotate_encryption_key(fcinfo);
+}
+
 Datum
 pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 {
