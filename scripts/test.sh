@@ -159,7 +159,9 @@
 #                      pg_lsclusters, the marker scan with an unencrypted
 #                      control, pg_upgradecluster from Debian's 15 into an
 #                      encrypted cluster, the proxy's unit and
-#                      --check-config, and a purge that keeps the data
+#                      --check-config, and a purge that keeps the data;
+#                      on 18, every shell block of docs/operations.md
+#                      there, against a real OpenBao and PyKMIP server
 #
 # Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
 #        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,

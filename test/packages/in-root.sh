@@ -5,11 +5,15 @@
 # on Debian.  Every check prints "ok N - ..." or "not ok N - ..." (TAP);
 # the first failure stops the script.
 #
-# MAJOR: the PostgreSQL major of the packages.
+# MAJOR: the PostgreSQL major of the packages.  PHASE: "checks" (sections
+# 1-4) or "purge" (section 5); run.sh runs the operations guide's blocks
+# (guide.py) between the two.  The TAP count goes on in $TAP_COUNT.
 set -eu
 MAJOR=${MAJOR:?}
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
+PHASE=${PHASE:?}
+TAP_COUNT=${TAP_COUNT:?}
+n=$(cat "$TAP_COUNT" 2> /dev/null || echo 0)
+ok() { n=$((n + 1)); echo "$n" > "$TAP_COUNT"; echo "ok $n - $*"; }
 fail() { n=$((n + 1)); echo "not ok $n - $*"; exit 1; }
 check() { what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
 psql_as() { runuser -u postgres -- psql -X -At -p "$1" -d postgres -c "$2"; }
@@ -27,6 +31,7 @@ export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
 # no daemon starts from a maintainer script in a chroot
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
 
+if [ "$PHASE" = checks ]; then
 # --- 1. install from the local repository --------------------------------
 echo "deb [trusted=yes] file:/srv/pgcipher ./" > /etc/apt/sources.list.d/pgcipher.list
 # the DBA's choice before the first install: no unencrypted "main" cluster
@@ -119,14 +124,21 @@ if command -v systemd-analyze > /dev/null; then
         ok "systemd-analyze verify pgcipher-proxy.service"
     else cat /tmp/verify.log; fail "systemd-analyze verify pgcipher-proxy.service"; fi
 fi
-pgcipher-keys new-cmk > /etc/pgcipher/cmk.hex 2>/dev/null || fail "pgcipher-keys new-cmk"
-chown root:pgcipher-proxy /etc/pgcipher/cmk.hex; chmod 640 /etc/pgcipher/cmk.hex
-sed -i -e 's|^# upstream = .*|upstream = host=/var/run/postgresql port=5433|' \
-    -e 's|^# cmk-file = .*|cmk-file = /etc/pgcipher/cmk.hex|' /etc/pgcipher/proxy.conf
+# on a copy: the packaged file stays as installed, for the guide
+pgcipher-keys new-cmk > /etc/pgcipher/check-cmk.hex 2>/dev/null || fail "pgcipher-keys new-cmk"
+chown root:pgcipher-proxy /etc/pgcipher/check-cmk.hex; chmod 640 /etc/pgcipher/check-cmk.hex
+sed -e 's|^# upstream = .*|upstream = host=/var/run/postgresql port=5433|' \
+    -e 's|^# cmk-file = .*|cmk-file = /etc/pgcipher/check-cmk.hex|' /etc/pgcipher/proxy.conf > /etc/pgcipher/check.conf
+chown root:pgcipher-proxy /etc/pgcipher/check.conf; chmod 640 /etc/pgcipher/check.conf
 check "pgcipher-proxy --check-config on the packaged configuration" \
-    runuser -u pgcipher-proxy -- pgcipher-proxy --config /etc/pgcipher/proxy.conf --check-config
+    runuser -u pgcipher-proxy -- pgcipher-proxy --config /etc/pgcipher/check.conf --check-config
+rm /etc/pgcipher/check.conf /etc/pgcipher/check-cmk.hex
+
+fi
 
 # --- 5. purge keeps the data -------------------------------------------------
+[ "$PHASE" = purge ] || exit 0
+enc_dir=/var/lib/postgresql/$MAJOR/enc
 apt-get purge -y -qq "pgcipher-postgresql-$MAJOR" "postgresql-$MAJOR-pgcipher-columns" > /tmp/purge.log 2>&1 \
     || { cat /tmp/purge.log; fail "apt-get purge"; }
 ok "apt-get purge pgcipher-postgresql-$MAJOR"

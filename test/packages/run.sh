@@ -10,6 +10,12 @@
 # copied in, and in-root.sh runs in it as its root.  Nothing outside the
 # build directory is touched; the root is thrown away.
 #
+# Between in-root.sh's checks and its purge, every shell block of the
+# operations guide, docs/operations.md, runs there in order (guide.py turns
+# it into a script), against a real OpenBao and a real PyKMIP server that
+# kms-servers.sh starts on this host under the guide's names.  The guide is
+# written for 18: with PGCIPHER_PG=17 it is skipped, saying so.
+#
 # Usage: test/packages/run.sh   (PGCIPHER_TOP, PGCIPHER_BUILD, PGCIPHER_PG as
 #                                for scripts/test.sh)
 set -euo pipefail
@@ -24,17 +30,35 @@ ls "$out"/pgcipher-postgresql-"$major"_*.deb > /dev/null || { echo "packages: no
 # mmdebstrap's unshared user reads the repository through these
 chmod -R a+rX "$out"
 log=$build/packages-root.log
+work=$build/packages-test
+rm -rf "$work"; mkdir -p "$work"
+echo 0 > "$work/tap.n"
+hooks=()
+if [ "$major" = 18 ]; then
+    (cd "$top" && python3 test/packages/guide.py docs/operations.md) > "$work/guide.sh"
+    trap '"$top/test/packages/kms-servers.sh" stop "$work/kms"' EXIT
+    "$top/test/packages/kms-servers.sh" start "$work/kms"
+    # the guide, then the stop of whatever it left running (in-root.sh's trap)
+    hooks=(--customize-hook="sync-in $work/kms/root /"
+        --customize-hook="copy-in $work/guide.sh /root"
+        --customize-hook="chroot \"\$1\" env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive BAO_TOKEN=$(cat "$work/kms/bao-token") TAP_COUNT=/root/tap.n sh -c 'bash /root/guide.sh; rc=\$?; MAJOR=$major PHASE=stop sh /root/in-root.sh; exit \$rc'")
+else
+    echo "packages: docs/operations.md is written for 18: its blocks are not run on $major"
+fi
 echo "packages: a clean Debian 12 root (mmdebstrap, unshare mode), the packages installed in it (log: $log)"
 mirror=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -E '/debian/?$' | head -n 1)
 mirror=${mirror:-http://deb.debian.org/debian}
 set +e
 # shellcheck disable=SC2016 # $1 is the hook's: the root's path
 mmdebstrap --mode=unshare --variant=apt --skip=cleanup/tmp \
-    --include=postgresql-common,ca-certificates,systemd,locales-all,adduser \
+    --include=postgresql-common,ca-certificates,systemd,locales-all,adduser,curl,sudo \
     --setup-hook='mkdir -p "$1/srv/pgcipher"' \
     --customize-hook="sync-in $out /srv/pgcipher" \
-    --customize-hook="copy-in $top/test/packages/in-root.sh /root" \
-    --customize-hook="chroot \"\$1\" env MAJOR=$major sh /root/in-root.sh" \
+    --customize-hook="copy-in $top/test/packages/in-root.sh $work/tap.n /root" \
+    --customize-hook='chroot "$1" sh -c "echo 127.0.0.1 openbao.example.net kmip.example.net \$(hostname) >> /etc/hosts"' \
+    --customize-hook="chroot \"\$1\" env MAJOR=$major PHASE=checks TAP_COUNT=/root/tap.n sh /root/in-root.sh" \
+    "${hooks[@]}" \
+    --customize-hook="chroot \"\$1\" env MAJOR=$major PHASE=purge TAP_COUNT=/root/tap.n sh /root/in-root.sh" \
     bookworm /dev/null "$mirror" > "$log" 2>&1
 rc=$?
 set -e
