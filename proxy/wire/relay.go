@@ -215,7 +215,7 @@ func (s *session) fail(r *rowsResult, t *stat, batch bool, err error) {
 func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.RowDescription:
-		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil)
+		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil, false)
 		s.send(e.rows.description(m, nil))
 	case *pgproto3.DataRow:
 		if e.rows == nil {
@@ -303,7 +303,7 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 				return false
 			}
 			p := e.portal
-			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns)
+			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns, true)
 		}
 		if err := e.rows.row(m); err != nil {
 			s.fail(&e.rowsResult, e.stat, true, err)

@@ -100,14 +100,15 @@ type rowState struct {
 
 // newRowState starts relaying a result of shape sh; formats are the
 // client's result formats (nil: those in d), patterns the LIKE patterns of
-// a portal's parameters (nil: the plan's literals).
-func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDescription, formats []int16, patterns []string) *rowState {
+// a portal's parameters (nil: the plan's literals); ext: a portal's result
+// (the proxy chose the server's formats in its Bind).
+func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDescription, formats []int16, patterns []string, ext bool) *rowState {
 	rs := &rowState{shape: sh, s: s, plan: plan, patterns: patterns}
 	if sh.plain {
 		return rs
 	}
 	if sh.compute != nil {
-		rs.serverFmt, rs.outFmt = computeFormats(sh.compute, formats)
+		rs.serverFmt, rs.outFmt = computeFormats(sh.compute, formats, ext)
 		return rs
 	}
 	rs.formats = make([]int16, len(d.Fields))

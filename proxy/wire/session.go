@@ -665,7 +665,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	}
 	clientFormats := append([]int16(nil), m.ResultFormatCodes...)
 	if st != nil && st.plan.Compute != nil {
-		m.ResultFormatCodes, _ = computeFormats(st.plan.Compute, m.ResultFormatCodes)
+		m.ResultFormatCodes, _ = computeFormats(st.plan.Compute, m.ResultFormatCodes, true)
 		s.clientRaw = nil
 	}
 	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {

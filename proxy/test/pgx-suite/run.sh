@@ -13,9 +13,11 @@
 #              pgx's temporary tables: the proxy must resolve to those)
 #   proxy-tls  as proxy, with TLS from pgx to the proxy and from the proxy to
 #              the server; the TLS connection strings set too
+#   proxy-enc-tls  proxy-enc and proxy-tls at once (what CI runs, beside
+#              proxy: every leg of the proxy in one pass)
 # Each variant gets a fresh pgx_test (a copy of a template database).  The
 # TLS strings (and the Unix socket's, the proxy has none) are set only where
-# they can reach what is tested: the direct run and proxy-tls; a test that
+# they can reach what is tested: the direct run and proxy-*tls; a test that
 # skips because its variable is unset is not compared.  compare.py then
 # requires every variant's result to equal direct's, test by test, except
 # those listed in known.txt.  A hang is a failure: each package has
@@ -41,7 +43,7 @@ pkg_timeout=${PGCIPHER_PGX_TIMEOUT:-300s}
 run_pattern=${PGCIPHER_PGX_RUN:-}
 read -r -a packages <<< "${PGCIPHER_PGX_PKGS:-./...}"
 
-all=(direct proxy proxy-enc proxy-tls)
+all=(direct proxy proxy-enc proxy-tls proxy-enc-tls)
 variants=(direct)
 for v in "${@:-proxy proxy-enc}"; do
     for w in $v; do
@@ -245,8 +247,11 @@ for v in "${variants[@]}"; do
                 encrypted_foo >> "$tmp/$v-setup.log" 2>&1 || { cat "$tmp/$v-setup.log"; exit 1; }
             fi
             pgx_env "$proxy_port" > "$tmp/$v.env" ;;
-        proxy-tls)
+        proxy-tls | proxy-enc-tls)
             start_proxy "$tmp/proxy-$v.log" tls >> "$tmp/$v-setup.log" 2>&1 || { cat "$tmp/$v-setup.log"; exit 1; }
+            if [ "$v" = proxy-enc-tls ]; then
+                encrypted_foo >> "$tmp/$v-setup.log" 2>&1 || { cat "$tmp/$v-setup.log"; exit 1; }
+            fi
             pgx_env "$proxy_port" tls > "$tmp/$v.env" ;;
     esac
     rc=0
