@@ -53,27 +53,46 @@ func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *p
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.conn == nil || e.conn.IsClosed() {
-		cfg := c.srv.catalogCfg.Copy()
-		cfg.Database = db
-		if !c.srv.catalogUser {
-			cfg.User = user
+	reused := e.conn != nil && !e.conn.IsClosed()
+	if !reused {
+		if err := c.connect(ctx, e, db, user); err != nil {
+			return err
 		}
-		if cfg.RuntimeParams == nil {
-			cfg.RuntimeParams = map[string]string{}
-		}
-		cfg.RuntimeParams["application_name"] = "pgcipher-proxy catalog"
-		conn, err := pgconn.ConnectConfig(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("catalog connection to database %q: %w", db, err)
-		}
-		e.conn = conn
 	}
 	err := f(ctx, e.conn)
+	if err != nil && reused && e.conn.IsClosed() {
+		// a kept connection the server closed meanwhile (a restart, a
+		// terminated backend): once more on a new one, so that a client
+		// is not refused for what happened while no one used it
+		if err = c.connect(ctx, e, db, user); err != nil {
+			return err
+		}
+		err = f(ctx, e.conn)
+	}
 	if err != nil && !e.conn.IsClosed() && e.conn.TxStatus() != 'I' {
 		e.conn.Close(ctx) // a connection in an unknown state is not reused
 	}
 	return err
+}
+
+// connect opens e's connection to database db (as user where the catalog
+// connection string names none).
+func (c *catalogConns) connect(ctx context.Context, e *catalogConn, db, user string) error {
+	cfg := c.srv.catalogCfg.Copy()
+	cfg.Database = db
+	if !c.srv.catalogUser {
+		cfg.User = user
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "pgcipher-proxy catalog"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("catalog connection to database %q: %w", db, err)
+	}
+	e.conn = conn
+	return nil
 }
 
 // closeAll closes every catalog connection.

@@ -370,6 +370,36 @@ func TestOwnCatalogConnection(t *testing.T) {
 	}
 }
 
+// TestCatalogConnectionLost: a kept catalog connection that the server
+// closed while no one used it (a restart; here its backend terminated) is
+// replaced at the next client's first statement, which is not refused.
+func TestCatalogConnectionLost(t *testing.T) {
+	e, conninfo, _ := transparentEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c1 := connect(t, conninfo)
+	mustExec(t, c1, "SELECT 1") // the catalog connection opened and kept
+	c1.Close(ctx)
+	// the DBA, directly on the server (not through the proxy, whose own
+	// catalog read would meet the lost connection first)
+	cfg, _ := pgconn.ParseConfig(e.upstream)
+	dba, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, e.db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dba.Close(ctx)
+	var n int
+	if err := dba.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+		WHERE application_name = 'pgcipher-proxy catalog' AND datname = current_database()`).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("terminating the catalog connection: %d terminated, %v", n, err)
+	}
+	c2 := connect(t, conninfo)
+	defer c2.Close(ctx)
+	if _, err := c2.Exec(ctx, "CREATE TEMP TABLE after_loss (x int)"); err != nil {
+		t.Fatalf("the first statement after the catalog connection was lost: %v", err)
+	}
+}
+
 // TestNamesHidingEncrypted: a temporary table, or a table of a schema
 // earlier in the search path, that has the name of an encrypted table is
 // used as plaintext, never rewritten as the encrypted one; where the
