@@ -362,7 +362,9 @@ def run(run, p):
                     table = _table(s, w)
                     server0 = server.read()
                     proxy0 = px.process_cpu_s(proxy.pid)
-                    m = sysbench(run, ports[cfg], table, w, threads, p["seconds"], p["rows"], cpus=client_cpus)
+                    m = sysbench(
+                        run, ports[cfg], table, w, threads, p["seconds"], p["rows"], cpus=client_cpus
+                    )
                     tx = max(m["transactions"], 1)
                     # once the run's backends have exited and been reaped
                     m["server_cpu_us_per_tx"] = (server.read() - server0) * 1e6 / tx
@@ -528,7 +530,9 @@ def _comparable_tables(timed, p):
                 )
     pinned = [r for r in timed if r.get("placement") == "pinned"]
     if not pinned:
-        md.append("\n(b) not measured: this profile runs the free placement only (the full profile runs both).")
+        md.append(
+            "\n(b) not measured: this profile runs the free placement only (the full profile runs both)."
+        )
         return md
     md += [
         "\n**(b) TPS with the server pinned** to the first vCPU and sysbench + proxy to the other "
