@@ -10,15 +10,24 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from bench import peer
+
 
 @dataclass(frozen=True)
 class Config:
     """One benchmark configuration: which binaries, which encryption."""
 
-    name: str  # "stock", "stock-2", "pgcipher-off", "aes-128", "aes-256", ...
-    install: str  # "stock" or "pgcipher"
-    encryption: str = None  # None, "aes-128" or "aes-256"
+    name: str  # "stock", "stock-2", "pgcipher-off", "aes-128", "aes-256", "open_pg_tde", ...
+    install: str  # "stock", "pgcipher" or "open_pg_tde" (bench/peer)
+    encryption: str = None  # pgcipher's initdb --encryption: None, "aes-128" or "aes-256"
     checksums: bool = True
+    # a peer's TDE, set up by Cluster.initdb: None or "open_pg_tde" (bench/peer)
+    peer: str = None
+
+    @property
+    def cipher(self):
+        """The AES key size its pages and WAL are encrypted with, or None."""
+        return self.encryption or (peer.CIPHER if self.peer else None)
 
 
 STANDARD_CONFIGS = {
@@ -29,6 +38,8 @@ STANDARD_CONFIGS = {
     "pgcipher-off": Config("pgcipher-off", "pgcipher"),
     "aes-128": Config("aes-128", "pgcipher", "aes-128"),
     "aes-256": Config("aes-256", "pgcipher", "aes-256"),
+    # the open-source peer, where built (bench/peer): scenarios list it through peer.with_peer
+    peer.NAME: Config(peer.NAME, peer.NAME, peer=peer.NAME),
 }
 
 
@@ -98,16 +109,46 @@ class Cluster:
         r = self._run(args)
         if r.returncode != 0:
             raise RuntimeError(f"initdb for {self.config.name} failed:\n{r.stdout}\n{r.stderr}")
+        if self.config.peer == peer.NAME:
+            self._set_up_open_pg_tde()
+
+    def _conf(self, text):
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write(text)
+
+    def _set_up_open_pg_tde(self):
+        """open_pg_tde's keys and extension (bench/peer): its library loaded, a
+        server started once on a private socket to create the extension in
+        template1 and postgres, the file keyring provider and the principal key
+        (default and server key), stopped; then WAL encryption and tde_heap as
+        the default access method in postgresql.conf for every later start."""
+        self._conf("\n# open_pg_tde (bench/peer)\n" + peer.conf_lines(peer.CONF_BOOT))
+        self.port = free_port()
+        log = os.path.join(self.dir, "setup.log")
+        opts = f"-c port={self.port} -c listen_addresses='' -c unix_socket_directories='{self.dir}'"
+        r = self._run(
+            [self.install.bin("pg_ctl"), "-D", self.data, "-l", log, "-o", opts, "-w", "-t", "120", "start"]
+        )
+        if r.returncode != 0:
+            raise RuntimeError(
+                f"could not start {self.config.name} to set up open_pg_tde: {r.stderr}\n" + _tail(log)
+            )
+        self.running = True
+        try:
+            keyring = os.path.join(self.dir, peer.KEYRING_FILE)
+            for db, statements in peer.setup_sql(keyring).items():
+                for sql in statements:
+                    self.psql(sql, db=db)
+        finally:
+            self.stop()
+        self._conf(peer.conf_lines(peer.CONF_KEYED))
 
     def start(self):
         self.port = free_port()
         conf = {"listen_addresses": "''"}  # Unix socket only, unless a scenario asks for TCP
         conf.update(self.settings)
         conf.update(port=self.port, unix_socket_directories=f"'{self.dir}'")
-        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write("\n# bench\n")
-            for k, v in conf.items():
-                f.write(f"{k} = {v}\n")
+        self._conf("\n# bench\n" + "".join(f"{k} = {v}\n" for k, v in conf.items()))
         r = self._run(
             [
                 self.install.bin("pg_ctl"),
@@ -200,6 +241,14 @@ class Cluster:
 
     def reset_stats(self):
         self.psql("SELECT pg_stat_reset()")
+
+
+def _tail(path, n=2000):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
 
 
 def parse_pgbench(out):

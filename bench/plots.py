@@ -13,6 +13,8 @@ COLORS = {
     "pgcipher-off": "#1f77b4",
     "aes-128": "#2ca02c",
     "aes-256": "#d62728",
+    "open_pg_tde": "#17becf",
+    "open_pg_tde+checksums": "#17becf",
     "proxy": "#9467bd",
     "pgbouncer": "#8c564b",
     "enc-proxy": "#d62728",

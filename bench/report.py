@@ -30,6 +30,8 @@ def write_report(out_dir):
         "*too few rounds* with one value per side.  Raw repetitions: `results.csv`, "
         "`results.json`.",
         "",
+        # the open-source peer, where it ran (bench/peer)
+        *([meta["peer"], ""] if meta.get("peer") else []),
         *[f"Amended: {a}" for a in meta.get("amendments", [])],
         *([""] if meta.get("amendments") else []),
         "## Machine and software",

@@ -1,7 +1,9 @@
 """Helpers shared by the pgbench-driven scenarios."""
 
-from bench import stats
+from bench import peer, stats
 from bench.cluster import STANDARD_CONFIGS
+
+PGBENCH_TABLES = ["pgbench_accounts", "pgbench_branches", "pgbench_history", "pgbench_tellers"]
 
 
 def configs(names):
@@ -30,6 +32,14 @@ def pgbench_init(run, scenario, clusters, scale):
             f"{scenario}: {name} initialized at scale {scale} "
             f"({c.psql('SELECT pg_size_pretty(pg_database_size(current_database()))')})"
         )
+        check_peer(run, scenario, c, PGBENCH_TABLES + ["pgbench_accounts_pkey"])
+
+
+def check_peer(run, scenario, c, tables, db="postgres"):
+    """On a peer's cluster (open_pg_tde), fail unless every table is tde_heap
+    and encrypted, as the peer itself reports it; a progress line says so."""
+    if c.config.peer:
+        run.progress.note(f"{scenario}: {c.config.name}: {peer.check_encrypted(c, tables, db)}")
 
 
 def stop_all(clusters):
@@ -45,6 +55,7 @@ BASELINE, NOISE, TREATMENT = "stock", "stock-2", "aes-256"
 LABELS = {
     NOISE: "a second, identical stock server: the noise floor",
     "pgcipher-off": "pgcipher with encryption off",
+    peer.NAME: f"the open-source peer, open_pg_tde {peer.VERSION}",
 }
 # row fields that are not parameters of a measurement point
 _NOT_POINT = ("scenario", "config", "rep", "metric", "value", "detail")
