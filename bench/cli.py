@@ -9,7 +9,7 @@ import shutil
 import sys
 import traceback
 
-from bench import headline, sysinfo
+from bench import headline, peer, sysinfo
 from bench.cluster import Install
 from bench.report import write_report
 from bench.runner import Progress, Run, fmt, save_results, timestamp
@@ -128,6 +128,13 @@ def main(argv=None):
         default=shutil.which("pgbouncer") or "/usr/sbin/pgbouncer",
         help="PgBouncer, the reference hop (proxy)",
     )
+    r.add_argument(
+        "--open-pg-tde",
+        default=os.path.join(BUILD, "open_pg_tde", "install"),
+        help="the open-source peer's install prefix (bench/peer/build-open-pg-tde.sh); "
+        f"where built, {', '.join(peer.SCENARIOS)} measure it too",
+    )
+    r.add_argument("--no-peer", action="store_true", help="leave open_pg_tde out even where it is built")
     r.add_argument("--workdir", default=os.path.join(BUILD, "bench-work"), help="where clusters are created")
     r.add_argument("--tiny", action="store_true", help="tiny sizes and durations (smoke test)")
     rp = sub.add_parser("report", help="write report.md and plots from a results directory")
@@ -161,9 +168,24 @@ def main(argv=None):
     installs["pgcipher"].keys_tool = args.keys_tool
     installs["pgcipher"].proxy = args.proxy
     installs["pgcipher"].pgbouncer = args.pgbouncer
+    # the open-source peer beside stock and pgcipher, where it is built
+    with_peer = [n for n in names if n in peer.SCENARIOS]
+    if with_peer and not args.no_peer:
+        built, why = peer.status(args.open_pg_tde, args.stock if "stock" in installs else None)
+        if built:
+            installs[peer.NAME] = Install(peer.NAME, args.open_pg_tde)
+        else:
+            print(f"bench: {', '.join(with_peer)} run without open_pg_tde: {why}", flush=True)
+            with_peer = []
+    else:
+        with_peer = []
     params = {}
     for n in names:
-        params[n] = SCENARIOS[n].plan(args.profile, TINY.get(n) if args.tiny else None)
+        overrides = dict(TINY.get(n, {})) if args.tiny else {}
+        if n in with_peer:
+            configs = overrides.get("configs", SCENARIOS[n].PROFILES[args.profile]["configs"])
+            overrides["configs"] = peer.with_peer(n, configs)
+        params[n] = SCENARIOS[n].plan(args.profile, overrides or None)
     out = args.out or os.path.join(BUILD, "bench-results", timestamp().replace(":", ""))
     os.makedirs(out, exist_ok=True)
     os.makedirs(args.workdir, exist_ok=True)
@@ -184,6 +206,8 @@ def main(argv=None):
         "scenarios": params,
         "order": "ABBA",
     }
+    if peer.NAME in installs:
+        meta["peer"] = peer.describe()
     progress.note(
         f"bench: {args.profile} profile, scenarios {', '.join(names)}, {total} measurements, "
         f"estimated {est / 60:.0f} min"

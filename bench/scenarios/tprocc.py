@@ -179,6 +179,7 @@ def run(run, p):
                 f"{NAME}: {name} loaded {p['warehouses']} warehouse(s): "
                 + ", ".join(f"{t} {n}" for t, n in counts.items())
             )
+            common.check_peer(run, NAME, c, list(counts), db="tpcc")  # tde_heap via template1's extension
         for c in clusters.values():
             if p.get("warmup_seconds"):
                 measure(run, c, max(p["ramp"]), p["warmup_seconds"], p["warehouses"])

@@ -35,7 +35,7 @@ import subprocess
 import threading
 import time
 
-from bench import plots, stats
+from bench import peer, plots, stats
 from bench.interleave import interleaved
 from bench.scenarios import common
 
@@ -502,6 +502,7 @@ def run(run, p):
         common.pgbench_init(run, NAME, clusters, p["scale"])
         for name, c in clusters.items():
             c.psql(SCHEMA)
+            common.check_peer(run, NAME, c, [TABLE])
             enc = c.psql(
                 "SELECT coalesce(string_agg(name || '=' || setting, ', ' ORDER BY name), 'none') "
                 "FROM pg_settings WHERE name LIKE '%encrypt%' "
@@ -522,7 +523,8 @@ def run(run, p):
                     ]
                 )
             c.psql(f"COPY {TABLE} FROM {_sql_literal(data_file)} (FORMAT csv)", timeout=7200)
-            walenc = wal_encrypted(c)
+            # pgcipher flags its encrypted WAL pages; the peer's WAL is checked for a marker
+            walenc = peer.wal_marker_absent(c) if c.config.peer else wal_encrypted(c)
             run.record(NAME, name, 0, "wal_encrypted", walenc, workload="setup")
             run.progress.note(
                 f"{NAME}: {name} ready: encryption settings {enc}; WAL pages encrypted: "
@@ -946,7 +948,16 @@ def report(rows, p, out_dir):
     wal_enc = [r["value"] for r in rows if r["metric"] == "wal_encrypted" and r["config"] != base]
     md.append(
         "\nWhat each configuration encrypts (its encryption settings, and whether the page header of "
-        "its current WAL segment carries pgcipher's XLP_ENCRYPTED flag): " + "; ".join(lines) + "."
+        "its current WAL segment carries pgcipher's XLP_ENCRYPTED flag"
+        + (
+            f"; for {peer.NAME}, whether a marker string written to WAL (pg_logical_emit_message, "
+            "flushed) is absent from its segment in pg_wal"
+            if peer.NAME in cfgs
+            else ""
+        )
+        + "): "
+        + "; ".join(lines)
+        + "."
     )
     if wal_enc and all(wal_enc):
         md.append(
