@@ -12,10 +12,15 @@ import tempfile
 
 import pytest
 
-from bench import headline
+from bench import headline, peer
 from bench.scenarios import SCENARIOS
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
+# the open-source peer joins its scenarios where it is built (bench/peer)
+PEER_BUILT, PEER_WHY = peer.status(
+    os.path.join(BUILD, "open_pg_tde", "install"), os.path.join(BUILD, "stock", "install")
+)
 
 SMOKE = pytest.mark.skipif(
     os.environ.get("BENCH_SMOKE") != "1", reason="set BENCH_SMOKE=1 (needs both builds)"
@@ -101,7 +106,8 @@ def test_quick_profile_smoke(tmp_path):
         for row in ins
         if row["metric"] == "instructions" and row["value"] > 0
     }
-    assert counted == {(c, w) for c in ("stock", "aes-256") for w in SCENARIOS["instructions"].WORKLOADS}
+    ins_cfgs = ("stock", "aes-256") + ((peer.NAME,) if PEER_BUILT else ())
+    assert counted == {(c, w) for c in ins_cfgs for w in SCENARIOS["instructions"].WORKLOADS}
     assert all(row["value"] == 1 for row in ins if row["metric"] == "same_answers")
     spilled = [row["value"] for row in ins if row["metric"] == "temp_file_mb"]
     assert spilled and all(v > 0 for v in spilled)  # the sort wrote temporary files
@@ -115,6 +121,21 @@ def test_quick_profile_smoke(tmp_path):
     assert {"openssl-speed", "openssl-wheel", "openssl-speed-ctr", "openssl-wheel-ctr"} <= limits
     lines = headline.headline(headline.load(str(out)))
     assert any("the cipher alone" in ln for ln in lines if ln.startswith("instructions "))
+    # the peer ran in each of its scenarios where built, and said why not where not
+    peer_rows = {row["scenario"] for row in data["results"] if row["config"].startswith(peer.NAME)}
+    if PEER_BUILT:
+        assert peer_rows == set(peer.SCENARIOS)
+        assert "tde_heap in postgres: open_pg_tde_is_encrypted = true" in r.stdout
+        assert "tde_heap in tpcc: open_pg_tde_is_encrypted = true" in r.stdout
+        walenc = [
+            row["value"]
+            for row in data["results"]
+            if row["metric"] == "wal_encrypted" and row["config"] == peer.NAME
+        ]
+        assert walenc == [1]
+        assert data["meta"]["peer"] in report
+    else:
+        assert not peer_rows and f"run without open_pg_tde: {PEER_WHY}" in r.stdout
 
 
 @SMOKE
