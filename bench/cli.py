@@ -59,7 +59,13 @@ TINY = {
         shared_buffers_mb=32,
     ),
     "alibaba-sysbench": dict(
-        rows=300, threads=[2], seconds=1, repetitions=1, warmup_seconds=0, shared_buffers_mb=32
+        rows=300,
+        threads=[2],
+        seconds=1,
+        repetitions=1,
+        warmup_seconds=0,
+        shared_buffers_mb=32,
+        placements=["free", "pinned"],
     ),
     "pg-upgrade": dict(scale=2, repetitions=2),
     "aio": dict(scale=1, scans=1, seconds=1, repetitions=2, io_methods=["sync", "worker-1", "io_uring"]),

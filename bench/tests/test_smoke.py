@@ -203,8 +203,13 @@ def test_alibaba_sysbench_smoke(tmp_path):
     assert [row["value"] for row in rows if row["metric"] == "answers_ok"] == [1, 1, 1]
     for case in ("s1", "s2", "s3"):
         assert ("enc-proxy", "load_rows_per_s", case) in got and ("enc-proxy", "answers_ok", case) in got
+    # both placements: (a) from the free one, (b) from the pinned one
+    placements = {row.get("placement") for row in rows if row["metric"] == "tps"}
+    assert placements == {"free", "pinned"}, placements
     report = (out / "report.md").read_text()
     assert "## alibaba-sysbench:" in report and "enc-proxy / plain-direct (95% CI)" in report
+    assert "(a) The server's CPU per transaction" in report and "(b) TPS with the server pinned" in report
+    assert "| s3 | range_k | 2 |" in report.split("(b) TPS")[1]
     assert (out / "alibaba-ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not os.path.exists(os.path.join(work, "alibaba-sysbench")), "cluster left behind"
     assert not _processes_mentioning(work), "processes left behind"
