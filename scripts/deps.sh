@@ -23,7 +23,9 @@ packages=(build-essential ccache bison flex pkg-config perl
           postgresql-15
           # Debian packages (scripts/package.sh) and the clean root they are
           # installed into (test/packages)
-          debhelper lintian patchelf mmdebstrap uidmap)
+          debhelper lintian patchelf mmdebstrap uidmap
+          # open_pg_tde, the benchmarks' peer (bench/peer; meson as above)
+          libcurl4-openssl-dev)
 
 # Debian's PostgreSQL 15 is what users upgrade from: the tests run with the
 # one apt installs today (security updates included), not an older one a
