@@ -45,6 +45,16 @@ TINY = {
         lock_clients=[8, 16],
         lock_seconds=1,
     ),
+    "tde-worst-cases": dict(
+        scale=1,
+        clients=2,
+        seconds=1,
+        warmup_seconds=1,
+        repetitions=2,
+        shared_buffers_mb=16,
+        max_wal_size="1GB",
+        configs=["stock", "stock-2", "aes-256"],
+    ),
     "micro": dict(seconds=0.05, repetitions=2),
     "columns-micro": dict(rows=2000, repetitions=1),
     "proxy": dict(

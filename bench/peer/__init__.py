@@ -34,7 +34,7 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 BUILD_SCRIPT = "bench/peer/build-open-pg-tde.sh"
 
 # the scenarios that list the peer where it is built
-SCENARIOS = ("cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "instructions")
+SCENARIOS = ("cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "instructions", "tde-worst-cases")
 # the cipher of its data pages and WAL, for what needs one name (the
 # instructions scenario calibrates OpenSSL's AES cores per cipher)
 CIPHER = "aes-256"

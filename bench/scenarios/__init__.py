@@ -21,6 +21,7 @@ from bench.scenarios import (
     micro,
     pg_upgrade,
     proxy,
+    tde_worst_cases,
     tprocc,
     wal_heavy,
 )
@@ -40,5 +41,6 @@ SCENARIOS = {
         instructions,
         aio,
         citus,
+        tde_worst_cases,
     )
 }
