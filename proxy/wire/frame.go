@@ -24,8 +24,16 @@ type frameReader struct {
 	r *bufio.Reader
 }
 
+// frameBufferSize is each direction's buffer.  A message larger than it
+// passes through without being copied into it (bufio reads into and
+// writes from the caller's slice then), so it only bounds how many small
+// messages one system call moves.  8 KiB rather than 64 KiB: an idle
+// connection's proxy RSS fell from 66 to 51 KiB (50 connections, pgbench
+// -S through the proxy within the noise; design 15.11).
+const frameBufferSize = 8 * 1024
+
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 64*1024)}
+	return &frameReader{r: bufio.NewReaderSize(r, frameBufferSize)}
 }
 
 // next returns the next message: its type and its raw bytes (header
@@ -58,7 +66,7 @@ type frameWriter struct {
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
-	return &frameWriter{w: bufio.NewWriterSize(w, 64*1024)}
+	return &frameWriter{w: bufio.NewWriterSize(w, frameBufferSize)}
 }
 
 // raw writes a message as it came.
