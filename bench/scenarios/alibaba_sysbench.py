@@ -559,30 +559,3 @@ def _ratio_rows(timed, p, placement, metric, direct_over_enc):
                     row += f" {stats.median(cd):,.0f} / {stats.median(ce):,.0f} |"
                 rows.append(row)
     return rows
-    md += [
-        "\n**(b) TPS with the server pinned** to the first vCPU and sysbench + proxy to the other "
-        "(sched_setaffinity), encrypted-proxy ÷ plaintext-direct: the server's throughput with and "
-        "without encryption, as Alibaba measured it with its client on another machine.\n",
-        "| scenario | workload | threads | plain-direct TPS | enc-proxy TPS | enc ÷ direct (95% CI) | "
-        "Alibaba | target | verdict | server µs/tx direct / enc |",
-        "|" + "---|" * 10,
-    ]
-    for s, (_, _, _, ws) in SCENARIOS.items():
-        for w in ws:
-            for t in p["threads"]:
-                sel = dict(case=s, workload=w, threads=t, placement="pinned")
-                d = _vals(timed, "plain-direct", "tps", **sel)
-                e = _vals(timed, "enc-proxy", "tps", **sel)
-                if not d or not e:
-                    continue
-                r = stats.summarize(e, d)
-                lo, hi = ALIBABA[(s, w)]
-                cd = _vals(timed, "plain-direct", "server_cpu_us_per_tx", **sel)
-                ce = _vals(timed, "enc-proxy", "server_cpu_us_per_tx", **sel)
-                md.append(
-                    f"| {s} | {w} | {t} | {stats.median(d):,.0f} | {stats.median(e):,.0f} | "
-                    f"{r['ratio']:.3f} ({r['ci_low']:.3f}–{r['ci_high']:.3f}) | {lo:.2f}–{hi:.2f} | "
-                    f"≥ {TARGETS[(s, w)]:.2f} | {verdict(r, TARGETS[(s, w)])} | "
-                    f"{stats.median(cd):,.0f} / {stats.median(ce):,.0f} |"
-                )
-    return md
