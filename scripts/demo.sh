@@ -375,15 +375,18 @@ kill "$bao_pid"; wait "$bao_pid" 2>/dev/null || true
 echo "   OpenBao stopped: the server refuses to start, saying why, and writes nothing:"
 (postgres -D "$kms/data" 2>&1 || true) | grep -E "pgcipher-kms|FATAL" | sed 's/^.*\] /   /; s/^pgcipher-kms/   pgcipher-kms/'
 
-step "5. What it costs: the benchmark suite's quick profile (about 20 minutes, up to 3 more where CIs come out wide)"
+step "5. What it costs: the benchmark suite's quick profile (estimated at about 50 minutes, more where CIs come out wide)"
 echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs in ABBA"
 echo "order beside a second, identical stock server (stock-2 / stock is the noise floor):"
 echo "pgbench select-only and tpcb-like 15 s each (up to 2 more rounds where a CI holds 1.0), CYBERTEC's"
 echo "1MB-shared_buffers test, a TPROC-C-like mix, WAL-heavy writes (tpcb, COPY, CREATE TABLE AS,"
 echo "VACUUM FULL), the page cipher's ns per 8 kB page beside openssl speed, instruction counts of six"
 echo "fixed workloads under callgrind (no noise; the cipher counted as the CPU runs it); what encrypted columns"
-echo "cost per comparison; and what the wire proxy costs per query (direct vs pgcipher-proxy vs"
-echo "PgBouncer, encrypted point selects)."
+echo "cost per comparison; what the wire proxy costs per query (direct vs pgcipher-proxy vs"
+echo "PgBouncer, encrypted point selects); Percona's published worst cases for pg_tde (CREATE TABLE AS,"
+echo "a rewriting ALTER TABLE, VACUUM FULL, 100-row UPDATEs from 8 sessions), with open_pg_tde beside"
+echo "where bench/peer/build-open-pg-tde.sh built it; and Alibaba's sysbench statements with the"
+echo "server's CPU per transaction, plaintext vs encrypted."
 [ "${PGCIPHER_PG:-18}" -ge 18 ] &&
     echo "On 18 also: a scan from the OS cache and pgbench select-only under each io_method (sync, worker 1-3, io_uring)."
 "$top/scripts/bench.sh" --profile quick --out "$demo/bench"
