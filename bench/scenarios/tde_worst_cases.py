@@ -28,11 +28,11 @@ report in bench/vendor_reports.py (SEED = None): Percona's figures are quoted
 in the report for reference."""
 
 import os
-import time
 
 from bench import plots, stats
 from bench.interleave import interleaved
-from bench.scenarios import common
+from bench.scenarios import common, wal_heavy
+from bench.scenarios.wal_heavy import _lsn, _table_mb, _timed
 
 NAME = "tde-worst-cases"
 TITLE = "Percona's pg_tde worst cases: CREATE TABLE AS, ALTER TABLE rewrite, VACUUM FULL, 100-row UPDATEs"
@@ -132,20 +132,6 @@ def settings(p):
         # VACUUM and VACUUM FULL run when the scenario says
         "autovacuum": "off",
     }
-
-
-def _lsn(c):
-    return int(c.psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
-
-
-def _timed(c, sql, timeout=7200):
-    t0 = time.perf_counter()
-    c.psql(sql, timeout=timeout)
-    return time.perf_counter() - t0
-
-
-def _table_mb(c, table):
-    return int(c.psql(f"SELECT pg_relation_size('{table}')")) / 2**20
 
 
 def update_args(p, script):
@@ -249,11 +235,7 @@ def run(run, p):
 
 
 def _values(rows, cfg, workload, metric=METRIC):
-    return [
-        r["value"]
-        for r in rows
-        if r["config"] == cfg and r.get("workload") == workload and r["metric"] == metric
-    ]
+    return wal_heavy._values(rows, cfg, workload, metric)
 
 
 def summaries(rows, cfgs, baseline=common.BASELINE):
@@ -269,18 +251,10 @@ def summaries(rows, cfgs, baseline=common.BASELINE):
 
 
 def target_verdict(s, target=TARGET):
-    """A ratio (encrypted / stock) against the target: "met" when its whole
-    CI is at or above it, "met by the median" when the median ratio is,
-    "not met" when the whole CI is below, else "not met by the median"."""
-    if not s or s["ratio"] != s["ratio"]:
-        return "–"
-    if s["ci_low"] == s["ci_low"] and s["ci_low"] >= target:
-        return "met"
-    if s["ratio"] >= target:
-        return "met by the median"
-    if s["ci_high"] == s["ci_high"] and s["ci_high"] >= target:
-        return "not met by the median"
-    return "not met"
+    """wal_heavy.verdict of a ratio (encrypted / stock) against the target,
+    without its parenthesis: "met", "met by the median", "not met by the
+    median" or "not met" ("–" without a ratio)."""
+    return wal_heavy.verdict(s, target).split(" (")[0]
 
 
 def _cell(rows, cfg, w):
