@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * ciphertext.c
- *	  Parse and validate the version-1 format of an always-encrypted value.
+ *	  Parse and validate the formats of an always-encrypted value: version
+ *	  1, and version 2 (level ORD only; its ORE is built on AES, and a
+ *	  value may also carry its version-1 ORE while its column is moved).
  *
  * The server never decrypts, so validation is structural: a known version,
- * type and level, zero flags, and lengths that add up exactly for the type
+ * type and level, known flags, and lengths that add up exactly for the type
  * and level.  A value that passes can be compared without further bounds
  * checks; one that does not is rejected on input and never stored.
  *
@@ -66,8 +68,13 @@ enc_validate(const uint8_t *data, size_t len, EncValue *value)
 {
 	EncParseResult result = enc_parse(data, len, value);
 
-	if (result == ENC_PARSE_OK && value->level == ENC_ORD &&
+	if (result != ENC_PARSE_OK || value->level != ENC_ORD)
+		return result;
+	if (!value->ore_left_only &&
 		!ore_ciphertext_valid(value->ore, value->ore_blocks))
+		return ENC_PARSE_BAD_ORE;
+	if (value->ore1 != NULL && value->ore1 != value->ore &&
+		!ore_ciphertext_valid(value->ore1, value->ore_blocks))
 		return ENC_PARSE_BAD_ORE;
 	return result;
 }
@@ -80,14 +87,17 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 
 	if (len < ENC_HEADER_SIZE)
 		return ENC_PARSE_TOO_SHORT;
-	if (data[0] != ENC_VERSION)
+	if (data[0] != ENC_VERSION && data[0] != ENC_VERSION_ORE2)
 		return ENC_PARSE_BAD_VERSION;
 	if (data[1] < 1 || data[1] > ENC_TYPE_MAX)
 		return ENC_PARSE_BAD_TYPE;
 	if (data[2] < ENC_RND || data[2] > ENC_LEVEL_MAX ||
-		(data[2] == ENC_MATCH && data[1] != ENC_TEXT))
+		(data[2] == ENC_MATCH && data[1] != ENC_TEXT) ||
+		(data[0] == ENC_VERSION_ORE2 && data[2] != ENC_ORD))
 		return ENC_PARSE_BAD_LEVEL;
-	if (data[3] != 0 && !(data[3] == ENC_FLAG_QUERY && data[2] == ENC_MATCH))
+	if (data[0] == ENC_VERSION ?
+		(data[3] != 0 && !(data[3] == ENC_FLAG_QUERY && data[2] == ENC_MATCH)) :
+		(data[3] != 0 && data[3] != ENC_FLAG_QUERY && data[3] != ENC_FLAG_ORE1))
 		return ENC_PARSE_BAD_FLAGS;
 
 	value->type = (EncType) data[1];
@@ -95,8 +105,11 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 	value->key_id = enc_read_uint32(data + 4);
 	value->group_tag = enc_read_uint32(data + 8);
 	value->flags = data[3];
+	value->version = data[0];
 	value->token = NULL;
 	value->ore = NULL;
+	value->ore_left_only = false;
+	value->ore1 = NULL;
 	value->ore_blocks = 0;
 	value->bloom = NULL;
 
@@ -112,11 +125,32 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		int			blocks = 2 * enc_order_input_size(value->type);
 		size_t		size = ore_ciphertext_size(blocks);
 
+		value->ore_blocks = blocks;
+		if (value->version == ENC_VERSION_ORE2 && value->flags == ENC_FLAG_QUERY)
+		{
+			/* a left-only operand: no right part, and no payload */
+			size = ore_left_size(blocks);
+			if (len - pos != size)
+				return len - pos < size ? ENC_PARSE_TOO_SHORT : ENC_PARSE_BAD_PAYLOAD;
+			value->ore = data + pos;
+			value->ore_left_only = true;
+			value->payload = data + len;
+			value->payload_len = 0;
+			return ENC_PARSE_OK;
+		}
 		if (len - pos < size)
 			return ENC_PARSE_TOO_SHORT;
 		value->ore = data + pos;
-		value->ore_blocks = blocks;
 		pos += size;
+		if (value->version == ENC_VERSION)
+			value->ore1 = value->ore;
+		else if (value->flags == ENC_FLAG_ORE1)
+		{
+			if (len - pos < size)
+				return ENC_PARSE_TOO_SHORT;
+			value->ore1 = data + pos;
+			pos += size;
+		}
 	}
 
 	if (value->level == ENC_MATCH)
@@ -151,7 +185,7 @@ enc_parse_result_string(EncParseResult result)
 		case ENC_PARSE_BAD_TYPE:
 			return "unknown type code";
 		case ENC_PARSE_BAD_LEVEL:
-			return "unknown level (or MATCH for a type other than text)";
+			return "unknown level (or MATCH for a type other than text, or format version 2 below ORD)";
 		case ENC_PARSE_BAD_FLAGS:
 			return "reserved flags are set";
 		case ENC_PARSE_BAD_PAYLOAD:

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * ciphertext.h
- *	  The version-1 format of an always-encrypted value, as the client
- *	  writes it (docs/design.md, section 13.3), and its parser.
+ *	  The formats of an always-encrypted value, as the client writes them
+ *	  (docs/design.md, sections 13.3 and 13.5b), and their parser.
  *
  * This file and ciphertext.c use no PostgreSQL headers, so the fuzzer in
  * test/fuzz/ can link them alone.
@@ -12,18 +12,23 @@
 #ifndef PGCIPHER_CIPHERTEXT_H
 #define PGCIPHER_CIPHERTEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define ENC_VERSION			1
+#define ENC_VERSION_ORE2	2	/* level ORD only: ORE on AES (13.5b) */
 #define ENC_HEADER_SIZE		12
 #define ENC_TOKEN_SIZE		16
 #define ENC_NONCE_SIZE		12
 #define ENC_TAG_SIZE		16
 #define ENC_MIN_PAYLOAD		(ENC_NONCE_SIZE + ENC_TAG_SIZE)
 #define ENC_BLOOM_SIZE		32	/* MATCH: 256-bit Bloom filter of trigrams */
-#define ENC_FLAG_QUERY		0x01	/* MATCH: a LIKE-pattern query, not a
-									 * value */
+#define ENC_FLAG_QUERY		0x01	/* a query, not a value: a LIKE pattern
+									 * (MATCH) or a left-only ORE operand
+									 * (version 2) */
+#define ENC_FLAG_ORE1		0x02	/* version 2: the version-1 ORE part
+									 * follows (a column being moved) */
 
 typedef enum EncType
 {
@@ -71,8 +76,12 @@ typedef struct EncValue
 	uint32_t	group_tag;
 	uint8_t		flags;
 	const uint8_t *token;		/* ENC_TOKEN_SIZE bytes, or NULL for RND */
-	const uint8_t *ore;			/* ORE ciphertext, or NULL below ORD */
-	int			ore_blocks;		/* 4-bit blocks in it */
+	int			version;		/* format version, byte 0 */
+	const uint8_t *ore;			/* ORE ciphertext of the version, or NULL
+								 * below ORD */
+	bool		ore_left_only;	/* a query: ore has no right part */
+	const uint8_t *ore1;		/* the version-1 ORE ciphertext, if any */
+	int			ore_blocks;		/* 4-bit blocks in each */
 	const uint8_t *bloom;		/* ENC_BLOOM_SIZE bytes for MATCH, else NULL */
 	const uint8_t *payload;		/* nonce, GCM ciphertext, tag */
 	size_t		payload_len;

@@ -98,14 +98,59 @@ compare_tokens(const EncValue *a, const EncValue *b)
 	return (c > 0) - (c < 0);
 }
 
+/*
+ * Which ORE parts two ORD values compare with: version 2 where both have
+ * it (the left part alone does for one of them), else version 1 where both
+ * have it (a column being moved holds values with both, design 13.5b).
+ * *swap is set when b is the left-only operand, so that the caller
+ * compares b with a and turns the answer around.
+ */
+static OreVersion
+common_ore(const EncValue *a, const EncValue *b, bool *swap)
+{
+	*swap = false;
+	if (a->version == ENC_VERSION_ORE2 && b->version == ENC_VERSION_ORE2)
+	{
+		if (a->ore_left_only && b->ore_left_only)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot compare two encrypted query operands"),
+					 errdetail("A query operand carries only the left part of its order-revealing ciphertext; a stored value is needed on one side."),
+					 errhint("Compare a column with a parameter, not two parameters.")));
+		*swap = b->ore_left_only;
+		return ORE_V2;
+	}
+	if (a->ore1 != NULL && b->ore1 != NULL)
+		return ORE_V1;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot compare encrypted values of order formats 1 and 2"),
+			 errdetail("One value has only the version-1 order-revealing part, the other only version 2's."),
+			 errhint("A column holds one format; pgcipher.reencrypt_column() moves a column through the proxy, and values of a column being moved carry both.")));
+	return ORE_V1;				/* not reached */
+}
+
 /* Order of two ORD values: ORE first, equality tokens break prefix ties. */
 static int
 compare_ordered(const EncValue *a, const EncValue *b)
 {
 	int			result;
+	bool		swap;
+	OreVersion	version;
+	OreResult	r;
 
 	enc_check_comparable(a, b, ENC_ORD);
-	switch (ore_compare(a->ore, b->ore, a->ore_blocks, &result))
+	version = common_ore(a, b, &swap);
+	if (version == ORE_V1)
+		r = ore_compare(ORE_V1, a->ore1, b->ore1, a->ore_blocks, &result);
+	else if (swap)
+	{
+		r = ore_compare(ORE_V2, b->ore, a->ore, a->ore_blocks, &result);
+		result = -result;
+	}
+	else
+		r = ore_compare(ORE_V2, a->ore, b->ore, a->ore_blocks, &result);
+	switch (r)
 	{
 		case ORE_OK:
 			break;
@@ -118,7 +163,7 @@ compare_ordered(const EncValue *a, const EncValue *b)
 		case ORE_CRYPTO_FAILED:
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not compute SHA-256 for an order comparison")));
+					 errmsg("could not compute the hash of an order comparison")));
 			break;
 	}
 	return result != 0 ? result : compare_tokens(a, b);
@@ -155,7 +200,13 @@ values_equal(const EncValue *a, const EncValue *b)
 	if (memcmp(a->token, b->token, ENC_TOKEN_SIZE) != 0)
 		return false;
 	if (a->level == ENC_ORD && b->level == ENC_ORD)
+	{
+		bool		swap;
+
+		if (common_ore(a, b, &swap) == ORE_V1)
+			return ore_left_equal(a->ore1, b->ore1, a->ore_blocks);
 		return ore_left_equal(a->ore, b->ore, a->ore_blocks);
+	}
 	return true;
 }
 

@@ -189,12 +189,25 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 	expected_tag = enc_read_uint32((const uint8 *) VARDATA_ANY(tag));
 	enc_parse_stored(datum, &value);
 	/* the label (argument 4) is only read for the error messages */
-	if (value.flags != 0)
+	if (value.flags & ENC_FLAG_QUERY)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
-				 errmsg("a MATCH query cannot be stored in column %s",
+				 errmsg("an encrypted query operand cannot be stored in column %s",
 						text_to_cstring(PG_GETARG_TEXT_PP(4))),
-				 errhint("Queries (LIKE patterns encrypted by the client) are compared with @>, not stored.")));
+				 errhint("Queries (LIKE patterns, or order operands without a payload) are compared with, not stored.")));
+	/* formats: bit f for format f of enc_format(); 5 arguments: format 1 */
+	if (value.level == ENC_ORD)
+	{
+		int32		formats = PG_NARGS() > 5 ? PG_GETARG_INT32(5) : (1 << 1);
+		int			format = enc_value_format(&value);
+
+		if ((formats & (1 << format)) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CHECK_VIOLATION),
+					 errmsg("encrypted value for column %s is of order format %s, which the column does not hold now",
+							text_to_cstring(PG_GETARG_TEXT_PP(4)), enc_format_name(format)),
+					 errhint("The client read an old description of the column: reload the proxy's catalog (SIGHUP) and retry.")));
+	}
 	if (value.key_id != (uint32) key_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
@@ -216,6 +229,38 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(true);
 }
 
+/*
+ * The order format of an ORD value: 1 (version 1), 2 (version 2) or 3
+ * (version 2 carrying version 1's ORE as well, in a column being moved).
+ */
+int
+enc_value_format(const EncValue *value)
+{
+	if (value->version == ENC_VERSION)
+		return 1;
+	return value->ore1 != NULL ? 3 : 2;
+}
+
+const char *
+enc_format_name(int format)
+{
+	return format == 1 ? "1" : format == 2 ? "2" : "2 with 1";
+}
+
+/* enc_format(value): enc_value_format() for SQL; NULL below ORD. */
+PG_FUNCTION_INFO_V1(enc_format);
+Datum
+enc_format(PG_FUNCTION_ARGS)
+{
+	bytea	   *datum = PG_GETARG_BYTEA_PP(0);
+	EncValue	value;
+
+	enc_parse_stored(datum, &value);
+	if (value.level != ENC_ORD)
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(enc_value_format(&value));
+}
+
 /* enc_describe(value): what the server can see of a value, for humans. */
 PG_FUNCTION_INFO_V1(enc_describe);
 Datum
@@ -225,9 +270,11 @@ enc_describe(PG_FUNCTION_ARGS)
 	EncValue	value;
 
 	enc_parse_stored(datum, &value);
-	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s key=%u group=%08x bytes=%zu payload=%zu",
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s%s key=%u group=%08x bytes=%zu payload=%zu",
 											  enc_type_name(value.type),
 											  enc_level_name(value.level),
+											  value.level == ENC_ORD && value.version != ENC_VERSION ?
+											  (value.ore1 != NULL ? " format=2+1" : " format=2") : "",
 											  value.flags & ENC_FLAG_QUERY ? " query" : "",
 											  value.key_id, value.group_tag,
 											  (size_t) VARSIZE_ANY_EXHDR(datum),

@@ -3,17 +3,21 @@
  * ore.c
  *	  Compare two Lewi–Wu ORE ciphertexts (Lewi and Wu, "Order-Revealing
  *	  Encryption: New Constructions, Applications, and Lower Bounds",
- *	  CCS 2016, section 4), 4-bit blocks.
+ *	  CCS 2016, section 4), 4-bit blocks.  Version 1 hashes with SHA-256,
+ *	  version 2 with AES-128 keyed by the left key (design 13.5b); the
+ *	  layout is the same.
  *
  * Each stored value carries both its left part (per block: a key k' and
  * the permuted nibble x~) and its right part (a nonce r and, per block,
  * sixteen 2-bit entries).  Left parts are deterministic, so the first
  * block where a's (k', x~) differs from b's is the first block where the
  * plaintexts differ -- something the scheme's leakage already reveals --
- * and only that block needs the hash: one SHA-256 per comparison.
+ * and only that block needs the hash: one SHA-256 (version 1) or one AES
+ * key schedule and block (version 2) per comparison.  The first operand
+ * may be a left part alone (a version-2 query).
  *
- * The hash context is created once per process and reused; nothing is
- * allocated per comparison.
+ * The hash and cipher contexts are created once per process and reused;
+ * nothing is allocated per comparison.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +29,8 @@
 
 static EVP_MD_CTX *hash_ctx;
 static const EVP_MD *sha256;
+static EVP_CIPHER_CTX *aes_ctx;
+static const EVP_CIPHER *aes128;
 
 /* H(k, r) = (first 8 bytes of SHA-256(k || r), big-endian) mod 3 */
 static int
@@ -56,6 +62,45 @@ ore_hash(const uint8_t *key, const uint8_t *nonce)
 		return -1;
 	for (int i = 0; i < 8; i++)
 		v = (v << 8) | digest[i];
+	return (int) (v % 3);
+}
+
+/* H(k, r) = (first 8 bytes of AES-128_k(r), big-endian) mod 3 */
+static int
+ore_hash_aes(const uint8_t *key, const uint8_t *nonce)
+{
+	uint8_t		block[32];
+	int			len;
+	uint64_t	v = 0;
+
+	if (aes_ctx == NULL)
+	{
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+		if (aes128 == NULL)
+			aes128 = EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL);
+#else
+		aes128 = EVP_aes_128_ecb();
+#endif
+		if (aes128 == NULL)
+			return -1;
+		aes_ctx = EVP_CIPHER_CTX_new();
+		if (aes_ctx == NULL)
+			return -1;
+		if (EVP_EncryptInit_ex(aes_ctx, aes128, NULL, NULL, NULL) != 1 ||
+			EVP_CIPHER_CTX_set_padding(aes_ctx, 0) != 1)
+		{
+			EVP_CIPHER_CTX_free(aes_ctx);
+			aes_ctx = NULL;
+			return -1;
+		}
+	}
+	/* a new key on the context keeps its cipher: only the key schedule */
+	if (EVP_EncryptInit_ex(aes_ctx, NULL, NULL, key, NULL) != 1 ||
+		EVP_EncryptUpdate(aes_ctx, block, &len, nonce, ORE_NONCE_SIZE) != 1 ||
+		len != ORE_NONCE_SIZE)
+		return -1;
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | block[i];
 	return (int) (v % 3);
 }
 
@@ -99,11 +144,13 @@ ore_left_equal(const uint8_t *a, const uint8_t *b, int nblocks)
 }
 
 /*
- * Compare the ORE parts of a and b (both nblocks blocks); *result is -1,
- * 0 or 1.  0 means every block is equal: the order inputs are equal.
+ * Compare the ORE parts of a and b (both nblocks blocks, of one version; a
+ * may be a left part alone); *result is -1, 0 or 1.  0 means every block
+ * is equal: the order inputs are equal.
  */
 OreResult
-ore_compare(const uint8_t *a, const uint8_t *b, int nblocks, int *result)
+ore_compare(OreVersion version, const uint8_t *a, const uint8_t *b,
+			int nblocks, int *result)
 {
 	const size_t keys_size = (size_t) nblocks * ORE_KEY_SIZE;
 	const uint8_t *a_nibbles = a + keys_size;
@@ -132,7 +179,10 @@ ore_compare(const uint8_t *a, const uint8_t *b, int nblocks, int *result)
 	entry = (b_rows[block * ORE_ROW_SIZE + x / 4] >> (2 * (x % 4))) & 3;
 	if (entry == 3)
 		return ORE_CORRUPT;		/* entries are residues mod 3 */
-	h = ore_hash(a + block * ORE_KEY_SIZE, b_nonce);
+	if (version == ORE_V2)
+		h = ore_hash_aes(a + block * ORE_KEY_SIZE, b_nonce);
+	else
+		h = ore_hash(a + block * ORE_KEY_SIZE, b_nonce);
 	if (h < 0)
 		return ORE_CRYPTO_FAILED;
 	v = (entry - h + 3) % 3;

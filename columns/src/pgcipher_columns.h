@@ -26,6 +26,8 @@
 
 /* pgcipher_columns.c */
 extern void enc_parse_stored(const bytea *datum, EncValue *value);
+extern int	enc_value_format(const EncValue *value);
+extern const char *enc_format_name(int format);
 
 /* compare.c */
 extern void enc_check_comparable(const EncValue *a, const EncValue *b,

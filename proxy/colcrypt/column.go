@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/pgcipher/pgcipher/proxy/ore"
 )
@@ -25,7 +26,16 @@ type Spec struct {
 	Level Level
 	Label string
 	Group string // empty: the label
+	// OREFormat (ORD): the order format(s) the column holds, as
+	// pgcipher.encrypted_columns.ore_format says: "1", "1+2" (moving to
+	// 2: values written carry both), "2+1" (moving, second pass) or "2";
+	// empty is "1" (design 13.5b)
+	OREFormat string
 }
+
+// OREFormats lists the order formats of a column, in the order a column
+// moves through them.
+var OREFormats = []string{"1", "1+2", "2+1", "2"}
 
 // Column holds a column's derived keys.  It is safe for concurrent use.
 type Column struct {
@@ -33,8 +43,9 @@ type Column struct {
 	header   Header
 	aead     cipher.AEAD
 	eqKey    []byte
-	ore      *ore.Key // ORD only
-	matchKey []byte   // MATCH only
+	ore      *ore.Key  // ORD only: order format 1
+	ore2     *ore.Key2 // ORD only: order format 2
+	matchKey []byte    // MATCH only
 }
 
 // GroupTag is the join-group tag of the header: the first 4 bytes of
@@ -58,10 +69,25 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 	if s.Group == "" {
 		s.Group = s.Label
 	}
+	if s.Level == ORD && s.OREFormat == "" {
+		s.OREFormat = "1"
+	}
+	if s.Level == ORD && !slices.Contains(OREFormats, s.OREFormat) {
+		return nil, fmt.Errorf("colcrypt: column %q: unknown order format %q", s.Label, s.OREFormat)
+	}
+	if s.Level != ORD {
+		s.OREFormat = ""
+	}
 	c := &Column{spec: s, header: Header{
 		Version: Version, Type: s.Type, Level: s.Level,
 		KeyID: s.KeyID, GroupTag: GroupTag(s.Group),
 	}}
+	switch s.OREFormat {
+	case "1+2":
+		c.header.Version, c.header.Flags = Version2, FlagORE1
+	case "2+1", "2":
+		c.header.Version = Version2
+	}
 	pk, err := SubKey(cek, PurposePayload, "")
 	if err != nil {
 		return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
@@ -84,6 +110,15 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
 		}
 		if c.ore, err = ore.NewKey(prf, perm); err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+		if prf, err = SubKey(cek, PurposeORE2PRF, s.Group); err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+		if perm, err = SubKey(cek, PurposeORE2Perm, s.Group); err != nil {
+			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
+		}
+		if c.ore2, err = ore.NewKey2(prf, perm); err != nil {
 			return nil, fmt.Errorf("colcrypt: column %q: %w", s.Label, err)
 		}
 	}
@@ -148,7 +183,7 @@ func (c *Column) EncryptPayload(p []byte, rand io.Reader) ([]byte, error) {
 // MATCH), the ORE part of p (ORD), the Bloom filter (MATCH) and the
 // payload p.
 func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader) ([]byte, error) {
-	out := make([]byte, 0, Size(c.spec.Type, c.spec.Level, len(p)))
+	out := make([]byte, 0, Size(c.spec.Type, c.spec.Level, len(p))+ore.Size(c.spec.Type.OrderInputSize()))
 	out = h.Append(out)
 	if c.spec.Level.HasToken() {
 		tok, err := c.Token(p)
@@ -162,11 +197,23 @@ func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader
 		if err != nil {
 			return nil, err
 		}
-		o, err := c.ore.Encrypt(in, rand)
-		if err != nil {
-			return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
+		var parts []func([]byte, io.Reader) ([]byte, error)
+		switch h.Version {
+		case Version:
+			parts = append(parts, c.ore.Encrypt)
+		default:
+			parts = append(parts, c.ore2.Encrypt)
+			if h.Flags == FlagORE1 {
+				parts = append(parts, c.ore.Encrypt)
+			}
 		}
-		out = append(out, o...)
+		for _, enc := range parts {
+			o, err := enc(in, rand)
+			if err != nil {
+				return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
+			}
+			out = append(out, o...)
+		}
 	}
 	if c.spec.Level == MATCH {
 		out = append(out, bloom[:]...)
@@ -177,6 +224,39 @@ func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader
 	}
 	out = out[:len(out)+NonceSize]
 	return c.aead.Seal(out, nonce, p, c.ad(out)), nil
+}
+
+// EncryptOperand encrypts an encoded payload as the operand of a
+// comparison (=, <, BETWEEN, ...) with the column's stored values.  At
+// order format 2 that is a query: the equality token and the left part of
+// the ORE only, no payload, so that it costs a few AES blocks rather than
+// the right part's 16 per block, and cannot be stored or decrypted.
+// Otherwise it is a value (EncryptPayload).
+func (c *Column) EncryptOperand(p []byte, rand io.Reader) ([]byte, error) {
+	if c.spec.Level != ORD || (c.spec.OREFormat != "2+1" && c.spec.OREFormat != "2") {
+		return c.EncryptPayload(p, rand)
+	}
+	if m := c.spec.Type.PayloadSize(); m > 0 && len(p) != m {
+		return nil, fmt.Errorf("colcrypt: %s payload of %d bytes, want %d", c.spec.Type, len(p), m)
+	}
+	tok, err := c.Token(p)
+	if err != nil {
+		return nil, err
+	}
+	in, err := OrderInput(c.spec.Type, p)
+	if err != nil {
+		return nil, err
+	}
+	left, err := c.ore2.EncryptLeft(in)
+	if err != nil {
+		return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
+	}
+	h := c.header
+	h.Flags = FlagQuery
+	out := make([]byte, 0, HeaderSize+TokenSize+len(left))
+	out = h.Append(out)
+	out = append(out, tok...)
+	return append(out, left...), nil
 }
 
 // Decrypt checks that ct is well formed and belongs to this column, and
@@ -206,6 +286,9 @@ func (c *Column) DecryptPayload(ct []byte) ([]byte, error) {
 		return nil, fmt.Errorf("colcrypt: column %q: ciphertext of key %d, want %d", c.spec.Label, h.KeyID, c.header.KeyID)
 	case h.GroupTag != c.header.GroupTag:
 		return nil, fmt.Errorf("colcrypt: column %q: ciphertext of another join group", c.spec.Label)
+	}
+	if x.IsLeftQuery() {
+		return nil, fmt.Errorf("colcrypt: column %q: an order query operand has no value to decrypt", c.spec.Label)
 	}
 	p, err := c.aead.Open(nil, x.Nonce, x.Sealed, c.ad(ct))
 	if err != nil {
@@ -286,7 +369,23 @@ func Compare(a, b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := ore.Compare(x.ORE, y.ORE)
+	var r int
+	switch {
+	case x.Header.Version == Version2 && y.Header.Version == Version2:
+		switch {
+		case x.IsLeftQuery() && y.IsLeftQuery():
+			return 0, errors.New("colcrypt: cannot compare two order query operands")
+		case y.IsLeftQuery():
+			r, err = ore.Compare2(y.ORE, x.ORE)
+			r = -r
+		default:
+			r, err = ore.Compare2(x.ORE, y.ORE)
+		}
+	case x.ORE1 != nil && y.ORE1 != nil:
+		r, err = ore.Compare(x.ORE1, y.ORE1)
+	default:
+		return 0, errors.New("colcrypt: cannot compare values of order formats 1 and 2")
+	}
 	if err != nil {
 		return 0, fmt.Errorf("colcrypt: %w", err)
 	}

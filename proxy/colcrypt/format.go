@@ -12,8 +12,14 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/ore"
 )
 
-// Version is the only ciphertext format version.
-const Version = 1
+// Version is the ciphertext format version of every level; Version2 is
+// level ORD's second (design 13.5b): its ORE is built on AES, a query
+// operand may carry the left part alone, and a value of a column being
+// moved may carry version 1's ORE part as well.
+const (
+	Version  = 1
+	Version2 = 2
+)
 
 // Field sizes of design 13.3.
 const (
@@ -24,9 +30,14 @@ const (
 	BloomSize  = 32 // MATCH: the 256-bit Bloom filter of trigrams (13.5a)
 )
 
-// FlagQuery is the only defined flag (header byte 3), allowed only with
-// level MATCH: the ciphertext is a LIKE-pattern query, not a value.
-const FlagQuery = 0x01
+// Flags (header byte 3).  FlagQuery: the ciphertext is a query, not a
+// value: at level MATCH a LIKE pattern, at ORD (version 2) a left-only ORE
+// operand with no payload.  FlagORE1 (version 2): version 1's ORE part
+// follows version 2's.
+const (
+	FlagQuery = 0x01
+	FlagORE1  = 0x02
+)
 
 // Type is the plaintext type of an encrypted column.
 type Type uint8
@@ -165,7 +176,8 @@ func (h Header) Append(b []byte) []byte {
 type Ciphertext struct {
 	Header Header
 	Token  []byte // EQ, ORD and MATCH: 16 bytes; RND: nil
-	ORE    []byte // ORD: ore.Size(Type.OrderInputSize()) bytes; else nil
+	ORE    []byte // ORD: the ORE part of the header's version (version 2 query: left part only); else nil
+	ORE1   []byte // ORD: version 1's ORE part (version 1, or version 2 with FlagORE1); else nil
 	Bloom  []byte // MATCH: BloomSize bytes; else nil
 	Nonce  []byte // 12 bytes
 	Sealed []byte // GCM ciphertext of the payload followed by the tag
@@ -211,16 +223,22 @@ func Parse(ct []byte) (*Ciphertext, error) {
 	}
 	copy(h.GroupTag[:], ct[8:12])
 	switch {
-	case h.Version != Version:
-		return nil, fmt.Errorf("colcrypt: malformed ciphertext: version %d, want %d", h.Version, Version)
+	case h.Version != Version && h.Version != Version2:
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: version %d, want %d or %d", h.Version, Version, Version2)
+	case h.Version == Version2 && h.Level != ORD:
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: version 2 at level %s", h.Level)
 	case !h.Type.Valid():
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown type %d", ct[1])
 	case !h.Level.Valid():
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown level %d", ct[2])
 	case !h.Type.HasLevel(h.Level):
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: level %s for type %s", h.Level, h.Type)
-	case h.Flags != 0 && !(h.Flags == FlagQuery && h.Level == MATCH):
+	case h.Version == Version && h.Flags != 0 && !(h.Flags == FlagQuery && h.Level == MATCH),
+		h.Version == Version2 && h.Flags != 0 && h.Flags != FlagQuery && h.Flags != FlagORE1:
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: flags %#x at level %s", h.Flags, h.Level)
+	}
+	if h.Version == Version2 && h.Flags == FlagQuery {
+		return parseLeftQuery(ct, h)
 	}
 	c := &Ciphertext{Header: h}
 	rest := ct[HeaderSize:]
@@ -240,6 +258,9 @@ func Parse(ct []byte) (*Ciphertext, error) {
 	if h.Level == ORD {
 		oreLen = ore.Size(h.Type.OrderInputSize())
 		minRest += oreLen
+		if h.Flags == FlagORE1 {
+			minRest += oreLen
+		}
 	}
 	if len(rest) < minRest {
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %d bytes, too short for %s %s", len(ct), h.Type, h.Level)
@@ -249,6 +270,12 @@ func Parse(ct []byte) (*Ciphertext, error) {
 	}
 	if h.Level == ORD {
 		c.ORE = take(oreLen)
+		switch {
+		case h.Version == Version:
+			c.ORE1 = c.ORE
+		case h.Flags == FlagORE1:
+			c.ORE1 = take(oreLen)
+		}
 	}
 	if h.Level == MATCH {
 		c.Bloom = take(BloomSize)
@@ -259,4 +286,20 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %s payload of %d bytes, want %d", h.Type, c.PayloadLen(), m)
 	}
 	return c, nil
+}
+
+// parseLeftQuery parses a version-2 ORD query: the header, the token and
+// the left part of the ORE, nothing else.
+func parseLeftQuery(ct []byte, h Header) (*Ciphertext, error) {
+	left := ore.LeftSize2(h.Type.OrderInputSize())
+	if len(ct) != HeaderSize+TokenSize+left {
+		return nil, fmt.Errorf("colcrypt: malformed ciphertext: %d bytes, want %d for a %s order query", len(ct), HeaderSize+TokenSize+left, h.Type)
+	}
+	return &Ciphertext{Header: h, Token: ct[HeaderSize : HeaderSize+TokenSize : HeaderSize+TokenSize],
+		ORE: ct[HeaderSize+TokenSize:]}, nil
+}
+
+// IsLeftQuery reports whether the ciphertext is a version-2 order query.
+func (c *Ciphertext) IsLeftQuery() bool {
+	return c.Header.Version == Version2 && c.Header.Flags == FlagQuery
 }

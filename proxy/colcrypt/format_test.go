@@ -83,7 +83,7 @@ func TestParseMalformed(t *testing.T) {
 				"empty":      nil,
 				"header":     ct[:HeaderSize],
 				"version 0":  set(0, 0),
-				"version 2":  set(0, 2),
+				"version 3":  set(0, 3),
 				"type 0":     set(1, 0),
 				"type 10":    set(1, 10),
 				"level 0":    set(2, 0),

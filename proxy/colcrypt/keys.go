@@ -204,7 +204,10 @@ const (
 	PurposeEq      = "eq"
 	PurposeOREPRF  = "ore-prf"
 	PurposeOREPerm = "ore-perm"
-	PurposeMatch   = "match"
+	// order format 2 (design 13.5b): its own keys, not version 1's
+	PurposeORE2PRF  = "ore2-prf"
+	PurposeORE2Perm = "ore2-perm"
+	PurposeMatch    = "match"
 )
 
 // SubKey derives HKDF-SHA-256(cek, no salt, info = "pgcipher columns

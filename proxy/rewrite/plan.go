@@ -52,6 +52,9 @@ type Param struct {
 	EncType *catalog.EncType
 	Pattern bool // a LIKE pattern for a MATCH column: encrypted as a query
 	Array   bool // = ANY($n): an array of values
+	// Operand: only compared with, never stored: encrypted as a query
+	// operand where the column's order format has one (EncryptOperand)
+	Operand bool
 	// ArrayOID is the encrypted array type's OID when Array is set.
 	ArrayOID uint32
 }

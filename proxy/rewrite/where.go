@@ -151,7 +151,7 @@ func (a *analyzer) anyAll(sc *scope, e *pg.A_Expr, l *col, op string) error {
 		return nil
 	}
 	if p := e.Rexpr.GetParamRef(); p != nil {
-		return a.param(l, int(p.Number), false, true)
+		return a.param(l, int(p.Number), false, true, false)
 	}
 	if lit := arrayLiteral(e.Rexpr); lit != nil {
 		// '{a,b}' (pgx's simple protocol writes arrays so): each element
@@ -163,7 +163,7 @@ func (a *analyzer) anyAll(sc *scope, e *pg.A_Expr, l *col, op string) error {
 		arr := &pg.A_ArrayExpr{Location: -1}
 		for _, x := range elems {
 			n := pg.MakeAConstStrNode(x, -1)
-			if err := a.encryptLiteral(l, n, x, false); err != nil {
+			if err := a.encryptLiteral(l, n, x, false, true); err != nil {
 				return err
 			}
 			arr.Elements = append(arr.Elements, n)
@@ -241,9 +241,9 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		if !ok {
 			return refuse(hintAllowed, "pgcipher: a bit-string literal cannot be a value of encrypted column %q", c.name)
 		}
-		return a.encryptLiteral(c, v, s, false)
+		return a.encryptLiteral(c, v, s, false, !write)
 	case v.GetParamRef() != nil:
-		return a.param(c, int(v.GetParamRef().Number), false, false)
+		return a.param(c, int(v.GetParamRef().Number), false, false, !write)
 	case v.GetSetToDefault() != nil:
 		if write {
 			return nil
@@ -313,8 +313,9 @@ func constText(k *pg.A_Const) (string, bool) {
 }
 
 // encryptLiteral replaces literal node v by its ciphertext, cast to the
-// column's encrypted type.
-func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern bool) error {
+// column's encrypted type: a comparison's operand (EncryptOperand) or a
+// value to store.
+func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, operand bool) error {
 	cc, err := a.crypt(c)
 	if err != nil {
 		return err
@@ -325,7 +326,11 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern bool
 	} else {
 		var p []byte
 		if p, err = values.Encode(c.attr.Enc.Plain, plain); err == nil {
-			ct, err = cc.EncryptPayload(p, rand.Reader)
+			if operand {
+				ct, err = cc.EncryptOperand(p, rand.Reader)
+			} else {
+				ct, err = cc.EncryptPayload(p, rand.Reader)
+			}
 		}
 	}
 	if err != nil {
@@ -343,8 +348,9 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern bool
 	return nil
 }
 
-// param records that parameter $num carries a value of column c.
-func (a *analyzer) param(c *col, num int, pattern, array bool) error {
+// param records that parameter $num carries a value of column c, only
+// compared with (operand) or also stored.
+func (a *analyzer) param(c *col, num int, pattern, array, operand bool) error {
 	cc, err := a.crypt(c)
 	if err != nil {
 		return err
@@ -355,12 +361,13 @@ func (a *analyzer) param(c *col, num int, pattern, array bool) error {
 	for len(a.plan.Params) < num {
 		a.plan.Params = append(a.plan.Params, nil)
 	}
-	p := &Param{Attr: c.attr, Column: cc, EncType: c.attr.Enc, Pattern: pattern, Array: array}
+	p := &Param{Attr: c.attr, Column: cc, EncType: c.attr.Enc, Pattern: pattern, Array: array, Operand: operand}
 	if old := a.plan.Params[num-1]; old != nil {
 		if old.Column != cc || old.Pattern != pattern || old.Array != array {
 			return refuse("Use a separate parameter for each use.",
 				"pgcipher: parameter $%d is used for two encrypted columns or in two ways", num)
 		}
+		old.Operand = old.Operand && operand // stored once: a value
 		return nil
 	}
 	if array {
@@ -402,7 +409,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
 		if !not {
-			if err := a.encryptLiteral(c, pat, f.Pattern, true); err != nil {
+			if err := a.encryptLiteral(c, pat, f.Pattern, true, true); err != nil {
 				return err
 			}
 			e.Rexpr = pat
@@ -410,7 +417,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 	case pat.GetParamRef() != nil:
 		f.Param = int(pat.GetParamRef().Number)
 		if !not {
-			if err := a.param(c, f.Param, true, false); err != nil {
+			if err := a.param(c, f.Param, true, false, true); err != nil {
 				return err
 			}
 			e.Rexpr = pat

@@ -48,10 +48,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (enc_validate(first, split, &a) == ENC_PARSE_OK &&
 		enc_validate(second, size - split, &b) == ENC_PARSE_OK &&
-		a.level == ENC_ORD && b.level == ENC_ORD && a.type == b.type)
+		a.level == ENC_ORD && b.level == ENC_ORD && a.type == b.type &&
+		a.version == b.version && !a.ore_left_only && !b.ore_left_only)
 	{
-		rab = ore_compare(a.ore, b.ore, a.ore_blocks, &ab);
-		rba = ore_compare(b.ore, a.ore, b.ore_blocks, &ba);
+		OreVersion	v = a.version == ENC_VERSION_ORE2 ? ORE_V2 : ORE_V1;
+
+		rab = ore_compare(v, a.ore, b.ore, a.ore_blocks, &ab);
+		rba = ore_compare(v, b.ore, a.ore, b.ore_blocks, &ba);
 		if (rab == ORE_OK && rba == ORE_OK && ab == 0 && ba != 0)
 			abort();			/* equal one way, unequal the other */
 	}

@@ -16,7 +16,7 @@ DECLARE
 BEGIN
 	FOR v IN SELECT * FROM vectors LOOP
 		EXECUTE format('SELECT $1::enc_%s%s::text', v.type,
-					   CASE WHEN v.level = 'ORD' THEN '_ord' ELSE '' END)
+					   CASE WHEN v.level LIKE 'ORD%' THEN '_ord' ELSE '' END)
 			INTO out USING v.ct;
 		IF out IS DISTINCT FROM v.ct THEN
 			RETURN NEXT v;

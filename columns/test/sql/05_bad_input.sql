@@ -21,7 +21,7 @@ SELECT ''::enc_int4;
 SELECT cut(:'good', 11)::enc_int4_ord;                 -- shorter than the header
 SELECT cut(:'good', 100)::enc_int4_ord;                -- ORE part cut
 SELECT cut(:'good', length(decode(:'good', 'base64')) - 1)::enc_int4_ord;  -- payload cut
-SELECT mangle(:'good', 1, '\x02')::enc_int4_ord;       -- version
+SELECT mangle(:'good', 1, '\x03')::enc_int4_ord;       -- version
 SELECT mangle(:'good', 2, '\x0a')::enc_int4_ord;       -- type code
 SELECT mangle(:'good', 3, '\x04')::enc_int4_ord;       -- level
 SELECT mangle(:'good', 4, '\x01')::enc_int4_ord;       -- flags

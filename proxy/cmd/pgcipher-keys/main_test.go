@@ -59,7 +59,14 @@ func TestVectorsDecrypt(t *testing.T) {
 		}
 		query := r[1] == patternLevel
 		l := colcrypt.MATCH
-		if !query {
+		format := ""
+		switch r[1] {
+		case ore2Level, ore2QLevel:
+			l, format = colcrypt.ORD, "2"
+		case ore12Level:
+			l, format = colcrypt.ORD, "1+2"
+		}
+		if !query && format == "" {
 			if l, err = colcrypt.ParseLevel(r[1]); err != nil {
 				t.Fatal(err)
 			}
@@ -69,12 +76,29 @@ func TestVectorsDecrypt(t *testing.T) {
 			t.Fatalf("row %d numbered %s", i+1, r[5])
 		}
 		col, err := colcrypt.NewColumn(vectorCEK(uint32(keyID)), colcrypt.Spec{
-			KeyID: uint32(keyID), Type: ty, Level: l, Label: r[4], Group: r[3],
+			KeyID: uint32(keyID), Type: ty, Level: l, Label: r[4], Group: r[3], OREFormat: format,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		plain := r[6]
+		ct, _ := base64.StdEncoding.DecodeString(r[7])
+		want := col.Header()
+		if query || r[1] == ore2QLevel {
+			want.Flags = colcrypt.FlagQuery
+		}
+		if x, err := colcrypt.Parse(ct); err != nil || x.Header != want {
+			t.Errorf("row %d: header %+v, %v", i+1, x, err)
+		}
+		seen[r[0]+"/"+r[1]+"/"+r[2]]++
+		if r[1] == ore2QLevel {
+			// a query operand has no payload: it must equal its value's
+			// row (same plaintext, format 2) in the server's order
+			if _, err := col.DecryptText(r[7]); err == nil {
+				t.Errorf("row %d: an order query decrypted", i+1)
+			}
+			continue
+		}
 		got, err := col.DecryptText(r[7])
 		if err != nil {
 			t.Fatalf("row %d (%s %s %q): %v", i+1, ty, l, plain, err)
@@ -88,15 +112,6 @@ func TestVectorsDecrypt(t *testing.T) {
 			t.Errorf("row %d: repeated ciphertext", i+1)
 		}
 		cts[r[7]] = true
-		ct, _ := base64.StdEncoding.DecodeString(r[7])
-		want := col.Header()
-		if query {
-			want.Flags = colcrypt.FlagQuery
-		}
-		if x, err := colcrypt.Parse(ct); err != nil || x.Header != want {
-			t.Errorf("row %d: header %+v, %v", i+1, x, err)
-		}
-		seen[r[0]+"/"+r[1]+"/"+r[2]]++
 	}
 	for _, ty := range colcrypt.Types {
 		for _, l := range colcrypt.Levels {

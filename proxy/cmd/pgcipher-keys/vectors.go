@@ -105,7 +105,8 @@ type vectorRow struct {
 	group, label string
 	plain        string
 	ct           []byte
-	query        bool // a MATCH query: level written as PATTERN
+	query        bool   // a MATCH query: level written as PATTERN
+	tag          string // written instead of the level (order format 2 rows)
 }
 
 // vectorRows encrypts every plaintext twice, and every pattern once.  The
@@ -128,7 +129,7 @@ func vectorRows() ([]vectorRow, error) {
 				if err != nil {
 					return err
 				}
-				rows = append(rows, vectorRow{t, l, keyID, group, label, p, ct, false})
+				rows = append(rows, vectorRow{t, l, keyID, group, label, p, ct, false, ""})
 			}
 		}
 		return nil
@@ -163,7 +164,48 @@ func vectorRows() ([]vectorRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, vectorRow{colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, p, ct, true})
+		rows = append(rows, vectorRow{colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, p, ct, true, ""})
+	}
+	return ore2Rows(rows)
+}
+
+// Order format 2 (design 13.5b), after every format-1 row so that those
+// keep their numbers: per type, values of format 2 (level written ORD2),
+// of format 2 carrying format 1 (ORD12), and query operands (ORD2Q).
+const (
+	ore2Level  = "ORD2"
+	ore12Level = "ORD12"
+	ore2QLevel = "ORD2Q"
+)
+
+func ore2Rows(rows []vectorRow) ([]vectorRow, error) {
+	values := mrand.New(mrand.NewChaCha8(seed("pgcipher vector ore2 values")))
+	random := mrand.NewChaCha8(seed("pgcipher vector ore2 randomness"))
+	for _, t := range colcrypt.Types {
+		plains := vectorPlains(t, values)
+		for _, f := range []struct{ format, tag string }{{"2", ore2Level}, {"1+2", ore12Level}, {"2", ore2QLevel}} {
+			col, err := colcrypt.NewColumn(vectorCEK(1), colcrypt.Spec{KeyID: 1, Type: t, Level: colcrypt.ORD,
+				Label: vectorLabel, Group: vectorLabel, OREFormat: f.format})
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range plains {
+				payload, err := colcrypt.Encode(t, p)
+				if err != nil {
+					return nil, err
+				}
+				var ct []byte
+				if f.tag == ore2QLevel {
+					ct, err = col.EncryptOperand(payload, random)
+				} else {
+					ct, err = col.EncryptPayload(payload, random)
+				}
+				if err != nil {
+					return nil, err
+				}
+				rows = append(rows, vectorRow{t, colcrypt.ORD, 1, vectorLabel, vectorLabel, p, ct, false, f.tag})
+			}
+		}
 	}
 	return rows, nil
 }
@@ -189,6 +231,9 @@ func vectors() ([]byte, error) {
 		level := r.level.String()
 		if r.query {
 			level = patternLevel
+		}
+		if r.tag != "" {
+			level = r.tag
 		}
 		fields := []string{r.typ.String(), level, strconv.FormatUint(uint64(r.keyID), 10),
 			r.group, r.label, strconv.Itoa(i + 1), r.plain, base64.StdEncoding.EncodeToString(r.ct)}
