@@ -3,9 +3,9 @@
 -- format(s) it holds; new ORD columns are bound at format 2, and a column
 -- is moved from 1 to 2 online by pgcipher-keys reencrypt-column through
 -- the proxy, which passes through 1+2 (values of format 1, or carrying
--- both) and 2+1 (carrying both, or format 2).
+-- both), 12 (carrying both) and 2+1 (carrying both, or format 2).
 ALTER TABLE pgcipher.encrypted_columns
-	ADD COLUMN ore_format text CHECK (ore_format IN ('1', '1+2', '2+1', '2'));
+	ADD COLUMN ore_format text CHECK (ore_format IN ('1', '1+2', '12', '2+1', '2'));
 UPDATE pgcipher.encrypted_columns SET ore_format = '1' WHERE level = 'ORD';
 ALTER TABLE pgcipher.encrypted_columns
 	ADD CHECK ((level = 'ORD') = (ore_format IS NOT NULL));
@@ -14,7 +14,7 @@ ALTER TABLE pgcipher.encrypted_columns
 -- enc_format() = f: 1 format 1, 2 format 2, 3 format 2 carrying 1).
 CREATE FUNCTION pgcipher.ore_format_mask(fmt text) RETURNS int
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-	SELECT CASE fmt WHEN '1' THEN 2 WHEN '1+2' THEN 10 WHEN '2+1' THEN 12 WHEN '2' THEN 4 END
+	SELECT CASE fmt WHEN '1' THEN 2 WHEN '1+2' THEN 10 WHEN '12' THEN 8 WHEN '2+1' THEN 12 WHEN '2' THEN 4 END
 $$;
 
 -- Record a column's order format and put the CHECK that enforces it in
@@ -29,7 +29,7 @@ DECLARE
 BEGIN
 	IF pgcipher.ore_format_mask(fmt) IS NULL THEN
 		RAISE EXCEPTION 'unknown order format "%"', fmt
-			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1, 1+2, 2+1 or 2.';
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1, 1+2, 12, 2+1 or 2.';
 	END IF;
 	SELECT * INTO b FROM pgcipher.encrypted_columns e WHERE e.relid = tbl AND e.attname = col;
 	IF NOT FOUND OR b.level <> 'ORD' THEN

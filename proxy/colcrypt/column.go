@@ -28,14 +28,14 @@ type Spec struct {
 	Group string // empty: the label
 	// OREFormat (ORD): the order format(s) the column holds, as
 	// pgcipher.encrypted_columns.ore_format says: "1", "1+2" (moving to
-	// 2: values written carry both), "2+1" (moving, second pass) or "2";
-	// empty is "1" (design 13.5b)
+	// 2: values written carry both), "12" (every value carries both),
+	// "2+1" (moving, second pass) or "2"; empty is "1" (design 13.5b)
 	OREFormat string
 }
 
 // OREFormats lists the order formats of a column, in the order a column
 // moves through them.
-var OREFormats = []string{"1", "1+2", "2+1", "2"}
+var OREFormats = []string{"1", "1+2", "12", "2+1", "2"}
 
 // Column holds a column's derived keys.  It is safe for concurrent use.
 type Column struct {
@@ -83,7 +83,7 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 		KeyID: s.KeyID, GroupTag: GroupTag(s.Group),
 	}}
 	switch s.OREFormat {
-	case "1+2":
+	case "1+2", "12":
 		c.header.Version, c.header.Flags = Version2, FlagORE1
 	case "2+1", "2":
 		c.header.Version = Version2

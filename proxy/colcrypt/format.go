@@ -165,6 +165,14 @@ type Header struct {
 	GroupTag [4]byte
 }
 
+// Identity is what names a column's values in h: type, level, key and
+// join group, without the version and flags, which differ between the
+// values of one column (order formats, queries).
+func (h Header) Identity() Header {
+	h.Version, h.Flags = 0, 0
+	return h
+}
+
 // Append appends the 12-byte encoding of h to b.
 func (h Header) Append(b []byte) []byte {
 	b = append(b, h.Version, byte(h.Type), byte(h.Level), h.Flags)

@@ -303,11 +303,11 @@ func (s *session) decrypt(f *field, v []byte, format int16) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.bound != nil && f.bound.Header() == x.Header {
+	if f.bound != nil && f.bound.Header().Identity() == x.Header.Identity() {
 		return f.bound.DecryptPayload(ct)
 	}
 	var last error = errors.New("no column of this key and join group is known to the proxy")
-	for _, c := range s.candidates(x.Header) {
+	for _, c := range s.candidates(x.Header.Identity()) {
 		p, err := c.DecryptPayload(ct)
 		if err == nil {
 			return p, nil
@@ -317,8 +317,8 @@ func (s *session) decrypt(f *field, v []byte, format int16) ([]byte, error) {
 	return nil, last
 }
 
-// candidates are the columns whose values carry header h (the key,
-// type, level and join group): usually one.
+// candidates are the columns whose values carry header identity h (the
+// key, type, level and join group): usually one.
 func (s *session) candidates(h colcrypt.Header) []*colcrypt.Column {
 	if s.cands == nil || s.candsCat != s.catalog() {
 		s.cands = map[colcrypt.Header][]*colcrypt.Column{}
@@ -328,7 +328,7 @@ func (s *session) candidates(h colcrypt.Header) []*colcrypt.Column {
 			if err != nil {
 				continue
 			}
-			s.cands[c.Header()] = append(s.cands[c.Header()], c)
+			s.cands[c.Header().Identity()] = append(s.cands[c.Header().Identity()], c)
 		}
 	}
 	return s.cands[h]

@@ -644,6 +644,11 @@ func (s *session) parse(m *pgproto3.Parse) error {
 }
 
 func (s *session) bind(m *pgproto3.Bind) error {
+	if !s.inBatch {
+		// a prepared statement bound again after a catalog change (an
+		// order format moved on, 13.5b) is planned again below
+		s.refresh()
+	}
 	s.inBatch = true
 	s.copyIn, s.dropCopy = nil, false
 	st := s.stmts[m.PreparedStatement]
@@ -701,7 +706,8 @@ func (s *session) replan(st *stmt) error {
 			Message: fmt.Sprintf("pgcipher: prepared statement %q names other relations or columns since it was prepared", st.name),
 			Hint:    "Prepare it again: a change of search_path, of temporary relations or of encrypted columns changed what it names."}
 	}
-	st.gen = s.gen
+	// the new plan's columns: an order format may have changed (13.5b)
+	st.plan, st.gen = p, s.gen
 	return nil
 }
 
@@ -718,11 +724,18 @@ func samePlan(a, b *rewrite.Plan) bool {
 			return false
 		}
 		if x != nil && (x.EncType.OID != y.EncType.OID || x.Array != y.Array || x.Pattern != y.Pattern ||
-			(x.Column == nil) != (y.Column == nil) || x.Column != nil && x.Column.Spec() != y.Column.Spec()) {
+			(x.Column == nil) != (y.Column == nil) || x.Column != nil && !sameColumn(x.Column.Spec(), y.Column.Spec())) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameColumn: two specs of one column, its order format aside (a column
+// being moved to format 2 changes it, not its values' meaning).
+func sameColumn(a, b colcrypt.Spec) bool {
+	a.OREFormat, b.OREFormat = "", ""
+	return a == b
 }
 
 // updateOIDs adds the types of the write-back's own parameters.

@@ -13,7 +13,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/reencrypt"
 )
 
 const usage = `usage:
@@ -23,6 +26,8 @@ const usage = `usage:
       --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
       [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
   pgcipher-keys vectors [-o FILE]
+  pgcipher-keys reencrypt-column --dsn CONNINFO --table T --column C [--batch N]
+      (CONNINFO names pgcipher-proxy: the proxy does the crypto, this drives it)
 `
 
 // errUsage makes main exit with status 2 after the usage text.
@@ -54,6 +59,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return crypt(cmd, args, stdin, stdout)
 	case "vectors":
 		return vectorsCmd(args, stdout)
+	case "reencrypt-column":
+		return reencryptCmd(args, stdout)
 	}
 	return errUsage
 }
@@ -226,4 +233,30 @@ func vectorsCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	return os.WriteFile(*file, b, 0o644)
+}
+
+// reencryptCmd moves an ORD column to order format 2 online through the
+// proxy (package reencrypt; design 13.5b).
+func reencryptCmd(args []string, stdout io.Writer) error {
+	fs := newFlagSet("reencrypt-column")
+	dsn := fs.String("dsn", "", "connection string of pgcipher-proxy (libpq form or URL)")
+	table := fs.String("table", "", "the table, as SQL names it")
+	column := fs.String("column", "", "the ORD column")
+	batch := fs.Int("batch", 500, "rows per transaction")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *dsn == "" || *table == "" || *column == "" {
+		return errUsage
+	}
+	ctx := context.Background()
+	conn, err := pgconn.Connect(ctx, *dsn)
+	if err != nil {
+		return fmt.Errorf("reencrypt-column: %w", err)
+	}
+	defer conn.Close(ctx)
+	res, err := reencrypt.Column(ctx, conn, *table, *column, reencrypt.Options{Batch: *batch,
+		Log: func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "column %s of %s: order format 2 (was %s), %d rows rewritten\n", *column, *table, res.From, res.Moved)
+	return nil
 }
