@@ -130,6 +130,15 @@ common_ore(const EncValue *a, const EncValue *b, bool *swap)
 	return ORE_V1;				/* not reached */
 }
 
+/* Can common_ore() compare a and b (both ORD) without an error? */
+bool
+enc_ore_comparable(const EncValue *a, const EncValue *b)
+{
+	if (a->version == ENC_VERSION_ORE2 && b->version == ENC_VERSION_ORE2)
+		return !(a->ore_left_only && b->ore_left_only);
+	return a->ore1 != NULL && b->ore1 != NULL;
+}
+
 /* Order of two ORD values: ORE first, equality tokens break prefix ties. */
 static int
 compare_ordered(const EncValue *a, const EncValue *b)

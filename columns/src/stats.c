@@ -47,6 +47,8 @@ enc_compute_stats(VacAttrStats *stats, AnalyzeAttrFetchFunc fetchfunc,
 	EncAnalyzeData *data = (EncAnalyzeData *) stats->extra_data;
 	bool		comparable = true;
 	bool		have_first = false;
+	bool		v1_only = false,
+				v2_only = false;
 	uint32		first_key = 0,
 				first_tag = 0;
 	int			nulls = 0;
@@ -74,7 +76,15 @@ enc_compute_stats(VacAttrStats *stats, AnalyzeAttrFetchFunc fetchfunc,
 			continue;
 		value = DatumGetByteaPP(datum);
 		enc_parse_stored(value, &v);
-		if (v.level < ENC_EQ ||
+		if (v.level == ENC_ORD)
+		{
+			/* order formats 1 and 2 alone cannot be compared (13.5b) */
+			if (v.ore1 == NULL)
+				v2_only = true;
+			else if (v.version == ENC_VERSION)
+				v1_only = true;
+		}
+		if (v.level < ENC_EQ || (v1_only && v2_only) ||
 			(have_first && (v.key_id != first_key || v.group_tag != first_tag)))
 			comparable = false;
 		else if (!have_first)
@@ -158,6 +168,13 @@ stats_comparable(VariableStatData *vardata, const EncValue *value)
 			 stored.key_id != value->key_id || stored.group_tag != value->group_tag ||
 			 stored.level < ENC_EQ || value->level < ENC_EQ))
 			ok = false;
+		/*
+		 * ORD: every value must share an order format with the constant
+		 * (statistics taken before a column moved to format 2, 13.5b)
+		 */
+		for (int j = 0; ok && value->level == ENC_ORD && j < sslot.nvalues; j++)
+			ok = header_of(sslot.values[j], &stored) && stored.level == ENC_ORD &&
+				enc_ore_comparable(&stored, value);
 		free_attstatsslot(&sslot);
 	}
 	return ok;

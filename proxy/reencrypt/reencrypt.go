@@ -121,6 +121,10 @@ func Column(ctx context.Context, conn *pgconn.PgConn, table, column string, o Op
 			if _, err := exec(ctx, conn, "REINDEX TABLE CONCURRENTLY "+rel); err != nil {
 				return res, fmt.Errorf("reencrypt: rebuilding the indexes of %s: %w", rel, err)
 			}
+			// statistics of format 2, so that estimates use them again
+			if _, err := exec(ctx, conn, "ANALYZE "+rel); err != nil {
+				return res, fmt.Errorf("reencrypt: analyzing %s: %w", rel, err)
+			}
 		}
 	}
 	return res, nil

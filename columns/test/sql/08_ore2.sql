@@ -82,6 +82,16 @@ INSERT INTO ord2 SELECT n, ct::enc_int8_ord FROM vectors WHERE type = 'int8' AND
 ALTER TABLE ord2 VALIDATE CONSTRAINT pgcipher_v;
 SELECT pgcipher.set_ore_format('ord2', 'v', '1');
 ALTER TABLE ord2 VALIDATE CONSTRAINT pgcipher_v;
+-- statistics of format 1 do not take planning down when a query of
+-- format 2 meets them: the estimate falls back to the default
+TRUNCATE ord2;
+INSERT INTO ord2 SELECT n, ct::enc_int8_ord FROM vectors WHERE type = 'int8' AND level = 'ORD';
+ANALYZE ord2;
+SELECT most_common_vals IS NOT NULL OR histogram_bounds IS NOT NULL AS has_statistics
+  FROM pg_stats WHERE tablename = 'ord2' AND attname = 'v';
+SELECT ct AS q2 FROM vectors WHERE type = 'int8' AND level = 'ORD2Q' AND plain = '255' \gset
+EXPLAIN (COSTS OFF) SELECT id FROM ord2 WHERE v > :'q2'::enc_int8_ord;
+EXPLAIN (COSTS OFF) SELECT id FROM ord2 WHERE v = :'q2'::enc_int8_ord;
 SELECT pgcipher.set_ore_format('ord2', 'v', '3');
 SELECT pgcipher.reencrypt_column('ord2', 'v');
 DROP TABLE ord2;
