@@ -143,6 +143,24 @@ SELECT id, ssn FROM patients;
 SELECT application_name, count(*) FROM pg_stat_activity WHERE application_name LIKE 'pgcipher-proxy%' GROUP BY 1;
 SQL
 
+echo "order format 2 (design 13.5b): ORD values carry an ORE built on AES, and a range bound goes to the"
+echo "server as a query operand (the left part alone); a column of format 1 (as extension 0.1 made them)"
+echo "moves to 2 online, through the proxy:"
+psql_enc -At -c "SELECT enc_describe(born) FROM public.patients WHERE id = 10001" | sed 's/^/   /'
+psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 > /dev/null <<'SQL'
+CREATE TABLE legacy (id int PRIMARY KEY, v enc_int4_ord);
+SELECT pgcipher.encrypt_column('legacy', 'v', 'demo', 'ORD');
+SELECT pgcipher.set_ore_format('legacy', 'v', '1');
+SQL
+for i in $(seq 1 200); do echo "INSERT INTO legacy VALUES ($i, $((i * 7)));"; done \
+    | psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 > /dev/null
+echo "   before: $(psql_enc -At -c "SELECT string_agg('format ' || f || ': ' || n || ' rows', ', ') FROM (SELECT enc_format(v) f, count(*) n FROM public.legacy GROUP BY 1) s")"
+"$build/bin/pgcipher-keys" reencrypt-column --dsn "host=127.0.0.1 port=$proxy_port user=postgres dbname=postgres" \
+    --table legacy --column v | tail -1 | sed 's/^/   pgcipher-keys reencrypt-column: /'
+echo "   after:  $(psql_enc -At -c "SELECT string_agg('format ' || f || ': ' || n || ' rows', ', ') FROM (SELECT enc_format(v) f, count(*) n FROM public.legacy GROUP BY 1) s")"
+psql -X -At -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres \
+    -c "SELECT 'through the proxy: ' || count(*) || ' rows with v BETWEEN 700 AND 1400' FROM legacy WHERE v BETWEEN 700 AND 1400" | sed 's/^/   /'
+
 step "4c. Computed by the proxy, never by the server: Alibaba's sysbench statements, unchanged"
 echo "test1(id, k, c, pad) as in Alibaba's Always-confidential report, k enc_int4 (EQ, indexed), c and pad RND;"
 echo "SELECT SUM(k) ... BETWEEN and UPDATE ... SET k = k + 1 run on encrypted k: the proxy sums after"

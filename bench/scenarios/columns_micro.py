@@ -6,7 +6,9 @@ table per column kind, each holding the same N random int8 values:
     int8          the plaintext type, the baseline;
     enc_int8 RND  ciphertext only (no server-side comparison exists);
     enc_int8 EQ   + equality token (=, hash and btree for uniqueness);
-    enc_int8_ord  + Lewi-Wu ORE ciphertext (<, ORDER BY, ranges);
+    enc_int8_ord  + Lewi-Wu ORE ciphertext (<, ORDER BY, ranges): ORD in
+                  order format 2 (AES; the probe a query operand, left part
+                  only), ORD1 in format 1 (HMAC and SHA-256), design 13.5b;
     text          24 random lowercase letters, the baseline of
     enc_text MATCH the same values with a trigram Bloom filter: value @> query
                   (candidates for a LIKE pattern) beside text LIKE, and a
@@ -52,9 +54,12 @@ KINDS = {
     "RND": ("enc_int8", "RND", "int8"),
     "EQ": ("enc_int8", "EQ", "int8"),
     "ORD": ("enc_int8_ord", "ORD", "int8"),
+    "ORD1": ("enc_int8_ord", "ORD", "int8"),
     "text": ("text", None, "text"),
     "MATCH": ("enc_text", "MATCH", "text"),
 }
+# the order format of each ORD kind (pgcipher.set_ore_format); others: 2
+ORE_FORMAT = {"ORD1": "1"}
 # (kind, operator, the plaintext (kind, operator) it stands for)
 COMPARISONS = [
     ("int8", "=", ("int8", "=")),
@@ -62,6 +67,8 @@ COMPARISONS = [
     ("EQ", "=", ("int8", "=")),
     ("ORD", "=", ("int8", "=")),
     ("ORD", "<", ("int8", "<")),
+    ("ORD1", "=", ("int8", "=")),
+    ("ORD1", "<", ("int8", "<")),
     ("text", "LIKE", ("text", "LIKE")),
     ("MATCH", "@>", ("text", "LIKE")),
 ]
@@ -71,13 +78,14 @@ INDEXES = [
     ("EQ", "btree", ""),
     ("EQ", "hash", ""),
     ("ORD", "btree", ""),
+    ("ORD1", "btree", ""),
     ("MATCH", "gin", "enc_text_match_ops"),
 ]
 
 PROFILES = {"quick": dict(rows=100_000, repetitions=3), "full": dict(rows=1_000_000, repetitions=3)}
 
 # rough costs on a 2-core machine, for the time estimate only (seconds per row)
-_ENCRYPT_S = {"RND": 2e-6, "EQ": 3e-6, "ORD": 80e-6, "MATCH": 20e-6}
+_ENCRYPT_S = {"RND": 2e-6, "EQ": 3e-6, "ORD": 80e-6, "ORD1": 80e-6, "MATCH": 20e-6}
 _ROUND_S_PER_ROW = 50e-6
 
 
@@ -159,11 +167,15 @@ def run(run, p):
     probe_values = {"=": ordered[n // 2], "<": ordered[0]}
     pattern = f"%{texts[n // 2][8:13]}%"
     files = dict(plain)
+    colargs_of = {}
     for kind, (sqltype, level, ptype) in KINDS.items():
         table = f"t_{kind.lower()}"
         c.psql(f"CREATE TABLE public.{table} (c {sqltype})")
+        fmt = ORE_FORMAT.get(kind, "2")
         if level:
             c.psql(f"SELECT pgcipher.encrypt_column('public.{table}', 'c', 'bench', '{level}')")
+            if level == "ORD" and fmt != "2":
+                c.psql(f"SELECT pgcipher.set_ore_format('public.{table}', 'c', '{fmt}')")
             files[kind] = os.path.join(work, f"{kind}.txt")
             t0 = time.perf_counter()
             colargs = [
@@ -177,7 +189,10 @@ def run(run, p):
                 level,
                 "--label",
                 f"public.{table}.c",
+                "--ore-format",
+                fmt,
             ]
+            colargs_of[kind] = colargs
             with open(plain[ptype]) as fin, open(files[kind], "w") as fout:
                 _tool(run, "encrypt", *keyargs, *colargs, stdin=fin, stdout=fout)
             us = (time.perf_counter() - t0) * 1e6 / n
@@ -199,17 +214,15 @@ def run(run, p):
             "table_bytes_per_row",
             int(c.psql(f"SELECT pg_relation_size('public.{table}')")) / n,
         )
-    # the probe constants of each kind: the stored form of the values
+    # the probe constants of each kind, as the proxy sends them
     probe = {}
     for op, v in probe_values.items():
-        index_of = values.index(v)
         probe[("int8", op)] = str(v)
-        for kind in ("EQ", "ORD"):
-            with open(files[kind]) as f:
-                for i, line in enumerate(f):
-                    if i == index_of:
-                        probe[(kind, op)] = line.strip()
-                        break
+        for kind in ("EQ", "ORD", "ORD1"):
+            # a comparison operand as the proxy sends it (format 2: a query)
+            probe[(kind, op)] = _tool(
+                run, "encrypt", *keyargs, *colargs_of[kind], "--operand", stdin_text=f"{v}\n"
+            ).strip()
     probe[("text", "LIKE")] = pattern
     probe[("MATCH", "@>")] = match_query
     # how many candidates the Bloom filter lets through, beside true matches
@@ -312,8 +325,9 @@ def report(rows, p, out_dir):
     )
     md.append(
         "\nA comparison's cost is (scan filtered by the operator − scan filtered by IS NULL) / rows: "
-        "the operator's fmgr call, detoasting and parsing included, as the executor pays them.  ORD `<` computes one SHA-256 per comparison "
-        "(design 13.5); `=` on EQ and ORD compares 16-byte tokens; MATCH `@>` tests 32 bytes of Bloom "
+        "the operator's fmgr call, detoasting and parsing included, as the executor pays them.  ORD `<` (order format 2, its probe "
+        "a query operand) computes one AES-128 key schedule and block per comparison, ORD1 `<` (format 1) one SHA-256 "
+        "(design 13.5, 13.5b); `=` on EQ and ORD compares 16-byte tokens and left parts; MATCH `@>` tests 32 bytes of Bloom "
         "filter, text `LIKE` runs the pattern over the plaintext."
     )
     pngs = []

@@ -96,7 +96,7 @@ def test_quick_profile_smoke(tmp_path):
         assert (w, "mb_per_s") in wal and (w, "wal_mb") in wal
     assert ("tpcb", "tps") in wal
     cols = {(row["config"], row["metric"]) for row in data["results"] if row["scenario"] == "columns-micro"}
-    for kind in ("int8", "EQ", "ORD", "MATCH"):
+    for kind in ("int8", "EQ", "ORD", "ORD1", "MATCH"):
         assert (kind, "ns_per_comparison") in cols and (kind, "index_build_s") in cols
     assert ("MATCH", "candidates") in cols and ("text", "matches") in cols
     assert ("ORD", "client_us_per_value") in cols and ("RND", "datum_bytes") in cols

@@ -45,8 +45,7 @@ BEGIN
 END
 $$;
 
--- encrypt_column binds new ORD columns at format 2 (its CHECK is NOT VALID:
--- the column is new, its values are NULL).
+-- encrypt_column binds new ORD columns at format 2.
 CREATE OR REPLACE FUNCTION pgcipher.encrypt_column(tbl regclass, col name, key_name text,
 										level text, join_group text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -95,9 +94,11 @@ BEGIN
 				   tbl, 'pgcipher_' || col, col, kid,
 				   CASE lvl WHEN 'RND' THEN 1 WHEN 'EQ' THEN 2 WHEN 'ORD' THEN 3 ELSE 4 END,
 				   pgcipher.group_tag(grp), lbl);
-	-- 0.2: a new ORD column holds order format 2 (design 13.5b)
+	-- 0.2: a new ORD column holds order format 2 (design 13.5b); its
+	-- CHECK is validated at once, as 0.1's was
 	IF lvl = 'ORD' THEN
 		PERFORM pgcipher.set_ore_format(tbl, col, '2');
+		EXECUTE format('ALTER TABLE %s VALIDATE CONSTRAINT %I', tbl, 'pgcipher_' || col);
 	END IF;
 END
 $$;

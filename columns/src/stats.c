@@ -168,6 +168,7 @@ stats_comparable(VariableStatData *vardata, const EncValue *value)
 			 stored.key_id != value->key_id || stored.group_tag != value->group_tag ||
 			 stored.level < ENC_EQ || value->level < ENC_EQ))
 			ok = false;
+
 		/*
 		 * ORD: every value must share an order format with the constant
 		 * (statistics taken before a column moved to format 2, 13.5b)

@@ -58,7 +58,7 @@ func Column(ctx context.Context, conn *pgconn.PgConn, table, column string, o Op
 	if err != nil {
 		return res, fmt.Errorf("reencrypt: table %s: %w", table, err)
 	}
-	ext, err := one(ctx, conn, "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pgcipher_columns'")
+	ext, err := one(ctx, conn, "SELECT nspname FROM pg_catalog.pg_namespace WHERE oid = (SELECT extnamespace FROM pg_catalog.pg_extension WHERE extname = 'pgcipher_columns')")
 	if err != nil {
 		return res, fmt.Errorf("reencrypt: the extension pgcipher_columns: %w", err)
 	}

@@ -31,6 +31,9 @@ $node->safe_psql(
 	SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
 	CREATE TABLE public.vec (v enc_int4_ord);
 	SELECT pgcipher.encrypt_column('public.vec', 'v', 'k1', 'ORD');
+	-- the vectors are of order format 1: a column as extension 0.1 made
+	-- them, which a dump and restore must keep readable and ordered
+	SELECT pgcipher.set_ore_format('public.vec', 'v', '1');
 	CREATE INDEX ON public.vec (v);
 } . join('', map { "INSERT INTO public.vec VALUES ('$_');\n" } @ord),
 	extra_params => [ '-U', 'alice' ]);

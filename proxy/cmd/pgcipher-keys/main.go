@@ -24,7 +24,9 @@ const usage = `usage:
   pgcipher-keys new-cek (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
   pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
       --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
+      [--ore-format 1|1+2|12|2+1|2]  (ORD: the column's order format, default 2)
       [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
+      [--operand]  (encrypt: each line is a comparison operand, at order format 2 a query)
   pgcipher-keys vectors [-o FILE]
   pgcipher-keys reencrypt-column --dsn CONNINFO --table T --column C [--batch N]
       (CONNINFO names pgcipher-proxy: the proxy does the crypto, this drives it)
@@ -148,9 +150,11 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	level := fs.String("level", "", "RND, EQ, ORD or MATCH (text only)")
 	label := fs.String("label", "", "column label, schema.table.column")
 	group := fs.String("group", "", "join group (default: the label)")
-	pattern := false
+	oreFormat := fs.String("ore-format", "2", "ORD: the column's order format (pgcipher.encrypted_columns.ore_format)")
+	pattern, operand := false, false
 	if cmd == "encrypt" {
 		fs.BoolVar(&pattern, "pattern", false, "encrypt each line as a LIKE-pattern query (level MATCH)")
+		fs.BoolVar(&operand, "operand", false, "encrypt each line as a comparison operand (at order format 2 a query)")
 	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
@@ -182,7 +186,7 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	col, err := colcrypt.NewColumn(cek, colcrypt.Spec{
-		KeyID: uint32(*keyID), Type: t, Level: l, Label: *label, Group: *group,
+		KeyID: uint32(*keyID), Type: t, Level: l, Label: *label, Group: *group, OREFormat: *oreFormat,
 	})
 	if err != nil {
 		return err
@@ -203,6 +207,13 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 			var ct []byte
 			if ct, err = col.EncryptPattern(line, rand.Reader); err == nil {
 				res = base64.StdEncoding.EncodeToString(ct)
+			}
+		case operand:
+			var p, ct []byte
+			if p, err = colcrypt.Encode(t, line); err == nil {
+				if ct, err = col.EncryptOperand(p, rand.Reader); err == nil {
+					res = base64.StdEncoding.EncodeToString(ct)
+				}
 			}
 		case cmd == "encrypt":
 			res, err = col.EncryptText(line, rand.Reader)
@@ -247,7 +258,14 @@ func reencryptCmd(args []string, stdout io.Writer) error {
 		return errUsage
 	}
 	ctx := context.Background()
-	conn, err := pgconn.Connect(ctx, *dsn)
+	cfg, err := pgconn.ParseConfig(*dsn)
+	if err != nil {
+		return fmt.Errorf("reencrypt-column: %w", err)
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "pgcipher-keys reencrypt-column"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("reencrypt-column: %w", err)
 	}
