@@ -13,8 +13,9 @@
  * block where a's (k', x~) differs from b's is the first block where the
  * plaintexts differ -- something the scheme's leakage already reveals --
  * and only that block needs the hash: one SHA-256 (version 1) or one AES
- * key schedule and block (version 2) per comparison.  The first operand
- * may be a left part alone (a version-2 query).
+ * block, keyed by a cached key schedule where the key came before
+ * (version 2), per comparison.  The first operand may be a left part alone
+ * (a version-2 query).
  *
  * The hash and cipher contexts are created once per process and reused;
  * nothing is allocated per comparison.
@@ -29,8 +30,6 @@
 
 static EVP_MD_CTX *hash_ctx;
 static const EVP_MD *sha256;
-static EVP_CIPHER_CTX *aes_ctx;
-static const EVP_CIPHER *aes128;
 
 /* H(k, r) = (first 8 bytes of SHA-256(k || r), big-endian) mod 3 */
 static int
@@ -65,6 +64,25 @@ ore_hash(const uint8_t *key, const uint8_t *nonce)
 	return (int) (v % 3);
 }
 
+/*
+ * Version 2's H keys AES with the left key of the first differing block.
+ * A range scan compares one query operand with every row, so its keys (one
+ * per block) come back again and again: the key schedules are kept in a
+ * small direct-mapped cache of cipher contexts, and a hit costs one AES
+ * block.  Keys are PRF outputs, so their first bytes spread them evenly.
+ */
+#define ORE_AES_CACHE	64
+
+typedef struct OreAesSlot
+{
+	EVP_CIPHER_CTX *ctx;
+	bool		keyed;
+	uint8_t		key[ORE_KEY_SIZE];
+} OreAesSlot;
+
+static OreAesSlot aes_cache[ORE_AES_CACHE];
+static const EVP_CIPHER *aes128;
+
 /* H(k, r) = (first 8 bytes of AES-128_k(r), big-endian) mod 3 */
 static int
 ore_hash_aes(const uint8_t *key, const uint8_t *nonce)
@@ -72,31 +90,42 @@ ore_hash_aes(const uint8_t *key, const uint8_t *nonce)
 	uint8_t		block[32];
 	int			len;
 	uint64_t	v = 0;
+	OreAesSlot *slot;
 
-	if (aes_ctx == NULL)
+	if (aes128 == NULL)
 	{
 #if OPENSSL_VERSION_NUMBER >= 0x30000000L
-		if (aes128 == NULL)
-			aes128 = EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL);
+		aes128 = EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL);
 #else
 		aes128 = EVP_aes_128_ecb();
 #endif
 		if (aes128 == NULL)
 			return -1;
-		aes_ctx = EVP_CIPHER_CTX_new();
-		if (aes_ctx == NULL)
+	}
+	slot = &aes_cache[(key[0] | (key[1] << 8)) % ORE_AES_CACHE];
+	if (slot->ctx == NULL)
+	{
+		slot->ctx = EVP_CIPHER_CTX_new();
+		if (slot->ctx == NULL)
 			return -1;
-		if (EVP_EncryptInit_ex(aes_ctx, aes128, NULL, NULL, NULL) != 1 ||
-			EVP_CIPHER_CTX_set_padding(aes_ctx, 0) != 1)
+		if (EVP_EncryptInit_ex(slot->ctx, aes128, NULL, NULL, NULL) != 1 ||
+			EVP_CIPHER_CTX_set_padding(slot->ctx, 0) != 1)
 		{
-			EVP_CIPHER_CTX_free(aes_ctx);
-			aes_ctx = NULL;
+			EVP_CIPHER_CTX_free(slot->ctx);
+			slot->ctx = NULL;
 			return -1;
 		}
 	}
-	/* a new key on the context keeps its cipher: only the key schedule */
-	if (EVP_EncryptInit_ex(aes_ctx, NULL, NULL, key, NULL) != 1 ||
-		EVP_EncryptUpdate(aes_ctx, block, &len, nonce, ORE_NONCE_SIZE) != 1 ||
+	if (!slot->keyed || memcmp(slot->key, key, ORE_KEY_SIZE) != 0)
+	{
+		/* a new key on the context keeps its cipher: only the schedule */
+		slot->keyed = false;
+		if (EVP_EncryptInit_ex(slot->ctx, NULL, NULL, key, NULL) != 1)
+			return -1;
+		memcpy(slot->key, key, ORE_KEY_SIZE);
+		slot->keyed = true;
+	}
+	if (EVP_EncryptUpdate(slot->ctx, block, &len, nonce, ORE_NONCE_SIZE) != 1 ||
 		len != ORE_NONCE_SIZE)
 		return -1;
 	for (int i = 0; i < 8; i++)
