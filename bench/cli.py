@@ -3,6 +3,7 @@ python -m bench report RESULTS_DIR
 python -m bench headline RESULTS_DIR"""
 
 import argparse
+import fcntl
 import os
 import secrets
 import shutil
@@ -205,6 +206,17 @@ def main(argv=None):
     out = args.out or os.path.join(BUILD, "bench-results", timestamp().replace(":", ""))
     os.makedirs(out, exist_ok=True)
     os.makedirs(args.workdir, exist_ok=True)
+    # a run removes its working directory when it ends: a second run in the
+    # same one would delete the first one's clusters under its servers
+    lock = open(os.path.join(args.workdir, ".lock"), "w")  # held until the process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(
+            f"bench: another benchmark run is using {args.workdir}; wait for it to end or give this one --workdir DIR",
+            file=sys.stderr,
+        )
+        return 2
     key_file = os.path.join(args.workdir, "kek")
     with open(key_file, "w") as f:
         f.write(secrets.token_hex(32) + "\n")

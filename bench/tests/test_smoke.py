@@ -237,3 +237,26 @@ def test_proxy_scenario_without_the_proxy_fails_clearly(tmp_path):
     assert f"pgcipher-proxy not found at {tmp_path / 'no-such-proxy'}" in r.stdout + r.stderr
     assert "proxy FAILED" in r.stdout
     assert "No results" in (out / "report.md").read_text()
+
+
+@SMOKE
+def test_second_run_refused_in_a_busy_workdir(tmp_path):
+    """A run removes its working directory when it ends, so a second run in
+    the same one would delete the first one's clusters under its servers:
+    it is refused while the first holds the directory's lock."""
+    import fcntl
+
+    work = tempfile.mkdtemp(prefix="pgb")
+    with open(os.path.join(work, ".lock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = subprocess.run(
+            [sys.executable, "-m", "bench", "run", "--tiny", "--scenario", "micro"]
+            + ["--workdir", work, "--out", str(tmp_path / "out")],
+            cwd=TOP,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "another benchmark run is using" in r.stderr
+    assert os.path.exists(os.path.join(work, ".lock")), "the busy directory was removed"
