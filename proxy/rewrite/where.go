@@ -228,8 +228,10 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 	}
 	if tc := v.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		// '2024-01-01'::date, $1::int: the value is the literal or
-		// parameter; the server sees the encrypted type instead
+		// parameter; the server sees the encrypted type instead (so the
+		// statement is sent as rewritten, without the cast)
 		v.Node = tc.Arg.Node
+		a.changed = true
 	}
 	switch {
 	case v.GetAConst() != nil:

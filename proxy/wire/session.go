@@ -115,6 +115,9 @@ type session struct {
 	stmts   map[string]*stmt
 	portals map[string]*portal
 	plans   map[string]*rewrite.Plan // cacheable plans by SQL text
+	// templates: by statement shape (rewrite.Shape); nil for a shape
+	// that has none
+	templates map[string]*rewrite.Template
 
 	q        queue
 	txStatus atomic.Uint32 // the server's last ReadyForQuery status
@@ -226,6 +229,7 @@ func (s *session) setCatalog(c *catalog.Catalog) {
 	if c != s.shared {
 		// plans name the columns and keys of the catalog they were made with
 		s.plans = map[string]*rewrite.Plan{}
+		s.templates = map[string]*rewrite.Template{}
 	}
 	s.shared = c
 	s.applyNames()
@@ -288,6 +292,11 @@ func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 	if p := s.plans[sql]; p != nil {
 		return p, nil
 	}
+	if s.cat.Mentions(sql) {
+		if p := s.fromTemplate(sql); p != nil {
+			return p, nil
+		}
+	}
 	p, err := rewrite.Analyze(sql, s.cat, s.srv.cfg.Keys)
 	if err != nil {
 		return nil, err
@@ -301,6 +310,36 @@ func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 		s.plans[sql] = p
 	}
 	return p, nil
+}
+
+// fromTemplate plans a statement with literals from the template of its
+// shape (design 15.12), made the first time the shape is seen; nil where
+// the shape has none or the statement's literals do not fit it, and the
+// statement is analysed on its own.
+func (s *session) fromTemplate(sql string) *rewrite.Plan {
+	shape, lits, ok := rewrite.Shape(sql)
+	if !ok {
+		return nil
+	}
+	t, known := s.templates[shape]
+	if !known {
+		var err error
+		if t, err = rewrite.NewTemplate(shape, len(lits), sql, s.cat, s.srv.cfg.Keys); err != nil {
+			t = nil
+		}
+		if s.templates == nil || len(s.templates) > 10000 {
+			s.templates = map[string]*rewrite.Template{}
+		}
+		s.templates[shape] = t
+	}
+	if t == nil {
+		return nil
+	}
+	p, err := t.Plan(lits, rand.Reader)
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // refusal turns an analysis error into the proxy's error for the client.
@@ -545,6 +584,7 @@ func (s *session) applyNameChanges(p *rewrite.Plan) {
 // the old one go.
 func (s *session) namesChanged() {
 	s.plans = map[string]*rewrite.Plan{}
+	s.templates = map[string]*rewrite.Template{}
 	s.applyNames()
 	s.gen++
 }
