@@ -205,6 +205,8 @@ def main(argv=None):
         params[n] = SCENARIOS[n].plan(args.profile, overrides or None)
     out = args.out or os.path.join(BUILD, "bench-results", timestamp().replace(":", ""))
     os.makedirs(out, exist_ok=True)
+    # absolute: servers run in their own directory and find sockets there
+    args.workdir = os.path.abspath(args.workdir)
     os.makedirs(args.workdir, exist_ok=True)
     # a run removes its working directory when it ends: a second run in the
     # same one would delete the first one's clusters under its servers
