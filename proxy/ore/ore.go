@@ -197,21 +197,32 @@ func Compare(a, b []byte) (int, error) {
 	if n == 0 {
 		return 0, fmt.Errorf("ore: bad ciphertext length %d", len(a))
 	}
+	return compareBlocks(a, b, n, func(k, r []byte) (byte, error) { return h(k, r), nil })
+}
+
+// compareBlocks is the comparison of both versions, on the layout they
+// share (n blocks): the first block whose (k′, x̃) differs, then
+// v = z_b[i][x̃_a,i] − H(k′_a,i, r_b) mod 3 with the version's H.  a may be
+// a left part alone.
+func compareBlocks(a, b []byte, n int, hash func(k, r []byte) (byte, error)) (int, error) {
 	nibOff := keyLen * n
 	rOff := nibOff + n/2
 	zOff := rOff + nonceLen
-	for i := 0; i < n; i++ {
+	for i := range n {
 		xa, xb := nibble(a[nibOff:], i), nibble(b[nibOff:], i)
-		ka, kb := a[keyLen*i:keyLen*(i+1)], b[keyLen*i:keyLen*(i+1)]
-		if xa == xb && bytes.Equal(ka, kb) {
+		ka := a[keyLen*i : keyLen*(i+1)]
+		if xa == xb && bytes.Equal(ka, b[keyLen*i:keyLen*(i+1)]) {
 			continue
 		}
 		zb := (b[zOff+4*i+int(xa)/4] >> (2 * (xa % 4))) & 3
 		if zb == 3 { // entries are residues mod 3
 			return 0, ErrCorrupt
 		}
-		v := (zb + 3 - h(ka, b[rOff:rOff+nonceLen])) % 3
-		switch v {
+		hv, err := hash(ka, b[rOff:rOff+nonceLen])
+		if err != nil {
+			return 0, err
+		}
+		switch (zb + 3 - hv) % 3 {
 		case 1:
 			return 1, nil
 		case 2:

@@ -5,7 +5,6 @@
 package ore
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
@@ -253,32 +252,8 @@ func Compare2(a, b []byte) (int, error) {
 	if len(a) != len(b) && len(a) != LeftSize2(n/2) {
 		return 0, fmt.Errorf("ore: ciphertext lengths do not match (%d and %d)", len(a), len(b))
 	}
-	nibOff := keyLen * n
-	rOff := nibOff + n/2
-	zOff := rOff + nonceLen
-	for i := range n {
-		xa, xb := nibble(a[nibOff:], i), nibble(b[nibOff:], i)
-		ka := a[keyLen*i : keyLen*(i+1)]
-		if xa == xb && bytes.Equal(ka, b[keyLen*i:keyLen*(i+1)]) {
-			continue
-		}
-		zb := (b[zOff+4*i+int(xa)/4] >> (2 * (xa % 4))) & 3
-		if zb == 3 {
-			return 0, ErrCorrupt
-		}
+	return compareBlocks(a, b, n, func(k, r []byte) (byte, error) {
 		var out [aes.BlockSize]byte
-		hv, err := h2(ka, b[rOff:rOff+nonceLen], out[:])
-		if err != nil {
-			return 0, err
-		}
-		switch (zb + 3 - hv) % 3 {
-		case 1:
-			return 1, nil
-		case 2:
-			return -1, nil
-		default:
-			return 0, ErrCorrupt
-		}
-	}
-	return 0, nil
+		return h2(k, r, out[:])
+	})
 }
