@@ -88,7 +88,6 @@ static int
 ore_hash_aes(const uint8_t *key, const uint8_t *nonce)
 {
 	uint8_t		block[32];
-	int			len;
 	uint64_t	v = 0;
 	OreAesSlot *slot;
 
@@ -125,8 +124,12 @@ ore_hash_aes(const uint8_t *key, const uint8_t *nonce)
 		memcpy(slot->key, key, ORE_KEY_SIZE);
 		slot->keyed = true;
 	}
-	if (EVP_EncryptUpdate(slot->ctx, block, &len, nonce, ORE_NONCE_SIZE) != 1 ||
-		len != ORE_NONCE_SIZE)
+
+	/*
+	 * One whole block in ECB without padding: EVP_Cipher goes straight to the
+	 * cipher, without EVP_EncryptUpdate's buffering of partial blocks.
+	 */
+	if (EVP_Cipher(slot->ctx, block, nonce, ORE_NONCE_SIZE) <= 0)
 		return -1;
 	for (int i = 0; i < 8; i++)
 		v = (v << 8) | block[i];
