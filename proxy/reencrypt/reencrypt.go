@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -86,8 +87,8 @@ func Column(ctx context.Context, conn *pgconn.PgConn, table, column string, o Op
 			// keys of dead rows, and copies in its inner pages), and a
 			// format-2 key cannot be compared with one: the indexes
 			// are built again, online, from values that carry both
-			if _, err := exec(ctx, conn, "REINDEX TABLE CONCURRENTLY "+rel); err != nil {
-				return res, fmt.Errorf("reencrypt: rebuilding the indexes of %s: %w", rel, err)
+			if err := reindex(ctx, conn, rel); err != nil {
+				return res, err
 			}
 			logf("%s: indexes rebuilt", rel)
 		}
@@ -118,8 +119,8 @@ func Column(ctx context.Context, conn *pgconn.PgConn, table, column string, o Op
 		if state == "2" {
 			// every value is of format 2 now and no other can be
 			// written: a last rebuild leaves no older key in any index
-			if _, err := exec(ctx, conn, "REINDEX TABLE CONCURRENTLY "+rel); err != nil {
-				return res, fmt.Errorf("reencrypt: rebuilding the indexes of %s: %w", rel, err)
+			if err := reindex(ctx, conn, rel); err != nil {
+				return res, err
 			}
 			// statistics of format 2, so that estimates use them again
 			if _, err := exec(ctx, conn, "ANALYZE "+rel); err != nil {
@@ -128,6 +129,31 @@ func Column(ctx context.Context, conn *pgconn.PgConn, table, column string, o Op
 		}
 	}
 	return res, nil
+}
+
+// reindex rebuilds the indexes of rel concurrently.  A rebuild killed
+// half-way leaves an invalid copy (name ending in _ccnew or _ccold) that
+// REINDEX skips but writes still maintain: those are dropped first.  An
+// invalid index of another name is the DBA's, and may hold keys of format
+// 1 that no rebuild would replace: the move stops and names it.
+func reindex(ctx context.Context, conn *pgconn.PgConn, rel string) error {
+	rows, err := exec(ctx, conn, "SELECT c.relname, i.indexrelid::pg_catalog.regclass::pg_catalog.text FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = $1::pg_catalog.regclass AND NOT i.indisvalid", rel)
+	if err != nil {
+		return fmt.Errorf("reencrypt: the indexes of %s: %w", rel, err)
+	}
+	for _, r := range rows {
+		name, qualified := string(r[0]), string(r[1])
+		if !regexp.MustCompile(`_cc(new|old)[0-9]*$`).MatchString(name) {
+			return fmt.Errorf("reencrypt: index %s of %s is invalid: drop it or rebuild it (REINDEX INDEX), then run the move again", qualified, rel)
+		}
+		if _, err := exec(ctx, conn, "DROP INDEX CONCURRENTLY "+qualified); err != nil {
+			return fmt.Errorf("reencrypt: dropping %s, left by a rebuild that did not end: %w", qualified, err)
+		}
+	}
+	if _, err := exec(ctx, conn, "REINDEX TABLE CONCURRENTLY "+rel); err != nil {
+		return fmt.Errorf("reencrypt: rebuilding the indexes of %s: %w", rel, err)
+	}
+	return nil
 }
 
 // mover rewrites the rows of one column whose values have one format.

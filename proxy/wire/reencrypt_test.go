@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,5 +222,90 @@ ALTER TABLE acct VALIDATE CONSTRAINT pgcipher_k`)
 	// a second run has nothing to do
 	if res, err := reencrypt.Column(ctx, mover, "acct", "k", reencrypt.Options{}); err != nil || res.Moved != 0 || res.From != "2" {
 		t.Errorf("second run: %+v, %v", res, err)
+	}
+}
+
+// A move killed at any of its steps is finished by running it again: the
+// tool's connection is closed at each step in turn (what a kill -9 of the
+// tool does to it), a rebuild's invalid leftover index is dropped, and the
+// column ends at format 2 with every value and its index whole.
+func TestReencryptResumes(t *testing.T) {
+	e := setup(t)
+	proxy := e.startProxy(t, &syncBuffer{})
+	ctx := context.Background()
+	admin := connect(t, proxy)
+	mustExec(t, admin, "CREATE EXTENSION pgcipher_columns")
+	mustExec(t, admin, `SELECT pgcipher.add_column_key('k1');
+CREATE TABLE acct (id int PRIMARY KEY, k enc_int8_ord);
+SELECT pgcipher.encrypt_column('acct', 'k', 'k1', 'ORD');
+SELECT pgcipher.set_ore_format('acct', 'k', '1');
+ALTER TABLE acct VALIDATE CONSTRAINT pgcipher_k`)
+	const n = 500
+	ins := connect(t, proxy)
+	for i := 1; i <= n; i++ {
+		if _, err := ins.Exec(ctx, "INSERT INTO acct VALUES ($1, $2)", i, int64(i*3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustExec(t, admin, "CREATE INDEX acct_k ON acct (k)")
+	direct, err := pgx.Connect(ctx, e.upstream+" dbname="+e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	// the steps, in the order a move meets them
+	for _, at := range []string{"order format 1+2", "rows of format 1 rewritten", "order format 12",
+		"indexes rebuilt", "order format 2+1", "rows of format 3 rewritten"} {
+		conn, err := pgconn.Connect(ctx, proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = reencrypt.Column(ctx, conn, "acct", "k", reencrypt.Options{Batch: 100,
+			Log: func(format string, a ...any) {
+				if strings.Contains(fmt.Sprintf(format, a...), at) {
+					conn.Close(ctx)
+				}
+			}})
+		if err == nil {
+			t.Fatalf("killed at %q: the move ended", at)
+		}
+		t.Logf("killed at %q: %v", at, err)
+		if at == "order format 12" {
+			// a rebuild killed half-way: its copy of the index, invalid
+			if _, err := direct.Exec(ctx, "CREATE INDEX acct_k_ccnew ON acct (k); "+
+				"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'acct_k_ccnew'::regclass"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conn, err := pgconn.Connect(ctx, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	res, err := reencrypt.Column(ctx, conn, "acct", "k", reencrypt.Options{Batch: 100, Log: t.Logf})
+	if err != nil {
+		t.Fatalf("the last run: %v", err)
+	}
+	t.Logf("the last run: from %s, %d rows", res.From, res.Moved)
+	var formats, invalid, leftovers int
+	if err := direct.QueryRow(ctx, "SELECT count(DISTINCT enc_format(k)) FILTER (WHERE enc_format(k) <> 2), "+
+		"(SELECT count(*) FROM pg_index WHERE indrelid = 'acct'::regclass AND NOT indisvalid), "+
+		"(SELECT count(*) FROM pg_class WHERE relname LIKE 'acct_k_cc%') FROM acct").Scan(&formats, &invalid, &leftovers); err != nil {
+		t.Fatal(err)
+	}
+	if formats != 0 || invalid != 0 || leftovers != 0 {
+		t.Errorf("after: %d formats other than 2, %d invalid indexes, %d leftovers", formats, invalid, leftovers)
+	}
+	check := connect(t, proxy)
+	mustExec(t, check, "SET enable_seqscan = off")
+	var count int
+	var sum int64
+	if err := check.QueryRow(ctx, "SELECT count(*), sum(k) FROM acct WHERE k BETWEEN $1 AND $2", 300, 599).Scan(&count, &sum); err != nil {
+		t.Fatal(err)
+	}
+	// k = 3i for i in 1..500: 300..599 holds i = 100..199
+	if count != 100 || sum != 3*(100+199)*100/2 {
+		t.Errorf("range through the index: %d rows summing to %d, want 100 and %d", count, sum, 3*(100+199)*100/2)
 	}
 }
