@@ -19,6 +19,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/values"
 )
 
@@ -199,6 +200,10 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 	for i := range out.Filters {
 		if f := &out.Filters[i]; f.Param > 0 {
 			f.Pattern, f.Param = lits[f.Param-1].Value, 0
+			// as the statement alone would check it (NOT LIKE included)
+			if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i, p := range t.plan.Params {
