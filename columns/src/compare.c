@@ -126,7 +126,7 @@ common_ore(const EncValue *a, const EncValue *b, bool *swap)
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("cannot compare encrypted values of order formats 1 and 2"),
 			 errdetail("One value has only the version-1 order-revealing part, the other only version 2's."),
-			 errhint("A column holds one format; pgcipher.reencrypt_column() moves a column through the proxy, and values of a column being moved carry both.")));
+			 errhint("A column holds one format; pgcipher-keys reencrypt-column moves a column to format 2 through the proxy, and values of a column being moved carry both.")));
 	return ORE_V1;				/* not reached */
 }
 
