@@ -12,7 +12,9 @@
 //
 // NewKey makes a Key from the two HMAC keys, Key.Encrypt encrypts an order
 // input of at most MaxInput bytes into Size(len) bytes, and Compare orders
-// two ciphertexts without a key, as the server does.  Package colcrypt is
+// two ciphertexts without a key, as the server does.  Order format 2
+// (section 13.5b) has the same layout on AES: NewKey2, Key2.Encrypt,
+// Key2.EncryptLeft (the left part alone, a query operand) and Compare2.  Package colcrypt is
 // its only user: it derives the keys from a column's CEK and encrypts the
 // order input of each value of an ORD column (design 13.3).
 package ore

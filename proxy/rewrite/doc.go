@@ -25,4 +25,6 @@
 // wire runs the Plan; the expressions of computed results are package
 // compute's, and literals are encoded with package values and encrypted
 // with the colcrypt.Column that catalog.Keys gives for their column.
+// Shape, NewTemplate and Template.Plan plan statements that carry their
+// literals inline once per shape (design 15.12).
 package rewrite
