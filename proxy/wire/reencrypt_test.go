@@ -22,10 +22,11 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/reencrypt"
 )
 
-func TestReencryptColumnOnline(t *testing.T) {
+// legacyColumn makes acct(id, k enc_int8_ord) with k bound at order
+// format 1, as extension 0.1 bound ORD columns, behind a proxy of its own.
+func legacyColumn(t *testing.T) (*env, string, *pgx.Conn) {
 	e := setup(t)
 	proxy := e.startProxy(t, &syncBuffer{})
-	ctx := context.Background()
 	admin := connect(t, proxy)
 	mustExec(t, admin, "CREATE EXTENSION pgcipher_columns")
 	mustExec(t, admin, `SELECT pgcipher.add_column_key('k1');
@@ -33,6 +34,12 @@ CREATE TABLE acct (id int PRIMARY KEY, k enc_int8_ord);
 SELECT pgcipher.encrypt_column('acct', 'k', 'k1', 'ORD');
 SELECT pgcipher.set_ore_format('acct', 'k', '1');
 ALTER TABLE acct VALIDATE CONSTRAINT pgcipher_k`)
+	return e, proxy, admin
+}
+
+func TestReencryptColumnOnline(t *testing.T) {
+	e, proxy, admin := legacyColumn(t)
+	ctx := context.Background()
 	// the proxy read the catalog before set_ore_format: a new session
 	// sees format 1 (the statement above reloaded it)
 	const rowsN = 3000
@@ -230,16 +237,8 @@ ALTER TABLE acct VALIDATE CONSTRAINT pgcipher_k`)
 // tool does to it), a rebuild's invalid leftover index is dropped, and the
 // column ends at format 2 with every value and its index whole.
 func TestReencryptResumes(t *testing.T) {
-	e := setup(t)
-	proxy := e.startProxy(t, &syncBuffer{})
+	e, proxy, admin := legacyColumn(t)
 	ctx := context.Background()
-	admin := connect(t, proxy)
-	mustExec(t, admin, "CREATE EXTENSION pgcipher_columns")
-	mustExec(t, admin, `SELECT pgcipher.add_column_key('k1');
-CREATE TABLE acct (id int PRIMARY KEY, k enc_int8_ord);
-SELECT pgcipher.encrypt_column('acct', 'k', 'k1', 'ORD');
-SELECT pgcipher.set_ore_format('acct', 'k', '1');
-ALTER TABLE acct VALIDATE CONSTRAINT pgcipher_k`)
 	const n = 500
 	ins := connect(t, proxy)
 	for i := 1; i <= n; i++ {
