@@ -54,55 +54,125 @@ type encrypter struct {
 	prf, perm hash.Hash
 	msg       []byte // 0x01|0x02 ‖ i ‖ prefix ‖ j|c
 	sum       [sha256.Size]byte
+	prefix    []byte // the earlier nibbles of the input, one byte each
 }
 
 // f computes F(i, prefix, j) into out (16 bytes).
-func (e *encrypter) f(i int, prefix []byte, j byte, out []byte) {
+func (e *encrypter) f(i int, j byte, out []byte) {
 	e.msg = append(e.msg[:0], 0x01, byte(i))
-	e.msg = append(e.msg, prefix...)
+	e.msg = append(e.msg, e.prefix...)
 	e.msg = append(e.msg, j)
 	e.prf.Reset()
 	e.prf.Write(e.msg)
 	copy(out, e.prf.Sum(e.sum[:0])[:keyLen])
 }
 
-// permutation computes π_{i,prefix} by Fisher–Yates (m from 15 down to 1,
-// swap positions m and a uniform draw in 0…m) over the stream
-// HMAC(k_perm, 0x02 ‖ i ‖ prefix ‖ c), c = 0, 1, …, with rejection
-// sampling so that every draw is uniform.
-func (e *encrypter) permutation(i int, prefix []byte) (pi [blockValues]byte) {
+// block brings the prefix up to block i of input and returns π_{i,prefix}:
+// Fisher–Yates (fisherYates) over the stream HMAC(k_perm, 0x02 ‖ i ‖
+// prefix ‖ c), c = 0, 1, ….
+func (e *encrypter) block(input []byte, i int) ([blockValues]byte, error) {
+	for len(e.prefix) < i {
+		e.prefix = append(e.prefix, nibble(input, len(e.prefix)))
+	}
+	var c byte
+	return fisherYates(func() ([]byte, error) {
+		e.msg = append(e.msg[:0], 0x02, byte(i))
+		e.msg = append(e.msg, e.prefix...)
+		e.msg = append(e.msg, c)
+		c++
+		e.perm.Reset()
+		e.perm.Write(e.msg)
+		return e.perm.Sum(e.sum[:0]), nil
+	})
+}
+
+// hash is H of version 1 (h).
+func (e *encrypter) hash(k, r []byte) (byte, error) { return h(k, r), nil }
+
+// fisherYates returns a permutation π of 0…15: start from the identity
+// array a and, for m from 15 down to 1, swap a[m] with a uniform draw in
+// 0…m taken from the bytes more returns, one chunk after another, a byte
+// rejected when ≥ 256 − 256 mod (m+1) and otherwise giving byte mod
+// (m+1); π(v) = a[v].  Both versions draw so; they differ in the stream.
+func fisherYates(more func() ([]byte, error)) (pi [blockValues]byte, err error) {
 	for v := range pi {
 		pi[v] = byte(v)
 	}
-	var c byte
 	var stream []byte
-	next := func() byte {
-		if len(stream) == 0 {
-			e.msg = append(e.msg[:0], 0x02, byte(i))
-			e.msg = append(e.msg, prefix...)
-			e.msg = append(e.msg, c)
-			c++
-			e.perm.Reset()
-			e.perm.Write(e.msg)
-			stream = e.perm.Sum(e.sum[:0])
-		}
-		b := stream[0]
-		stream = stream[1:]
-		return b
-	}
 	for m := blockValues - 1; m >= 1; m-- {
 		limit := 256 - 256%(m+1)
-		var b int
 		for {
-			b = int(next())
+			if len(stream) == 0 {
+				if stream, err = more(); err != nil {
+					return pi, err
+				}
+			}
+			b := int(stream[0])
+			stream = stream[1:]
 			if b < limit {
+				j := b % (m + 1)
+				pi[m], pi[j] = pi[j], pi[m]
 				break
 			}
 		}
-		j := b % (m + 1)
-		pi[m], pi[j] = pi[j], pi[m]
 	}
-	return pi
+	return pi, nil
+}
+
+// blockScheme is what a version computes for one block of an order input:
+// block(input, i) prepares block i (its prefix x<i) and returns π_{i,x<i};
+// f(i, j, out) writes F(i, x<i, j); hash(k, r) is H.  The block loop
+// (encryptBlocks) and the comparison (compareBlocks) are shared.
+type blockScheme interface {
+	block(input []byte, i int) ([blockValues]byte, error)
+	f(i int, j byte, out []byte)
+	hash(k, r []byte) (byte, error)
+}
+
+// encryptBlocks writes the left part of input into out, in the layout of
+// design 13.5 (n keys k′ᵢ = F(i, x<i, x̃ᵢ), then the n nibbles x̃ᵢ = π(xᵢ)
+// packed two per byte) and, when r is not nil, the right part after r:
+// per block the 16 entries zᵢⱼ = (cmp(π⁻¹(j), xᵢ) + H(F(i, x<i, j), r))
+// mod 3, entry j in byte 4i + j/4 at bits 2(j mod 4).
+func encryptBlocks(s blockScheme, input, out, r []byte) error {
+	n := 2 * len(input)
+	keys := out[:keyLen*n]
+	nibbles := out[keyLen*n : keyLen*n+n/2]
+	var z []byte
+	if r != nil {
+		z = out[keyLen*n+n/2+nonceLen:]
+	}
+	var fj [keyLen]byte
+	for i := range n {
+		x := nibble(input, i)
+		pi, err := s.block(input, i)
+		if err != nil {
+			return err
+		}
+		xt := pi[x]
+		s.f(i, xt, keys[keyLen*i:keyLen*(i+1)])
+		if i%2 == 0 {
+			nibbles[i/2] |= xt << 4
+		} else {
+			nibbles[i/2] |= xt
+		}
+		if r == nil {
+			continue
+		}
+		var inv [blockValues]byte
+		for v, p := range pi {
+			inv[p] = byte(v)
+		}
+		for j := range blockValues {
+			s.f(i, byte(j), fj[:])
+			hv, err := s.hash(fj[:], r)
+			if err != nil {
+				return err
+			}
+			z[4*i+j/4] |= (cmp(inv[j], x) + hv) % 3 << (2 * (j % 4))
+		}
+	}
+	return nil
 }
 
 // h is H(k, r): the first 8 bytes of SHA-256(k ‖ r), big-endian, mod 3.
@@ -136,46 +206,19 @@ func (k *Key) Encrypt(input []byte, rand io.Reader) ([]byte, error) {
 	}
 	n := 2 * len(input)
 	out := make([]byte, Size(len(input)))
-	keys := out[:keyLen*n]
-	nibbles := out[keyLen*n : keyLen*n+n/2]
 	r := out[keyLen*n+n/2 : keyLen*n+n/2+nonceLen]
-	z := out[keyLen*n+n/2+nonceLen:]
 	if _, err := io.ReadFull(rand, r); err != nil {
 		return nil, fmt.Errorf("ore: reading randomness: %w", err)
 	}
 
 	e := &encrypter{
-		prf:  hmac.New(sha256.New, k.prf),
-		perm: hmac.New(sha256.New, k.perm),
-		msg:  make([]byte, 0, 3+n),
+		prf:    hmac.New(sha256.New, k.prf),
+		perm:   hmac.New(sha256.New, k.perm),
+		msg:    make([]byte, 0, 3+n),
+		prefix: make([]byte, 0, n),
 	}
-	prefix := make([]byte, 0, n) // earlier nibbles, one byte each
-	var fj [keyLen]byte
-	for i := 0; i < n; i++ {
-		x := input[i/2] >> 4
-		if i%2 == 1 {
-			x = input[i/2] & 0x0f
-		}
-		pi := e.permutation(i, prefix)
-		var inv [blockValues]byte
-		for v, p := range pi {
-			inv[p] = byte(v)
-		}
-		xt := pi[x]
-		// Left: k′ᵢ = F(i, x<i, x̃ᵢ), x̃ᵢ = π(xᵢ).
-		e.f(i, prefix, xt, keys[keyLen*i:keyLen*(i+1)])
-		if i%2 == 0 {
-			nibbles[i/2] |= xt << 4
-		} else {
-			nibbles[i/2] |= xt
-		}
-		// Right: zᵢⱼ = cmp(π⁻¹(j), xᵢ) + H(F(i, x<i, j), r) mod 3.
-		for j := 0; j < blockValues; j++ {
-			e.f(i, prefix, byte(j), fj[:])
-			v := (cmp(inv[j], x) + h(fj[:], r)) % 3
-			z[4*i+j/4] |= v << (2 * (j % 4))
-		}
-		prefix = append(prefix, x)
+	if err := encryptBlocks(e, input, out, r); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -197,7 +240,7 @@ func Compare(a, b []byte) (int, error) {
 	if n == 0 {
 		return 0, fmt.Errorf("ore: bad ciphertext length %d", len(a))
 	}
-	return compareBlocks(a, b, n, func(k, r []byte) (byte, error) { return h(k, r), nil })
+	return compareBlocks(a, b, n, (*encrypter)(nil).hash)
 }
 
 // compareBlocks is the comparison of both versions, on the layout they

@@ -88,61 +88,47 @@ func setNibble(b *[aes.BlockSize]byte, pos int, v byte) {
 	}
 }
 
-// scratch holds one encryption's AES inputs and outputs: a block passed to
-// cipher.Block escapes, so they are allocated once per call, not per block.
-type scratch struct {
+// encrypter2 is version 2's blockScheme for one encryption; its AES
+// inputs and outputs live in it because a block passed to cipher.Block
+// escapes: allocated once per call, not per block.
+type encrypter2 struct {
+	k                         *Key2
 	prefix, in, stream, fj, h [aes.BlockSize]byte
+}
+
+// block sets the prefix to the first i nibbles of input and returns
+// π_{i,x<i}: Fisher–Yates (fisherYates) over the bytes of
+// AES_{K′_i}(x<i ‖ 0… ‖ c), c = 0, 1, … in the last nibble.
+func (e *encrypter2) block(input []byte, i int) ([blockValues]byte, error) {
+	e.prefix = prefixBlock(input, i)
+	c := byte(0)
+	return fisherYates(func() ([]byte, error) {
+		if c == 16 {
+			return nil, fmt.Errorf("ore: permutation draws exhausted")
+		}
+		e.in = e.prefix
+		setNibble(&e.in, 2*aes.BlockSize-1, c)
+		c++
+		e.k.perm[i].Encrypt(e.stream[:], e.in[:])
+		return e.stream[:], nil
+	})
 }
 
 // f computes F(i, x<i, j) = AES_{K_i}(x<i ‖ j ‖ 0…) into out: the prefix's
 // i nibbles, then j at nibble position i.
-func (k *Key2) f(s *scratch, i int, j byte, out []byte) {
-	s.in = s.prefix
-	setNibble(&s.in, i, j)
-	k.prf[i].Encrypt(out, s.in[:])
+func (e *encrypter2) f(i int, j byte, out []byte) {
+	e.in = e.prefix
+	setNibble(&e.in, i, j)
+	e.k.prf[i].Encrypt(out, e.in[:])
 }
 
-// permutation returns π_{i,x<i} of 0…15 by Fisher–Yates (m from 15 down to
-// 1, swap positions m and a uniform draw in 0…m, π(v) = a[v]) whose draws
-// are the bytes of AES_{K′_i}(x<i ‖ 0… ‖ c), c = 0, 1, … in the last
-// nibble, a byte rejected when ≥ 256 − 256 mod (m+1) and otherwise giving
-// byte mod (m+1).
-func (k *Key2) permutation(s *scratch, i int) (pi [blockValues]byte, err error) {
-	for v := range pi {
-		pi[v] = byte(v)
-	}
-	stream := s.stream[:]
-	used := len(stream)
-	c := byte(0)
-	for m := blockValues - 1; m >= 1; m-- {
-		limit := 256 - 256%(m+1)
-		for {
-			if used == len(stream) {
-				if c == 16 {
-					return pi, fmt.Errorf("ore: permutation draws exhausted")
-				}
-				s.in = s.prefix
-				setNibble(&s.in, 2*aes.BlockSize-1, c)
-				c++
-				k.perm[i].Encrypt(stream, s.in[:])
-				used = 0
-			}
-			b := int(stream[used])
-			used++
-			if b < limit {
-				j := b % (m + 1)
-				pi[m], pi[j] = pi[j], pi[m]
-				break
-			}
-		}
-	}
-	return pi, nil
-}
+// hash is H(k, r) (h2) with the encryption's own scratch block.
+func (e *encrypter2) hash(k, r []byte) (byte, error) { return h2(k, r, e.h[:]) }
 
 // h2 is H(k, r): the first 8 bytes of AES-128_k(r), big-endian, mod 3;
 // out is scratch space of one AES block.
-func h2(key, r, out []byte) (byte, error) {
-	c, err := aes.NewCipher(key)
+func h2(k, r, out []byte) (byte, error) {
+	c, err := aes.NewCipher(k)
 	if err != nil {
 		return 0, fmt.Errorf("ore: %w", err)
 	}
@@ -157,54 +143,6 @@ func checkInput2(input []byte) error {
 	return nil
 }
 
-// encrypt2 writes the left part of input into out and, when r is not nil,
-// the right part after it (design 13.5b).
-func (k *Key2) encrypt2(input, out, r []byte) error {
-	n := 2 * len(input)
-	keys := out[:keyLen*n]
-	nibbles := out[keyLen*n : keyLen*n+n/2]
-	var z []byte
-	if r != nil {
-		z = out[keyLen*n+n/2+nonceLen:]
-	}
-	s := &scratch{}
-	for i := range n {
-		x := input[i/2] >> 4
-		if i%2 == 1 {
-			x = input[i/2] & 0x0f
-		}
-		s.prefix = prefixBlock(input, i)
-		pi, err := k.permutation(s, i)
-		if err != nil {
-			return err
-		}
-		xt := pi[x]
-		k.f(s, i, xt, keys[keyLen*i:keyLen*(i+1)])
-		if i%2 == 0 {
-			nibbles[i/2] |= xt << 4
-		} else {
-			nibbles[i/2] |= xt
-		}
-		if r == nil {
-			continue
-		}
-		var inv [blockValues]byte
-		for v, p := range pi {
-			inv[p] = byte(v)
-		}
-		for j := range blockValues {
-			k.f(s, i, byte(j), s.fj[:])
-			hv, err := h2(s.fj[:], r, s.h[:])
-			if err != nil {
-				return err
-			}
-			v := (cmp(inv[j], x) + hv) % 3
-			z[4*i+j/4] |= v << (2 * (j % 4))
-		}
-	}
-	return nil
-}
-
 // EncryptLeft returns the left-only ciphertext of input: what a query
 // parameter needs to be compared with stored values, and nothing that can
 // be compared with another left-only ciphertext.
@@ -213,7 +151,7 @@ func (k *Key2) EncryptLeft(input []byte) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, LeftSize2(len(input)))
-	if err := k.encrypt2(input, out, nil); err != nil {
+	if err := encryptBlocks(&encrypter2{k: k}, input, out, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -233,7 +171,7 @@ func (k *Key2) Encrypt(input []byte, rand io.Reader) ([]byte, error) {
 	if _, err := io.ReadFull(rand, r); err != nil {
 		return nil, fmt.Errorf("ore: reading randomness: %w", err)
 	}
-	if err := k.encrypt2(input, out, r); err != nil {
+	if err := encryptBlocks(&encrypter2{k: k}, input, out, r); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -252,8 +190,6 @@ func Compare2(a, b []byte) (int, error) {
 	if len(a) != len(b) && len(a) != LeftSize2(n/2) {
 		return 0, fmt.Errorf("ore: ciphertext lengths do not match (%d and %d)", len(a), len(b))
 	}
-	return compareBlocks(a, b, n, func(k, r []byte) (byte, error) {
-		var out [aes.BlockSize]byte
-		return h2(k, r, out[:])
-	})
+	var out [aes.BlockSize]byte
+	return compareBlocks(a, b, n, func(k, r []byte) (byte, error) { return h2(k, r, out[:]) })
 }
