@@ -432,7 +432,7 @@ func (c *Catalog) load(res []Result) error {
 		}
 		a.Binding = &Binding{
 			Spec: colcrypt.Spec{KeyID: uint32(kid), Type: a.Enc.Plain, Level: level,
-				Label: string(row[7]), Group: string(row[8]), OREFormat: string(at(row, 9))},
+				Label: string(row[7]), Group: string(row[8]), OREFormat: string(row[9])},
 			KeyName: string(row[4]), CMKName: string(row[5]), WrappedCEK: wrapped,
 		}
 	}
@@ -441,14 +441,6 @@ func (c *Catalog) load(res []Result) error {
 		if r := c.Lookup(schema, name); r == nil {
 			c.AddPlainNamed(schema, name)
 		}
-	}
-	return nil
-}
-
-// at returns field i of row, nil where the row is shorter.
-func at(row [][]byte, i int) []byte {
-	if i < len(row) {
-		return row[i]
 	}
 	return nil
 }

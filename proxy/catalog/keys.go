@@ -97,9 +97,7 @@ func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
 	}
 	// the order format may change (a column moved to format 2, design
 	// 13.5b): not part of the pin, the column is made again for it
-	ps, bs := p.Spec, b.Spec
-	ps.OREFormat, bs.OREFormat = "", ""
-	if ps != bs || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
+	if p.Spec.Binding() != b.Spec.Binding() || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
 		return nil, true, fmt.Errorf("column %s: %w", b.Spec.Label, ErrPinMismatch)
 	}
 	if c := k.columns[b.Spec.Label]; c.Spec().OREFormat == b.Spec.OREFormat || b.Spec.Level != colcrypt.ORD {

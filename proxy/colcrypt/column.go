@@ -33,6 +33,13 @@ type Spec struct {
 	OREFormat string
 }
 
+// Binding is the spec without its order format: what a column's values
+// are bound to, which a move to order format 2 does not change.
+func (s Spec) Binding() Spec {
+	s.OREFormat = ""
+	return s
+}
+
 // OREFormats lists the order formats of a column, in the order a column
 // moves through them.
 var OREFormats = []string{"1", "1+2", "12", "2+1", "2"}
@@ -197,22 +204,16 @@ func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader
 		if err != nil {
 			return nil, err
 		}
-		var parts []func([]byte, io.Reader) ([]byte, error)
-		switch h.Version {
-		case Version:
-			parts = append(parts, c.ore.Encrypt)
-		default:
-			parts = append(parts, c.ore2.Encrypt)
-			if h.Flags == FlagORE1 {
-				parts = append(parts, c.ore.Encrypt)
-			}
-		}
-		for _, enc := range parts {
-			o, err := enc(in, rand)
-			if err != nil {
+		// format 2's part first, then format 1's where the value carries it
+		if h.Version == Version2 {
+			if out, err = appendORE(out, c.ore2.Encrypt, in, rand); err != nil {
 				return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
 			}
-			out = append(out, o...)
+		}
+		if h.Version == Version || h.Flags == FlagORE1 {
+			if out, err = appendORE(out, c.ore.Encrypt, in, rand); err != nil {
+				return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
+			}
 		}
 	}
 	if c.spec.Level == MATCH {
@@ -224,6 +225,15 @@ func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader
 	}
 	out = out[:len(out)+NonceSize]
 	return c.aead.Seal(out, nonce, p, c.ad(out)), nil
+}
+
+// appendORE appends the ORE part enc makes of order input in.
+func appendORE(out []byte, enc func([]byte, io.Reader) ([]byte, error), in []byte, rand io.Reader) ([]byte, error) {
+	o, err := enc(in, rand)
+	if err != nil {
+		return out, err
+	}
+	return append(out, o...), nil
 }
 
 // EncryptOperand encrypts an encoded payload as the operand of a

@@ -131,6 +131,9 @@ func Column(ctx context.Context, conn *pgconn.PgConn, table, column string, o Op
 	return res, nil
 }
 
+// rebuildCopy names the copies REINDEX CONCURRENTLY makes of an index.
+var rebuildCopy = regexp.MustCompile(`_cc(new|old)[0-9]*$`)
+
 // reindex rebuilds the indexes of rel concurrently.  A rebuild killed
 // half-way leaves an invalid copy (name ending in _ccnew or _ccold) that
 // REINDEX skips but writes still maintain: those are dropped first.  An
@@ -143,7 +146,7 @@ func reindex(ctx context.Context, conn *pgconn.PgConn, rel string) error {
 	}
 	for _, r := range rows {
 		name, qualified := string(r[0]), string(r[1])
-		if !regexp.MustCompile(`_cc(new|old)[0-9]*$`).MatchString(name) {
+		if !rebuildCopy.MatchString(name) {
 			return fmt.Errorf("reencrypt: index %s of %s is invalid: drop it or rebuild it (REINDEX INDEX), then run the move again", qualified, rel)
 		}
 		if _, err := exec(ctx, conn, "DROP INDEX CONCURRENTLY "+qualified); err != nil {

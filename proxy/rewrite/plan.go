@@ -6,6 +6,7 @@ package rewrite
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
@@ -57,6 +58,22 @@ type Param struct {
 	Operand bool
 	// ArrayOID is the encrypted array type's OID when Array is set.
 	ArrayOID uint32
+}
+
+// EncryptPayload encrypts an encoded value of the parameter: as a query
+// operand where the statement only compares with it, else as a value.
+func (p *Param) EncryptPayload(payload []byte, rand io.Reader) ([]byte, error) {
+	return encryptPayload(p.Column, payload, p.Operand, rand)
+}
+
+// encryptPayload is the one choice between a comparison's operand
+// (colcrypt's EncryptOperand: a query at order format 2) and a value to
+// store, for literals and parameters alike.
+func encryptPayload(c *colcrypt.Column, payload []byte, operand bool, rand io.Reader) ([]byte, error) {
+	if operand {
+		return c.EncryptOperand(payload, rand)
+	}
+	return c.EncryptPayload(payload, rand)
 }
 
 // Resort asks the proxy to sort a result again by the plaintext of one

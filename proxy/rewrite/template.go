@@ -219,11 +219,7 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 		default:
 			var payload []byte
 			if payload, err = values.Encode(p.EncType.Plain, v); err == nil {
-				if p.Operand {
-					ct, err = p.Column.EncryptOperand(payload, rand)
-				} else {
-					ct, err = p.Column.EncryptPayload(payload, rand)
-				}
+				ct, err = p.EncryptPayload(payload, rand)
 			}
 		}
 		if err != nil {

@@ -328,11 +328,7 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, ope
 	} else {
 		var p []byte
 		if p, err = values.Encode(c.attr.Enc.Plain, plain); err == nil {
-			if operand {
-				ct, err = cc.EncryptOperand(p, rand.Reader)
-			} else {
-				ct, err = cc.EncryptPayload(p, rand.Reader)
-			}
+			ct, err = encryptPayload(cc, p, operand, rand.Reader)
 		}
 	}
 	if err != nil {

@@ -74,11 +74,7 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		default:
 			var payload []byte
 			if payload, err = values.Payload(p.EncType.Plain, clientOID(i), f, v); err == nil {
-				if p.Operand {
-					ct, err = p.Column.EncryptOperand(payload, rand.Reader)
-				} else {
-					ct, err = p.Column.EncryptPayload(payload, rand.Reader)
-				}
+				ct, err = p.EncryptPayload(payload, rand.Reader)
 			}
 		}
 		if err != nil {

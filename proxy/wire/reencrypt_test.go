@@ -6,6 +6,7 @@ package wire_test
 // plaintext's, and afterwards the server holds format 2 alone.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -307,4 +308,72 @@ func TestReencryptResumes(t *testing.T) {
 	if count != 100 || sum != 3*(100+199)*100/2 {
 		t.Errorf("range through the index: %d rows summing to %d, want 100 and %d", count, sum, 3*(100+199)*100/2)
 	}
+}
+
+// What a move sends the server: the proxy decrypts each value for the
+// tool and encrypts it again, so no plaintext of the column reaches the
+// server, in either pass; a plaintext twin written through the same
+// proxy does (the control: the scan can fail).
+func TestReencryptSendsNoPlaintext(t *testing.T) {
+	e := setup(t)
+	rec := &syncBuffer{}
+	proxy := e.startProxy(t, rec)
+	ctx := context.Background()
+	admin := connect(t, proxy)
+	mustExec(t, admin, "CREATE EXTENSION pgcipher_columns")
+	mustExec(t, admin, `SELECT pgcipher.add_column_key('k1');
+CREATE TABLE notes (id int PRIMARY KEY, t enc_text_ord);
+SELECT pgcipher.encrypt_column('notes', 't', 'k1', 'ORD');
+SELECT pgcipher.set_ore_format('notes', 't', '1');
+ALTER TABLE notes VALIDATE CONSTRAINT pgcipher_t;
+CREATE TABLE notes_plain (id int PRIMARY KEY, t text)`)
+	ins := connect(t, proxy)
+	const n = 50
+	for i := 1; i <= n; i++ {
+		if _, err := ins.Exec(ctx, "INSERT INTO notes VALUES ($1, $2)", i, fmt.Sprintf("MOVEMARK-%03d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ins.Exec(ctx, "INSERT INTO notes_plain VALUES ($1, $2)", i, fmt.Sprintf("TWINMARK-%03d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := pgconn.Connect(ctx, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	res, err := reencrypt.Column(ctx, conn, "notes", "t", reencrypt.Options{Batch: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved != 2*n {
+		t.Errorf("%d rows rewritten, want %d (both passes)", res.Moved, 2*n)
+	}
+	sent := rec.Bytes()
+	if bytes.Contains(sent, []byte("MOVEMARK-")) {
+		t.Error("a plaintext of the encrypted column reached the server")
+	}
+	if !bytes.Contains(sent, []byte("TWINMARK-")) {
+		t.Error("control: the plaintext twin's values were not seen in what the proxy sent")
+	}
+	rows, err := connect(t, proxy).Query(ctx, "SELECT id, t FROM notes ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for rows.Next() {
+		var id int
+		var v string
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("MOVEMARK-%03d", id); v != want {
+			t.Errorf("row %d: %q, want %q", id, v, want)
+		}
+		read++
+	}
+	if rows.Err() != nil || read != n {
+		t.Errorf("%d rows read back (%v), want %d", read, rows.Err(), n)
+	}
+	t.Logf("capture: %d bytes sent, no marker of the encrypted column, the twin's present", len(sent))
 }

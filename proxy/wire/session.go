@@ -764,18 +764,11 @@ func samePlan(a, b *rewrite.Plan) bool {
 			return false
 		}
 		if x != nil && (x.EncType.OID != y.EncType.OID || x.Array != y.Array || x.Pattern != y.Pattern ||
-			(x.Column == nil) != (y.Column == nil) || x.Column != nil && !sameColumn(x.Column.Spec(), y.Column.Spec())) {
+			(x.Column == nil) != (y.Column == nil) || x.Column != nil && x.Column.Spec().Binding() != y.Column.Spec().Binding()) {
 			return false
 		}
 	}
 	return true
-}
-
-// sameColumn: two specs of one column, its order format aside (a column
-// being moved to format 2 changes it, not its values' meaning).
-func sameColumn(a, b colcrypt.Spec) bool {
-	a.OREFormat, b.OREFormat = "", ""
-	return a == b
 }
 
 // updateOIDs adds the types of the write-back's own parameters.
