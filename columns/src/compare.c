@@ -108,8 +108,7 @@ compare_tokens(const EncValue *a, const EncValue *b)
 static OreVersion
 common_ore(const EncValue *a, const EncValue *b, bool *swap)
 {
-	*swap = false;
-	if (a->version == ENC_VERSION_ORE2 && b->version == ENC_VERSION_ORE2)
+	if (!enc_ore_comparable(a, b))
 	{
 		if (a->ore_left_only && b->ore_left_only)
 			ereport(ERROR,
@@ -117,20 +116,21 @@ common_ore(const EncValue *a, const EncValue *b, bool *swap)
 					 errmsg("cannot compare two encrypted query operands"),
 					 errdetail("A query operand carries only the left part of its order-revealing ciphertext; a stored value is needed on one side."),
 					 errhint("Compare a column with a parameter, not two parameters.")));
-		*swap = b->ore_left_only;
-		return ORE_V2;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot compare encrypted values of order formats 1 and 2"),
+				 errdetail("One value has only the version-1 order-revealing part, the other only version 2's."),
+				 errhint("A column holds one format; pgcipher-keys reencrypt-column moves a column to format 2 through the proxy, and values of a column being moved carry both.")));
 	}
-	if (a->ore1 != NULL && b->ore1 != NULL)
-		return ORE_V1;
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("cannot compare encrypted values of order formats 1 and 2"),
-			 errdetail("One value has only the version-1 order-revealing part, the other only version 2's."),
-			 errhint("A column holds one format; pgcipher-keys reencrypt-column moves a column to format 2 through the proxy, and values of a column being moved carry both.")));
-	return ORE_V1;				/* not reached */
+	*swap = b->ore_left_only;
+	return a->version == ENC_VERSION_ORE2 && b->version == ENC_VERSION_ORE2 ? ORE_V2 : ORE_V1;
 }
 
-/* Can common_ore() compare a and b (both ORD) without an error? */
+/*
+ * Can common_ore() compare a and b (both ORD) without an error?  Version 2
+ * where both have it (a left part alone on one side only), else version 1
+ * where both have it.  The estimators ask too (stats.c).
+ */
 bool
 enc_ore_comparable(const EncValue *a, const EncValue *b)
 {

@@ -92,8 +92,8 @@ func setNibble(b *[aes.BlockSize]byte, pos int, v byte) {
 // inputs and outputs live in it because a block passed to cipher.Block
 // escapes: allocated once per call, not per block.
 type encrypter2 struct {
-	k                         *Key2
-	prefix, in, stream, fj, h [aes.BlockSize]byte
+	k                     *Key2
+	prefix, in, stream, h [aes.BlockSize]byte
 }
 
 // block sets the prefix to the first i nibbles of input and returns
