@@ -38,6 +38,7 @@ Target (from the issue; benchmarks, not tests): enc-proxy / plain-proxy
 
 import os
 import random
+import re
 import resource
 import shutil
 import socket
@@ -45,6 +46,7 @@ import struct
 import subprocess
 import threading
 import time
+import urllib.request
 
 from bench import plots, stats
 from bench.cluster import STANDARD_CONFIGS, free_port, parse_pgbench, wait_for
@@ -80,7 +82,7 @@ PROFILES = {
         workloads=["select-only", "tpcb-like"],
         modes=["prepared", "simple"],
         ps_configs=list(PS),
-        idle_connections=50,
+        idle_connections=300,
         probe_transactions=[200, 1200],
         shared_buffers_mb=256,
         warmup_seconds=2,
@@ -95,7 +97,7 @@ PROFILES = {
         workloads=["select-only", "tpcb-like"],
         modes=["prepared", "simple"],
         ps_configs=list(PS),
-        idle_connections=50,
+        idle_connections=300,
         probe_transactions=[500, 3000],
         shared_buffers_mb=256,
         warmup_seconds=5,
@@ -341,7 +343,7 @@ def find_tools(run):
     return proxy, keys, bouncer
 
 
-def proxy_args(proxy, c, port, cmk, record=None):
+def proxy_args(proxy, c, port, cmk, record=None, pprof=None):
     args = [
         proxy,
         "--listen",
@@ -353,7 +355,9 @@ def proxy_args(proxy, c, port, cmk, record=None):
         "--cmk-name",
         "bench",
     ]
-    return args + (["--record", record] if record else [])
+    return (
+        args + (["--record", record] if record else []) + (["--pprof", f"127.0.0.1:{pprof}"] if pprof else [])
+    )
 
 
 def pgbouncer_ini(c, port, directory, pool_size):
@@ -406,11 +410,11 @@ def new_cmk(keys_bin, c):
     return cmk
 
 
-def start_proxy(proxy, c, tag, cmk, record=None):
+def start_proxy(proxy, c, tag, cmk, record=None, pprof=None):
     port = free_port()
     return Daemon(
         f"pgcipher-proxy ({tag})",
-        proxy_args(proxy, c, port, cmk, record),
+        proxy_args(proxy, c, port, cmk, record, pprof),
         port,
         os.path.join(c.dir, f"proxy-{tag}.log"),
     )
@@ -709,13 +713,14 @@ def run(run, p):
 
         # untimed: memory per connection and bytes per transaction, fresh processes
         record = os.path.join(c.dir, "proxy-record.bin")
-        px2 = start_proxy(proxy_bin, c, "record", cmk, record)
+        pprof = free_port()
+        px2 = start_proxy(proxy_bin, c, "record", cmk, record, pprof)
         daemons.append(px2)
         pb2 = start_pgbouncer(bouncer_bin, c, "memory", p["idle_connections"] + 10)
         daemons.append(pb2)
         mem = {}
-        for name, d in (("proxy", px2), ("pgbouncer", pb2)):
-            mem[name] = _memory(run, name, d, p["idle_connections"])
+        for name, d, pp in (("proxy", px2, pprof), ("pgbouncer", pb2, None)):
+            mem[name] = _memory(run, name, d, p["idle_connections"], pp)
         pb2.stop()
         run.progress.step(
             f"{NAME} memory: "
@@ -824,28 +829,50 @@ def _describe(m, path):
     return s
 
 
-def _memory(run, name, d, k):
-    """VmRSS (KiB) of a fresh process with 0, 1 and k idle client connections."""
+def _memory(run, name, d, k, pprof=None):
+    """VmRSS (KiB) of a fresh process with 0, 1 and k idle client
+    connections; for the proxy (pprof: its --pprof port) also the Go
+    runtime's live memory after a collection: heap in use and goroutine
+    stacks, KiB."""
     time.sleep(0.3)
     rss0 = rss_kib(d.pid)
     conns = [idle_connection(d.port)]
     time.sleep(0.3)
     rss1 = rss_kib(d.pid)
+    live1 = _live_kib(pprof) if pprof else None
     try:
         conns += [idle_connection(d.port) for _ in range(k - 1)]
         time.sleep(0.5)
         rssk = rss_kib(d.pid)
+        livek = _live_kib(pprof) if pprof else None
     finally:
         for s in conns:
             close_connection(s)
-    for metric, value in (
+    values = [
         ("rss_kib_0", rss0),
         ("rss_kib_1", rss1),
         ("rss_kib_k", rssk),
         ("rss_kib_per_connection", (rssk - rss1) / max(k - 1, 1)),
-    ):
+    ]
+    if live1:
+        for what in ("heap", "stack"):
+            values.append((f"live_{what}_kib_per_connection", (livek[what] - live1[what]) / max(k - 1, 1)))
+    for metric, value in values:
         run.record(NAME, name, 0, metric, value, part="memory", connections=k)
     return rss0, rss1, rssk
+
+
+def _live_kib(port):
+    """The proxy's heap in use and stack in use (KiB) after a garbage
+    collection, from Go's profiler (the heap profile's MemStats)."""
+    url = f"http://127.0.0.1:{port}/debug/pprof/heap?gc=1&debug=1"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        text = r.read().decode()
+    heap = re.search(r"^# HeapInuse = (\d+)$", text, re.M)
+    stack = re.search(r"^# Stack = (\d+) /", text, re.M)
+    if not heap or not stack:
+        raise RuntimeError("the proxy's heap profile has no HeapInuse or Stack line")
+    return {"heap": int(heap.group(1)) / 1024, "stack": int(stack.group(1)) / 1024}
 
 
 def _bytes(run, c, px, record, scripts, p):
@@ -1106,15 +1133,25 @@ def report(rows, p, out_dir):
             "client connections (each through startup to its first ReadyForQuery, then idle); per "
             f"connection = (RSS with {k} − RSS with 1) / {k - 1}: the proxy's or PgBouncer's own memory, "
             "not the server backends behind the connections.  0 means that VmRSS did not grow "
-            "measurably (PgBouncer allocates its connection slots in slabs).\n"
+            "measurably (PgBouncer allocates its connection slots in slabs).  For the proxy, also what "
+            "stays per connection after a garbage collection (Go's heap in use and goroutine stacks, "
+            "from its profiler): RSS holds besides it the garbage of the startups not yet collected, "
+            "up to the collector's target (twice the live heap, at least 4 MB).  Target: 16 KiB per "
+            "idle connection.\n"
         )
-        md.append(f"| process | no client | 1 connection | {k} connections | KiB per connection |")
-        md.append("|---|---|---|---|---|")
+        md.append(
+            f"| process | no client | 1 connection | {k} connections | RSS KiB per connection | "
+            "live heap KiB per connection | stacks KiB per connection |"
+        )
+        md.append("|---|---|---|---|---|---|---|")
         for name in ("proxy", "pgbouncer"):
+            live = [
+                _med(mem_rows, name, f"live_{w}_kib_per_connection", "{:,.1f}") for w in ("heap", "stack")
+            ]
             md.append(
                 f"| {name} | {_med(mem_rows, name, 'rss_kib_0')} | {_med(mem_rows, name, 'rss_kib_1')} | "
                 f"{_med(mem_rows, name, 'rss_kib_k')} | "
-                f"{_med(mem_rows, name, 'rss_kib_per_connection', '{:,.1f}')} |"
+                f"{_med(mem_rows, name, 'rss_kib_per_connection', '{:,.1f}')} | {live[0]} | {live[1]} |"
             )
     md.append(
         "\nOn a 2-core machine pgbench, the proxy (or PgBouncer) and the server share the CPUs, so "

@@ -171,7 +171,13 @@ func (s *Server) handle(c net.Conn) {
 	}
 	// last: Shutdown returns once every connection is counted and logged
 	defer s.untrack(cc)
-	end, err := s.serveConn(cc)
+	sess, params, end, err := s.startup(cc)
+	if sess != nil {
+		// the session runs here, once the startup's deeper stack is
+		// gone: an idle session's goroutine stays small (design 15.11)
+		end, err = sess.run(params)
+		sess.serverSock.Close()
+	}
 	c.Close()
 	s.ended(cc, end, err)
 }
@@ -205,8 +211,9 @@ func fatalHint(b *pgproto3.Backend, code, msg, hint string) error {
 	return errors.New(msg)
 }
 
-// serveConn serves one client connection and says how it ended.
-func (s *Server) serveConn(cc *clientConn) (metrics.End, error) {
+// startup takes a client connection through startup and authentication
+// to a session ready to run, or says how the connection ended.
+func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.End, error) {
 	c := cc.sock
 	ts := s.tls.Load() // this connection's certificates
 	var client net.Conn = c
@@ -216,22 +223,22 @@ func (s *Server) serveConn(cc *clientConn) (metrics.End, error) {
 	for startup == nil {
 		m, err := b.ReceiveStartupMessage()
 		if err != nil {
-			return metrics.StartupFailed, err
+			return nil, nil, metrics.StartupFailed, err
 		}
 		switch m := m.(type) {
 		case *pgproto3.SSLRequest:
 			if ts.client == nil {
 				if _, err := client.Write([]byte{'N'}); err != nil {
-					return metrics.StartupFailed, err
+					return nil, nil, metrics.StartupFailed, err
 				}
 				continue
 			}
 			if _, err := client.Write([]byte{'S'}); err != nil {
-				return metrics.StartupFailed, err
+				return nil, nil, metrics.StartupFailed, err
 			}
 			tc := tls.Server(c, ts.client)
 			if err := tc.Handshake(); err != nil {
-				return metrics.StartupFailed, fmt.Errorf("wire: TLS with client: %w", err)
+				return nil, nil, metrics.StartupFailed, fmt.Errorf("wire: TLS with client: %w", err)
 			}
 			if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
 				certUser = chains[0][0].Subject.CommonName
@@ -240,14 +247,14 @@ func (s *Server) serveConn(cc *clientConn) (metrics.End, error) {
 			b = pgproto3.NewBackend(client, client)
 		case *pgproto3.GSSEncRequest:
 			if _, err := client.Write([]byte{'N'}); err != nil {
-				return metrics.StartupFailed, err
+				return nil, nil, metrics.StartupFailed, err
 			}
 		case *pgproto3.CancelRequest:
-			return metrics.Cancel, s.cancel(m)
+			return nil, nil, metrics.Cancel, s.cancel(m)
 		case *pgproto3.StartupMessage:
 			startup = m
 		default:
-			return metrics.StartupFailed, fatal(b, "08P01", "pgcipher-proxy: unexpected startup message")
+			return nil, nil, metrics.StartupFailed, fatal(b, "08P01", "pgcipher-proxy: unexpected startup message")
 		}
 	}
 	params := map[string]string{}
@@ -273,14 +280,19 @@ func (s *Server) serveConn(cc *clientConn) (metrics.End, error) {
 	if certUser != "" && certUser == params["user"] && ts.upstreamCerts != "" {
 		var err error
 		if cert, err = upstreamCert(ts.upstreamCerts, certUser); err != nil {
-			return metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: "+err.Error())
+			return nil, nil, metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: "+err.Error())
 		}
 	}
 	server, err := s.dial(cert)
 	if err != nil {
-		return metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
+		return nil, nil, metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
 	}
-	defer server.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			server.Close()
+		}
+	}()
 	var w io.Writer = server
 	if s.cfg.Record != nil {
 		w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
@@ -290,19 +302,20 @@ func (s *Server) serveConn(cc *clientConn) (metrics.End, error) {
 	// client (NegotiateProtocolVersion is relayed)
 	f.Send(&pgproto3.StartupMessage{ProtocolVersion: startup.ProtocolVersion, Parameters: params})
 	if err := f.Flush(); err != nil {
-		return metrics.UpstreamFailed, err
+		return nil, nil, metrics.UpstreamFailed, err
 	}
 	if err := s.authenticate(b, f, channelBindingPasses(ts.client, client, server)); err != nil {
-		return metrics.AuthFailed, err
+		return nil, nil, metrics.AuthFailed, err
 	}
 	sess := newSession(s, &conns{r: client, w: client}, &conns{r: server, w: w}, params["database"], params["user"])
 	sess.clientSock, sess.serverSock = c, server
 	if !s.started(cc, sess) {
 		f.Send(&pgproto3.Terminate{})
 		f.Flush()
-		return metrics.Shutdown, fatal(b, "57P01", shutdownError().Message)
+		return nil, nil, metrics.Shutdown, fatal(b, "57P01", shutdownError().Message)
 	}
-	return sess.run(params)
+	ok = true
+	return sess, params, "", nil
 }
 
 // recorder copies what is written to the server (test mode).

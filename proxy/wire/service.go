@@ -37,7 +37,7 @@ func (s *Server) SetTLS(client *tls.Config, upstreamCerts string) {
 type clientConn struct {
 	sock  net.Conn // the accepted socket (under TLS, if any)
 	start time.Time
-	// set by serveConn as it learns them
+	// set by startup as it learns them
 	user, db string
 	sess     *session // once the session runs; under Server.mu
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,7 +186,15 @@ func (s *session) run(params map[string]string) (metrics.End, error) {
 		s.clW.flush()
 		return metrics.CatalogFailed, err
 	}
-	go func() { s.relayErr <- s.relay() }()
+	go func() {
+		s.relayErr <- s.relay()
+		// the session is over: wake the client loop if it waits for
+		// the client (a deadline, not a close: the client may still get
+		// the server's last error)
+		if s.clientSock != nil {
+			s.clientSock.SetReadDeadline(time.Now())
+		}
+	}()
 	// the ReadyForQuery that ended authentication; nothing is pending,
 	// so only the relay's asynchronous messages can race with it
 	s.clientMu.Lock()
@@ -195,18 +204,18 @@ func (s *session) run(params map[string]string) (metrics.End, error) {
 	if err != nil {
 		return s.endOf(err, true), err
 	}
-	errc := make(chan error, 1)
-	go func() {
-		err := s.clientLoop()
-		s.q.close()
-		errc <- err
-	}()
-	select {
-	case err := <-errc:
-		return s.endOf(err, true), err
-	case err := <-s.relayErr:
-		return s.endOf(err, false), err
+	// the client loop runs on this goroutine: a session is two
+	// goroutines, the fewest that wait on both sockets (design 15.11)
+	err = s.clientLoop()
+	s.q.close()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		select {
+		case rerr := <-s.relayErr:
+			return s.endOf(rerr, false), rerr
+		default:
+		}
 	}
+	return s.endOf(err, true), err
 }
 
 // push queues the answer to a message about to be sent; false: the
