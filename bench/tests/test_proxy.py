@@ -51,7 +51,7 @@ def test_plan(profile):
     assert p["steps"] == 1 + p["repetitions"] * (hop + len(p["ps_configs"])) + 2
     assert set(p["workloads"]) == {"select-only", "tpcb-like"} and set(p["modes"]) == {"prepared", "simple"}
     assert set(p["ps_configs"]) >= {"enc-proxy", "plain-proxy", "plain-direct"}
-    assert p["clients"] == 4 and p["scale"] == 10 and p["idle_connections"] == 50
+    assert p["clients"] == 4 and p["scale"] == 10 and p["idle_connections"] == 300
     assert p["probe_transactions"][0] < p["probe_transactions"][1]
     if profile == "quick":
         assert p["rows"] == 20_000 and p["est_seconds"] < 5 * 60
