@@ -228,7 +228,11 @@ tap() {
         [ "${pattern:0:1}" = + ] && { grep_opt=-E; pattern=${pattern:1}; }
         prove_tests=(PROVE_TESTS="$(cd "$tree/$1" && printf '%s\n' t/*.pl | grep "$grep_opt" "$pattern" | tr '\n' ' ')")
     fi
-    PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check "NO_TEMP_INSTALL=${have_tmp_install:-}" "${prove_tests[@]}"
+    # the test files of a directory run side by side (prove -j): each has
+    # its own servers, ports and directories, and most of their time is
+    # spent waiting on servers, not on the CPU
+    PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check "NO_TEMP_INSTALL=${have_tmp_install:-}" \
+        "PROVE_FLAGS=-j$jobs" "${prove_tests[@]}"
     local rc=$?
     have_tmp_install=1
     # later suites reuse the temporary installation: give it the contrib
