@@ -134,22 +134,19 @@ func newFrameWriter(w io.Writer) *frameWriter { return &frameWriter{dst: w} }
 
 // raw writes a message as it came.
 func (f *frameWriter) raw(b []byte) error {
-	if f.buf == nil {
-		if len(b) >= frameBufferSize {
-			_, err := f.dst.Write(b)
-			return err
-		}
-		f.buf = framePool.Get().(*[]byte)
-		*f.buf = (*f.buf)[:0]
-	}
-	if len(*f.buf)+len(b) > cap(*f.buf) {
+	if f.buf != nil && len(*f.buf)+len(b) > cap(*f.buf) {
 		if err := f.write(); err != nil {
 			return err
 		}
-		if len(b) >= frameBufferSize {
-			_, err := f.dst.Write(b)
-			return err
-		}
+	}
+	if len(b) >= frameBufferSize {
+		// nothing is buffered before it now: written from its own slice
+		_, err := f.dst.Write(b)
+		return err
+	}
+	if f.buf == nil {
+		f.buf = framePool.Get().(*[]byte)
+		*f.buf = (*f.buf)[:0]
 	}
 	*f.buf = append(*f.buf, b...)
 	return nil

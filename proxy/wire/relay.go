@@ -72,9 +72,6 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 			return nil, s.clW.raw(raw)
 		}
 	}
-	if typ == 'D' && plainRows(cur) {
-		return cur, s.clW.raw(raw)
-	}
 	m, err := decodeBackend(typ, raw[5:])
 	if err != nil {
 		// a message pgproto3 cannot decode (a ParameterDescription of
@@ -102,21 +99,6 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 		return nil, nil
 	}
 	return next, nil
-}
-
-// plainRows: the rows of answer a pass as they came (nothing to decrypt,
-// hide, sort, recheck or compute), so a DataRow of it is relayed without
-// being decoded.
-func plainRows(a answer) bool {
-	e, ok := a.(*executeAnswer)
-	if !ok || e.portal == nil || e.failed || (e.rows != nil && !e.rows.plain) {
-		return false
-	}
-	st := e.portal.st
-	if st.desc == nil {
-		return true
-	}
-	return st.shape != nil && st.shape.plain && (st.plan == nil || len(st.plan.Filters) == 0)
 }
 
 // popUntilSync drops the answers of a batch the relay stopped relaying;
