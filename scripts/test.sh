@@ -164,12 +164,16 @@
 #                      there, against a real OpenBao and PyKMIP server
 #
 # Usage: test.sh [SUITE...]   (default: all; "core" names design-refs,
-#        patches, encryption-tap, read-path, pg_upgrade, stock-pg_control,
+#        encryption-tap, read-path, pg_upgrade, stock-pg_control,
 #        regress-aes256 and tap-pg_upgrade: what CI runs on 17, the major
-#        that is not the default, with pgvector and timescaledb)
+#        that is not the default, with pgvector and timescaledb; patches
+#        checks both majors' series wherever it runs)
 # The major is the build's (./pgcipher test --pg 18); PGCIPHER_IO_METHOD
 # (./pgcipher test --pg 18 --io-method worker) sets io_method for every
-# server the suites start.
+# server the suites start.  pgbackrest and barman run in a second lane,
+# beside the others from install-modes on (PGCIPHER_TEST_LANES=1: in line,
+# last); each suite's line gives its time and the machine's CPU use
+# meanwhile, both lanes together.
 set -uo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
@@ -193,15 +197,24 @@ kek=$(test_kek "$build")
 enc_opts() { echo "--encryption=$1 --encryption-key-command='cat $kek'"; }
 
 passed=0; failed=0; failed_names=()
+# the machine's busy and total CPU ticks (/proc/stat): a suite's share of
+# the machine, servers it started included, says whether it waits or works
+cpu_ticks() { awk '/^cpu /{ print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat; }
+cpu_share() {
+    local b1 t1 b2 t2
+    read -r b1 t1 <<< "$1"; read -r b2 t2 <<< "$(cpu_ticks)"
+    [ $((t2 - t1)) -gt 0 ] && echo "$(((b2 - b1) * 100 / (t2 - t1)))%" || echo "-"
+}
 suite() {
     local name=$1; shift
-    local start=$SECONDS
+    local start=$SECONDS ticks
+    ticks=$(cpu_ticks)
     printf 'test: %-20s ... ' "$name"
     if "$@" > "$logs/$name.log" 2>&1; then
-        printf 'ok (%ds)\n' $((SECONDS - start))
+        printf 'ok (%ds, CPU %s)\n' $((SECONDS - start)) "$(cpu_share "$ticks")"
         passed=$((passed + 1))
     else
-        printf 'FAILED (%ds), log: %s\n' $((SECONDS - start)) "$logs/$name.log"
+        printf 'FAILED (%ds, CPU %s), log: %s\n' $((SECONDS - start)) "$(cpu_share "$ticks")" "$logs/$name.log"
         tail -n 30 "$logs/$name.log" | sed 's/^/    /'
         failed=$((failed + 1)); failed_names+=("$name")
     fi
@@ -244,13 +257,36 @@ tap() {
 }
 
 # "core": what CI runs on the major that is not the default (17)
-core=(design-refs patches encryption-tap read-path pg_upgrade stock-pg_control
+core=(design-refs encryption-tap read-path pg_upgrade stock-pg_control
       regress-aes256 tap-pg_upgrade)
 selected=()
 for s in "$@"; do
     if [ "$s" = core ]; then selected+=("${core[@]}"); else selected+=("$s"); fi
 done
 sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
+
+# The second lane: suites that mostly wait (pgBackRest's and Barman's
+# archive polls and timeouts; under a tenth of the machine's CPU) run in
+# the background beside the others, from just after install-modes (the
+# last suite that installs the server again), and report at the end.
+# They share nothing with the rest but the installed tree and the ports:
+# every PostgreSQL::Test::Cluster reserves its ports in one directory.
+# PGCIPHER_TEST_LANES=1 runs them in line, after the others.
+export PG_TEST_PORT_DIR=$build/test-portlock
+beside_suites() {
+    # in the background ("own"), it counts its own suites: added at the end
+    [ "${1:-}" != own ] || { passed=0; failed=0; failed_names=(); }
+    sel pgbackrest && suite pgbackrest "$top/test/tools/run.sh" pgbackrest
+    sel barman     && suite barman     "$top/test/tools/run.sh" barman
+    echo "$passed $failed ${failed_names[*]}" > "$logs/beside.result"
+}
+beside_pid=
+start_beside() {
+    [ "${PGCIPHER_TEST_LANES:-2}" -gt 1 ] || return 0
+    rm -f "$logs/beside.result"
+    beside_suites own > "$logs/beside.out" 2>&1 &
+    beside_pid=$!
+}
 
 design_refs() {
     python3 "$top/scripts/check-design-refs.py" --self-test &&
@@ -295,6 +331,7 @@ install_modes() {
     echo "every install tree and the directories above it usable by every user after a build under umask 077"
 }
 sel install-modes      && suite install-modes     install_modes
+start_beside
 pg_config_cc() {
     # what pg_config and PGXS hand to extensions must be a compiler an
     # extension's own configure can run as one word (Citus's takes CC so),
@@ -406,7 +443,10 @@ sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) 
 sel regress-off        && suite regress-off        regress ""
 bench_suite() {
     "$top/server/build.sh" "$build" --stock && "$top/scripts/venv.sh" &&
-    (cd "$top" && BENCH_SMOKE=1 "$build/venv/bin/python" -m pytest -p no:cacheprovider -q bench/tests)
+    # the smoke runs are timed workloads (pgbench -T, sysbench --time) more
+    # than CPU: pytest-xdist runs them side by side, a worker per core
+    (cd "$top" && BENCH_SMOKE=1 "$build/venv/bin/python" -m pytest -p no:cacheprovider -q \
+        -n "$jobs" --dist worksteal --durations=12 bench/tests)
 }
 
 sel bench              && suite bench              bench_suite
@@ -447,11 +487,28 @@ tap_ssl() { PG_TEST_EXTRA="${PG_TEST_EXTRA:+$PG_TEST_EXTRA }ssl" tap src/test/ss
 sel tap-ssl            && suite tap-ssl            tap_ssl
 sel pgvector           && suite pgvector           "$top/test/extensions/run.sh" pgvector
 sel timescaledb        && suite timescaledb        "$top/test/extensions/run.sh" timescaledb
-sel pgbackrest         && suite pgbackrest         "$top/test/tools/run.sh" pgbackrest
-sel barman             && suite barman             "$top/test/tools/run.sh" barman
 sel packages           && suite packages           "$top/test/packages/run.sh"
 sel citus              && suite citus              "$top/test/citus/run.sh" tap
 sel citus-regress      && suite citus-regress      "$top/test/citus/run.sh" regress
+
+if [ -z "$beside_pid" ]; then
+    beside_suites
+else
+    wait "$beside_pid"
+    if [ -s "$logs/beside.out" ]; then
+        echo "test: in the second lane, beside the suites above from install-modes on:"
+        cat "$logs/beside.out"
+    fi
+    if read -r p f names < "$logs/beside.result" 2>/dev/null; then
+        passed=$((passed + p)); failed=$((failed + f))
+        read -r -a lane_failed <<< "$names"
+        failed_names+=("${lane_failed[@]}")
+    else
+        echo "test: the second lane ended without its result (see $logs/beside.out)"
+        failed=$((failed + 1)); failed_names+=(second-lane)
+    fi
+fi
+rm -f "$logs/beside.result"
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"

@@ -28,6 +28,7 @@
 # Environment: PGCIPHER_TOP, PGCIPHER_BUILD (as scripts/test.sh);
 #   PGCIPHER_PGX_KEEP=1      keep the temporary directory (logs, JSON) on success
 #   PGCIPHER_PGX_TIMEOUT     go test -timeout per package (default 300s)
+#   PGCIPHER_PGX_PARALLEL    go test -p: packages run at once (default 2)
 #   PGCIPHER_PGX_RUN         go test -run pattern (default: every test)
 #   PGCIPHER_PGX_PKGS        packages to test (default ./...)
 # Prints one line per variant start and end, then compare.py's report; exits
@@ -40,6 +41,9 @@ bin=$build/install/bin
 proxy=$build/bin/pgcipher-proxy
 pgx_version=v5.12.0
 pkg_timeout=${PGCIPHER_PGX_TIMEOUT:-300s}
+# two packages at a time, as pgx's own CI runs them (go test's default
+# -p): they share pgx_test, and each waits on the server most of the time
+pkg_parallel=${PGCIPHER_PGX_PARALLEL:-2}
 run_pattern=${PGCIPHER_PGX_RUN:-}
 read -r -a packages <<< "${PGCIPHER_PGX_PKGS:-./...}"
 
@@ -225,7 +229,7 @@ pgx_env() {
 }
 
 # --- the variants ------------------------------------------------------------------
-go_args=(test -json -count=1 -p 1 -vet=off -timeout "$pkg_timeout")
+go_args=(test -json -count=1 -p "$pkg_parallel" -vet=off -timeout "$pkg_timeout")
 [ -z "$run_pattern" ] || go_args+=(-run "$run_pattern")
 # a package's hang ends at its -timeout; this only guards against go test
 # itself getting stuck
