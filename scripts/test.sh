@@ -170,7 +170,7 @@
 #        checks both majors' series wherever it runs)
 # The major is the build's (./pgcipher test --pg 18); PGCIPHER_IO_METHOD
 # (./pgcipher test --pg 18 --io-method worker) sets io_method for every
-# server the suites start.  pgbackrest and barman run in a second lane,
+# server the suites start.  pgbackrest, barman and kms run in a second lane,
 # beside the others from install-modes on (PGCIPHER_TEST_LANES=1: in line,
 # last); each suite's line gives its time and the machine's CPU use
 # meanwhile, both lanes together.
@@ -266,9 +266,11 @@ done
 sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 # The second lane: suites that mostly wait (pgBackRest's and Barman's
-# archive polls and timeouts; under a tenth of the machine's CPU) run in
-# the background beside the others, from just after install-modes (the
-# last suite that installs the server again), and report at the end.
+# archive polls and timeouts, the KMS servers' start-ups: prove counts a
+# tenth of pgbackrest's and barman's time as CPU, kms alone keeps a fifth
+# of the machine busy) run in the background beside the others, from
+# just after install-modes (the last suite that installs the server
+# again), and report at the end.
 # They share nothing with the rest but the installed tree and the ports:
 # every PostgreSQL::Test::Cluster reserves its ports in one directory.
 # PGCIPHER_TEST_LANES=1 runs them in line, after the others.
@@ -278,6 +280,7 @@ beside_suites() {
     [ "${1:-}" != own ] || { passed=0; failed=0; failed_names=(); }
     sel pgbackrest && suite pgbackrest "$top/test/tools/run.sh" pgbackrest
     sel barman     && suite barman     "$top/test/tools/run.sh" barman
+    sel kms        && suite kms        "$top/test/kms/run.sh"
     echo "$passed $failed ${failed_names[*]}" > "$logs/beside.result"
 }
 beside_pid=
@@ -437,7 +440,6 @@ sel columns            && suite columns            columns_check ""
 sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel proxy-clients      && suite proxy-clients      "$top/proxy/test/clients/run.sh"
 sel proxy-pgx          && suite proxy-pgx          "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc-tls
-sel kms                && suite kms                "$top/test/kms/run.sh"
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"
 sel regress-off        && suite regress-off        regress ""
