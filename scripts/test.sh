@@ -276,18 +276,21 @@ sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 # PGCIPHER_TEST_LANES=1 runs them in line, after the others.
 export PG_TEST_PORT_DIR=$build/test-portlock
 beside_suites() {
-    # in the background ("own"), it counts its own suites: added at the end
-    [ "${1:-}" != own ] || { passed=0; failed=0; failed_names=(); }
     sel pgbackrest && suite pgbackrest "$top/test/tools/run.sh" pgbackrest
     sel barman     && suite barman     "$top/test/tools/run.sh" barman
     sel kms        && suite kms        "$top/test/kms/run.sh"
+}
+# the lane in the background: its own counts, added to the others' at the end
+beside_lane() {
+    passed=0; failed=0; failed_names=()
+    beside_suites
     echo "$passed $failed ${failed_names[*]}" > "$logs/beside.result"
 }
 beside_pid=
 start_beside() {
     [ "${PGCIPHER_TEST_LANES:-2}" -gt 1 ] || return 0
     rm -f "$logs/beside.result"
-    beside_suites own > "$logs/beside.out" 2>&1 &
+    beside_lane > "$logs/beside.out" 2>&1 &
     beside_pid=$!
 }
 
@@ -509,8 +512,8 @@ else
         echo "test: the second lane ended without its result (see $logs/beside.out)"
         failed=$((failed + 1)); failed_names+=(second-lane)
     fi
+    rm -f "$logs/beside.result"
 fi
-rm -f "$logs/beside.result"
 
 echo
 [ $failed -eq 0 ] || echo "failed suites: ${failed_names[*]}"
