@@ -78,8 +78,12 @@
 #   proxy              proxy/: the wire proxy against a real (aes-256) server —
 #                      the fail-closed corpus (every statement answered as on
 #                      plaintext or refused, simple and extended protocol) with
-#                      a recorder proving no marker reached the server, and
-#                      its unit tests (go vet and staticcheck: lint)
+#                      a recorder proving no marker reached the server, the
+#                      shape generator (random INSERT/UPDATE/COPY/SELECT/MERGE
+#                      shapes over random tables, 10 s: no marker in
+#                      plaintext, whatever the server answers; design 15.13;
+#                      scripts/shapes.sh runs it longer), and its unit tests
+#                      (go vet and staticcheck: lint)
 #   columns            columns/: pg_regress (types, every vector pair compared
 #                      on the server, index plans, constraints, malformed
 #                      input, privileges) and the TAP leak test, unencrypted

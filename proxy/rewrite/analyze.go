@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
@@ -145,12 +146,20 @@ type rel struct {
 	alias string
 	name  string
 	r     *catalog.Relation
+	// full: r is a catalog relation, every column of it in order (what
+	// its * expands into); derived relations carry their encrypted
+	// outputs only
+	full bool
+	// feed: VALUES or UNNEST, whose columns are values the client wrote
+	feed *feed
 }
 
 type scope struct {
 	rels   []rel
 	ctes   map[string]*catalog.Relation
 	parent *scope
+	// merged: a JOIN USING or NATURAL JOIN, whose * merges columns
+	merged bool
 }
 
 func (s *scope) cte(name string) (*catalog.Relation, bool) {
@@ -354,6 +363,13 @@ func (a *analyzer) statement(n *pg.Node) error {
 	case n.GetCopyStmt() != nil:
 		a.plan.Touches = true
 		return a.copyStmt(n.GetCopyStmt())
+	case n.GetMergeStmt() != nil:
+		a.plan.Touches = true
+		if a.namesEncrypted(n) {
+			return refuse("Use INSERT … ON CONFLICT, UPDATE and DELETE.",
+				"pgcipher: MERGE is not supported on relations with encrypted columns")
+		}
+		return nil
 	case n.GetExplainStmt() != nil:
 		// EXPLAIN shows plans, whose constants are ciphertext; EXPLAIN
 		// ANALYZE runs the statement: rewrite it like the statement.
@@ -474,10 +490,14 @@ func (a *analyzer) fromItem(sc *scope, n *pg.Node) error {
 				return nil
 			}
 		}
-		sc.rels = append(sc.rels, rel{alias: alias, name: rv.Relname, r: a.relation(rv)})
+		r := a.relation(rv)
+		sc.rels = append(sc.rels, rel{alias: alias, name: rv.Relname, r: r, full: r != nil})
 		return nil
 	case n.GetJoinExpr() != nil:
 		j := n.GetJoinExpr()
+		if j.IsNatural || len(j.UsingClause) > 0 {
+			sc.merged = true // * no longer lists each side's columns
+		}
 		if err := a.fromItem(sc, j.Larg); err != nil {
 			return err
 		}
@@ -517,13 +537,57 @@ func (a *analyzer) fromItem(sc *scope, n *pg.Node) error {
 				renameAttrs(r, rs.Alias.Colnames)
 			}
 		}
-		sc.rels = append(sc.rels, rel{alias: alias, name: alias, r: r})
+		sc.rels = append(sc.rels, rel{alias: alias, name: alias, r: r, feed: valuesFeed(rs)})
 		return nil
 	case n.GetRangeFunction() != nil:
 		// functions in FROM: their arguments must not be encrypted columns
-		return a.generic(sc, n, "a function in FROM")
+		if err := a.generic(sc, n, "a function in FROM"); err != nil {
+			return err
+		}
+		rf := n.GetRangeFunction()
+		alias := ""
+		if rf.Alias != nil {
+			alias = rf.Alias.Aliasname
+		}
+		f := unnestFeed(rf)
+		if f != nil && alias == "" {
+			alias = "unnest"
+		}
+		sc.rels = append(sc.rels, rel{alias: alias, name: alias, feed: f})
+		return nil
 	}
+	// an item whose columns the proxy does not know (* cannot be expanded)
+	sc.rels = append(sc.rels, rel{})
 	return a.generic(sc, n, "this FROM item")
+}
+
+// namesEncrypted: a relation with encrypted columns appears anywhere in n.
+func (a *analyzer) namesEncrypted(n *pg.Node) bool {
+	found := false
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		if rv, ok := m.Interface().(*pg.RangeVar); ok {
+			if r := a.relation(rv); r != nil && hasEncrypted(r) {
+				found = true
+			}
+			return
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
+				return true
+			}
+			if fd.IsList() {
+				for i := 0; i < v.List().Len() && !found; i++ {
+					walk(v.List().Get(i).Message())
+				}
+			} else {
+				walk(v.Message())
+			}
+			return !found
+		})
+	}
+	walk(n.ProtoReflect())
+	return found
 }
 
 // ctesOf collects the CTEs visible from sc (a non-lateral subquery sees

@@ -50,6 +50,38 @@ func TestAnalyze(t *testing.T) {
 		{sql: "WITH w AS (SELECT i8o FROM enc_t) SELECT * FROM w WHERE i8o < 3", want: []string{"i8o < '"}},
 		{sql: "SELECT i4 FROM enc_t UNION SELECT 1", refused: true},
 		{sql: "INSERT INTO enc_t (id, t) VALUES (1, 'x'", refused: true}, // a syntax error: never sent
+		// INSERT … SELECT: every column a * stands for is checked
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest($1::int[], $2::text[])", params: 1,
+			want: []string{"unnest($1::int[], $2::public.enc_text[])"}},
+		{sql: "INSERT INTO enc_t (t, id) SELECT * FROM unnest($1::text[], $2::int[]) RETURNING id", params: 1},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest(ARRAY[1, 2], ARRAY['a', NULL])",
+			want: []string{"ARRAY['", "::public.enc_text, NULL]::public.enc_text[]"}},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest('{1,2}'::int[], '{a,NULL}'::text[])",
+			want: []string{"'{1,2}'::int[]", "::public.enc_text, NULL]::public.enc_text[]"}},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest('{1}'::int[], '{}'::text[])", want: []string{"ARRAY[]::public.enc_text[]"}},
+		{sql: "INSERT INTO enc_t (id, t) SELECT u.a, u.b FROM unnest($1::int[], $2::text[]) AS u(a, b)", params: 1},
+		{sql: "INSERT INTO enc_t (id, t) SELECT b, a FROM unnest($1::text[], $2::int[]) AS u(a, b)", params: 1},
+		{sql: "INSERT INTO enc_t (id, t) SELECT b, a FROM unnest($1::text[], $2::text[]) AS u(a, b)", params: 1},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest($1::int[]), generate_series(1, 2)", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest($1::int[]) TABLESAMPLE bernoulli (1), unnest($2::text[])", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM unnest($1::int[], $2::text[]) WITH ORDINALITY", params: 1},
+		{sql: "INSERT INTO enc_t (id, i4, t) SELECT * FROM unnest($1::text[]) WITH ORDINALITY", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM (VALUES (1, 'a'), (2, $1)) v", params: 1, want: []string{"::public.enc_text), (2, $1)"}},
+		{sql: "INSERT INTO enc_t (id, t) SELECT v.x, v.y FROM (VALUES (1, 'a')) v(x, y)", want: []string{"::public.enc_text"}},
+		{sql: "INSERT INTO enc_t (id, t, i4) SELECT v.x, v.y, v.y FROM (VALUES (1, '2')) v(x, y)", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM plain_table", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT *, 'x' FROM plain_table", refused: true},
+		{sql: "INSERT INTO enc_t (t) SELECT * FROM (SELECT 'x') s", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM generate_series(1, 2), unnest($1::text[])", refused: true},
+		{sql: "INSERT INTO enc_t SELECT * FROM enc_t"},
+		{sql: "INSERT INTO enc_t (id, t) SELECT id, t FROM enc_t"},
+		{sql: "INSERT INTO enc_t (id, j) SELECT id, j FROM enc_t"},
+		{sql: "INSERT INTO other SELECT id, j FROM enc_t", refused: true}, // another column's label
+		{sql: "INSERT INTO other SELECT * FROM enc_t", refused: true},     // i4 would land in j
+		{sql: "INSERT INTO enc_t (id, tr) SELECT 1, t FROM enc_t", refused: true},
+		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM plain_table JOIN other USING (id)", refused: true},
+		{sql: "INSERT INTO plain_table SELECT * FROM unnest($1::text[])"},
+		{sql: "MERGE INTO enc_t USING (VALUES (1, 'x')) v(a, b) ON enc_t.id = v.a WHEN NOT MATCHED THEN INSERT (id, t) VALUES (v.a, v.b)", refused: true},
 	} {
 		p, err := Analyze(tc.sql, cat, keys)
 		if tc.refused {

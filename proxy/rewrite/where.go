@@ -257,11 +257,7 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		}
 		if x != nil {
 			if write {
-				if x.binding() != nil && c.binding() != nil && x.binding().Spec == c.binding().Spec {
-					return nil // SET c = c, EXCLUDED.c
-				}
-				return refuse("Copy values between encrypted columns by reading them through the proxy and writing them back.",
-					"pgcipher: encrypted column %q cannot be assigned from column %q (another column's ciphertext does not decrypt under this column's label)", c.name, x.name)
+				return a.assignFrom(c, x)
 			}
 			return a.joinable(c, x)
 		}
@@ -279,6 +275,17 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		return refuse(hintAllowed, "pgcipher: the value written to encrypted column %q cannot be computed by the server; give a literal or a parameter", c.name)
 	}
 	return refuse(hintAllowed, "pgcipher: encrypted column %q can be compared (%s) only with a literal, a parameter or a column of its join group", c.name, what)
+}
+
+// assignFrom: encrypted column c takes the ciphertext of column x, which
+// decrypts under c's label only if x is bound as c is (SET c = c,
+// EXCLUDED.c, INSERT … SELECT from a copy of the table).
+func (a *analyzer) assignFrom(c, x *col) error {
+	if x.binding() != nil && c.binding() != nil && x.binding().Spec == c.binding().Spec {
+		return nil
+	}
+	return refuse("Copy values between encrypted columns by reading them through the proxy and writing them back.",
+		"pgcipher: encrypted column %q cannot be assigned from column %q (another column's ciphertext does not decrypt under this column's label)", c.name, x.name)
 }
 
 var arrayParser = pgtype.NewMap()

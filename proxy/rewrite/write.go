@@ -21,7 +21,7 @@ func (a *analyzer) target(sc *scope, rv *pg.RangeVar) *catalog.Relation {
 	if rv.Alias != nil {
 		alias = rv.Alias.Aliasname
 	}
-	sc.rels = append(sc.rels, rel{alias: alias, name: rv.Relname, r: r})
+	sc.rels = append(sc.rels, rel{alias: alias, name: rv.Relname, r: r, full: r != nil})
 	return r
 }
 
@@ -50,12 +50,7 @@ func (a *analyzer) insertStmt(parent *scope, s *pg.InsertStmt) error {
 			targets = append(targets, at)
 		}
 	}
-	colAt := func(i int) *col {
-		if i < len(targets) && targets[i] != nil && targets[i].Enc != nil {
-			return attrCol(r, targets[i])
-		}
-		return nil
-	}
+	to := &into{r: r, attrs: targets}
 	if q := s.SelectStmt.GetSelectStmt(); q != nil {
 		if len(q.ValuesLists) > 0 {
 			qs := &scope{parent: sc}
@@ -64,7 +59,7 @@ func (a *analyzer) insertStmt(parent *scope, s *pg.InsertStmt) error {
 			}
 			for _, row := range q.ValuesLists {
 				for i, v := range row.GetList().GetItems() {
-					if c := colAt(i); c != nil {
+					if c := to.col(i); c != nil {
 						if err := a.value(qs, c, v, "INSERT", true); err != nil {
 							return err
 						}
@@ -77,7 +72,7 @@ func (a *analyzer) insertStmt(parent *scope, s *pg.InsertStmt) error {
 			if _, err := a.selectStmt(sc, q, false); err != nil {
 				return err
 			}
-			if err := a.selectInto(sc, q, colAt); err != nil {
+			if err := a.selectInto(sc, q, to); err != nil {
 				return err
 			}
 		}
@@ -107,8 +102,11 @@ func (a *analyzer) plainValue(sc *scope, v *pg.Node, what string) error {
 	return a.generic(sc, v, "a value written to a plaintext column ("+what+")")
 }
 
-// selectInto checks INSERT … SELECT: the select list feeds the columns.
-func (a *analyzer) selectInto(sc *scope, q *pg.SelectStmt, colAt func(int) *col) error {
+// selectInto checks INSERT … SELECT: the select list feeds the columns,
+// each * as every column it stands for.  Where the proxy cannot tell what
+// a * stands for, no encrypted column may come at or after it: a value
+// the client wrote could land there as plaintext.
+func (a *analyzer) selectInto(sc *scope, q *pg.SelectStmt, to *into) error {
 	if q.Op != pg.SetOperation_SETOP_NONE && q.Op != pg.SetOperation_SET_OPERATION_UNDEFINED {
 		return refuse("Insert each part separately.", "pgcipher: INSERT … SELECT with UNION, INTERSECT or EXCEPT is not supported on encrypted columns")
 	}
@@ -121,26 +119,33 @@ func (a *analyzer) selectInto(sc *scope, q *pg.SelectStmt, colAt func(int) *col)
 			return err
 		}
 	}
-	for i, t := range q.TargetList {
+	pos := 0 // the column the next value goes to; -1 once unknown
+	for _, t := range q.TargetList {
 		rt := t.GetResTarget()
 		if rt == nil || rt.Val == nil {
 			continue
 		}
+		srcs := []source{a.sourceOf(qs, rt.Val)}
 		if cr := rt.Val.GetColumnRef(); cr != nil && isStar(cr) {
-			if x, _ := a.resolve(qs, cr); x != nil || colAt(i) != nil {
-				return refuse("Name the columns.", "pgcipher: INSERT … SELECT * is not supported on relations with encrypted columns")
+			var known bool
+			if srcs, known = a.expand(qs, cr); !known {
+				if at := to.encFrom(pos); pos >= 0 && at != nil {
+					return refuse("Name the columns in the select list, or select from VALUES, UNNEST or a relation with encrypted columns.",
+						"pgcipher: INSERT … SELECT *: the proxy cannot tell which values * stands for, and encrypted column %q would take one of them", at.Name)
+				}
+				pos = -1
+				continue
 			}
-			continue
 		}
-		if c := colAt(i); c != nil {
-			if err := a.value(qs, c, rt.Val, "INSERT … SELECT", true); err != nil {
+		for _, src := range srcs {
+			var c *col
+			if pos >= 0 {
+				c = to.col(pos)
+				pos++
+			}
+			if err := a.write(qs, c, src); err != nil {
 				return err
 			}
-		} else if x, err := a.encCol(qs, rt.Val); err != nil || x != nil {
-			if err == nil {
-				err = refuse("", "pgcipher: encrypted column %q cannot be written into a plaintext column", x.name)
-			}
-			return err
 		}
 	}
 	return nil

@@ -5,44 +5,85 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/internal/testcat"
 )
 
 // fakeServer answers whatever a session sends as a server would that
-// accepts everything and returns no rows, and records the bytes it got.
-func fakeServer(conn net.Conn, got *bytes.Buffer, mu *sync.Mutex) {
+// accepts everything (reject false: and returns no rows) or rejects every
+// statement (reject true), and records the bytes it got.  COPY … FROM
+// STDIN takes its data.
+func fakeServer(conn net.Conn, got *bytes.Buffer, mu *sync.Mutex, reject bool) {
 	defer conn.Close()
 	r := io.TeeReader(conn, lockedWriter{got, mu})
 	b := pgproto3.NewBackend(r, conn)
+	failed := false // in the extended protocol: skip to Sync
+	fail := func() {
+		b.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42804", Message: "rejected"})
+	}
 	for {
 		m, err := b.Receive()
 		if err != nil {
 			return
 		}
-		switch m.(type) {
+		switch m := m.(type) {
 		case *pgproto3.Query:
-			b.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+			q := strings.ToUpper(m.String)
+			switch {
+			case reject:
+				fail()
+			case strings.Contains(q, "COPY") && strings.Contains(q, "FROM STDIN"):
+				b.Send(&pgproto3.CopyInResponse{})
+				if b.Flush() != nil {
+					return
+				}
+				for {
+					cm, err := b.Receive()
+					if err != nil {
+						return
+					}
+					if _, ok := cm.(*pgproto3.CopyData); !ok {
+						break
+					}
+				}
+				b.Send(&pgproto3.CommandComplete{CommandTag: []byte("COPY 0")})
+			default:
+				b.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+			}
 			b.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		case *pgproto3.Parse:
-			b.Send(&pgproto3.ParseComplete{})
-		case *pgproto3.Bind:
-			b.Send(&pgproto3.BindComplete{})
-		case *pgproto3.Describe:
-			b.Send(&pgproto3.NoData{})
-		case *pgproto3.Execute:
-			b.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
-		case *pgproto3.Close:
-			b.Send(&pgproto3.CloseComplete{})
 		case *pgproto3.Sync:
+			failed = false
 			b.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		case *pgproto3.Terminate:
 			return
+		default:
+			if failed {
+				continue
+			}
+			if reject {
+				fail()
+				failed = true
+				break
+			}
+			switch m.(type) {
+			case *pgproto3.Parse:
+				b.Send(&pgproto3.ParseComplete{})
+			case *pgproto3.Bind:
+				b.Send(&pgproto3.BindComplete{})
+			case *pgproto3.Describe:
+				b.Send(&pgproto3.NoData{})
+			case *pgproto3.Execute:
+				b.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+			case *pgproto3.Close:
+				b.Send(&pgproto3.CloseComplete{})
+			}
 		}
 		if b.Flush() != nil {
 			return
@@ -66,11 +107,18 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // server, and returns what the server received.
 func runSession(t *testing.T, input []byte) []byte {
 	cat, keys := testcat.New(t)
+	return runSessionWith(t, cat, keys, false, input, 0)
+}
+
+// runSessionWith is runSession with catalog cat and keys, in front of a
+// fake server that accepts or rejects every statement; the client closes
+// once it has read ready ReadyForQuery messages (0: after a millisecond).
+func runSessionWith(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, reject bool, input []byte, ready int) []byte {
 	clientProxy, clientFuzz := net.Pipe()
 	proxyServer, serverSide := net.Pipe()
 	var got bytes.Buffer
 	var mu sync.Mutex
-	go fakeServer(serverSide, &got, &mu)
+	go fakeServer(serverSide, &got, &mu, reject)
 	srv := &Server{cfg: Config{Keys: keys, Log: slog.New(slog.DiscardHandler)}, catalogs: newCatalogCache()}
 	s := newSession(srv, &conns{r: clientProxy, w: clientProxy}, &conns{r: proxyServer, w: proxyServer}, "fuzz", "fuzz")
 	s.names.reset("fuzz", "public", nil)
@@ -81,10 +129,38 @@ func runSession(t *testing.T, input []byte) []byte {
 	clientDone, relayDone := make(chan struct{}), make(chan struct{})
 	go func() { s.relay(); close(relayDone) }()
 	go func() { s.clientLoop(); s.q.close(); close(clientDone) }()
-	go io.Copy(io.Discard, clientFuzz) // the client reads whatever comes back
+	answered := make(chan struct{})
+	go func() { // the client reads whatever comes back
+		if ready == 0 {
+			io.Copy(io.Discard, clientFuzz)
+			return
+		}
+		fe := pgproto3.NewFrontend(clientFuzz, io.Discard)
+		for n := 0; ; {
+			m, err := fe.Receive()
+			if err != nil {
+				return
+			}
+			if _, ok := m.(*pgproto3.ReadyForQuery); ok {
+				if n++; n == ready {
+					close(answered)
+					io.Copy(io.Discard, clientFuzz)
+					return
+				}
+			}
+		}
+	}()
 	clientFuzz.SetWriteDeadline(time.Now().Add(2 * time.Second))
 	clientFuzz.Write(input)
-	time.Sleep(time.Millisecond) // let the answers of complete messages pass
+	if ready == 0 {
+		time.Sleep(time.Millisecond) // let the answers of complete messages pass
+	} else {
+		select {
+		case <-answered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the session did not answer")
+		}
+	}
 	clientFuzz.Close()
 	select {
 	case <-clientDone:
@@ -127,6 +203,13 @@ var sessionSeeds = [][]byte{
 		&pgproto3.Bind{PreparedStatement: "s", ParameterFormatCodes: []int16{0, 1}, Parameters: [][]byte{[]byte("MARKERX"), {0, 0, 0, 7}}},
 		&pgproto3.Execute{}, &pgproto3.Sync{}),
 	encode(&pgproto3.Query{String: "INSERT INTO enc_t (id, t) VALUES (1, 'MARKERX'"}), // does not parse
+	// Django 5.2's bulk_create (server-side and client-side binding): a *
+	// whose first column is plaintext once passed the rest unchecked
+	encode(&pgproto3.Parse{Query: `INSERT INTO "enc_t" ("id", "t") SELECT * FROM UNNEST(($1)::integer[], ($2)::text[]) RETURNING "enc_t"."id"`},
+		&pgproto3.Bind{Parameters: [][]byte{[]byte("{1,2}"), []byte("{MARKERX,MARKERX}")}}, &pgproto3.Execute{}, &pgproto3.Sync{}),
+	encode(&pgproto3.Query{String: `INSERT INTO "enc_t" ("id", "t") SELECT * FROM UNNEST('{1,2}'::integer[], '{MARKERX,MARKERX}'::text[])`}),
+	encode(&pgproto3.Query{String: `INSERT INTO enc_t (id, tr, t) SELECT *, 'MARKERX' FROM plain_t`}),
+	encode(&pgproto3.Query{String: `MERGE INTO enc_t USING (VALUES ('MARKERX')) v(x) ON enc_t.t = v.x WHEN NOT MATCHED THEN INSERT (t) VALUES (v.x)`}),
 	encode(&pgproto3.Parse{Query: "SELECT md5(t) FROM enc_t WHERE i4 = $1"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("7")}}, &pgproto3.Parse{Query: "SELECT 1 WHERE $1 = 'x'"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("MARKERX")}}, &pgproto3.Execute{}, &pgproto3.Sync{}),
