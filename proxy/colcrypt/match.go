@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 )
 
 // Bloom filter parameters: m = 256 bits (BloomSize bytes), k = 3 bits per
@@ -115,4 +116,36 @@ func MayMatch(value, query []byte) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// LikeEscape rewrites a LIKE pattern written for ESCAPE esc ("" for
+// ESCAPE '', no escape character) into the default form, whose escape
+// character is the backslash, which LikeRuns and the proxy's recheck
+// read.
+func LikeEscape(pattern, esc string) (string, error) {
+	if esc == `\` {
+		return pattern, nil
+	}
+	e := []rune(esc)
+	if len(e) > 1 {
+		return "", fmt.Errorf("invalid escape string: %q is more than one character", esc)
+	}
+	var b strings.Builder
+	r := []rune(pattern)
+	for i := 0; i < len(r); i++ {
+		switch {
+		case len(e) == 1 && r[i] == e[0]:
+			if i+1 == len(r) {
+				return "", fmt.Errorf("LIKE pattern must not end with escape character")
+			}
+			i++
+			b.WriteByte('\\')
+			b.WriteRune(r[i])
+		case r[i] == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteRune(r[i])
+		}
+	}
+	return b.String(), nil
 }

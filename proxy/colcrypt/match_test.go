@@ -466,3 +466,23 @@ func TestMatchNoFalseNegatives(t *testing.T) {
 		}
 	}
 }
+
+func TestLikeEscape(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, esc, want string
+		bad                bool
+	}{
+		{pattern: `a\%b`, esc: `\`, want: `a\%b`},
+		{pattern: `a!%b!!`, esc: "!", want: `a\%b\!`},
+		{pattern: `a\b%`, esc: "!", want: `a\\b%`},
+		{pattern: `a\b%`, esc: "", want: `a\\b%`},
+		{pattern: `50#%#_é`, esc: "#", want: `50\%\_é`},
+		{pattern: `ab!`, esc: "!", bad: true},
+		{pattern: `ab`, esc: "!!", bad: true},
+	} {
+		got, err := LikeEscape(tc.pattern, tc.esc)
+		if tc.bad != (err != nil) || got != tc.want {
+			t.Errorf("LikeEscape(%q, %q) = %q, %v; want %q (error: %v)", tc.pattern, tc.esc, got, err, tc.want, tc.bad)
+		}
+	}
+}

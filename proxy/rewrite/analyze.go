@@ -293,7 +293,28 @@ func hasEncrypted(r *catalog.Relation) bool {
 // encCol returns the encrypted column n is a plain reference to (nil if
 // n is something else or a plaintext column); whole-row references are
 // refused.
+//
+// A cast of an encrypted column to its own plain type (col::text,
+// CAST(col AS varchar), col::numeric of a numeric column: what ORMs write
+// and believe a no-op) is the column itself: the cast is dropped from
+// the statement, which the server could not run on ciphertext.
 func (a *analyzer) encCol(sc *scope, n *pg.Node) (*col, error) {
+	if n == nil {
+		return nil, nil
+	}
+	if tc := n.GetTypeCast(); tc != nil && tc.Arg.GetColumnRef() != nil {
+		c, err := a.encCol(sc, tc.Arg)
+		if err != nil || c == nil || !noopCast(c.attr.Enc.Plain, tc.TypeName) {
+			if c != nil && err == nil {
+				err = refuse("Compare the column itself (a cast to its own plain type is allowed), or compute it in the select list.",
+					"pgcipher: encrypted column %q cannot be cast to %s: the cast would change its values", c.name, typeNameOf(tc.TypeName))
+			}
+			return nil, err
+		}
+		n.Node = tc.Arg.Node
+		a.changed = true
+		return c, nil
+	}
 	cr := n.GetColumnRef()
 	if cr == nil {
 		return nil, nil
@@ -307,6 +328,37 @@ func (a *analyzer) encCol(sc *scope, n *pg.Node) (*col, error) {
 			"pgcipher: a whole-row reference %q to a relation with encrypted columns cannot be used here", c.name)
 	}
 	return c, nil
+}
+
+// noopCasts: the type names (pg_query's, as the last part of the name)
+// whose cast leaves a value of each plain type as it is.  varchar with a
+// length, bpchar (blank-padded comparison) and casts to other types
+// (int4::text compares text) are not no-ops.
+var noopCasts = map[colcrypt.Type][]string{
+	colcrypt.Text: {"text", "varchar"}, colcrypt.Int4: {"int4"}, colcrypt.Int8: {"int8"},
+	colcrypt.Float8: {"float8"}, colcrypt.Numeric: {"numeric"}, colcrypt.Bytea: {"bytea"},
+	colcrypt.Date: {"date"}, colcrypt.Timestamptz: {"timestamptz"}, colcrypt.Bool: {"bool"},
+}
+
+func noopCast(t colcrypt.Type, tn *pg.TypeName) bool {
+	if tn == nil || len(tn.Names) == 0 || len(tn.Typmods) > 0 || len(tn.ArrayBounds) > 0 || tn.Setof {
+		return false
+	}
+	name := strings.ToLower(typeNameOf(tn))
+	for _, n := range noopCasts[t] {
+		if name == n {
+			return true
+		}
+	}
+	return false
+}
+
+// typeNameOf is the last part of a type's name.
+func typeNameOf(tn *pg.TypeName) string {
+	if tn == nil || len(tn.Names) == 0 || tn.Names[len(tn.Names)-1].GetString_() == nil {
+		return "this type"
+	}
+	return tn.Names[len(tn.Names)-1].GetString_().Sval
 }
 
 // crypt returns the crypto of a bound column, or a refusal.

@@ -81,6 +81,18 @@ func TestAnalyze(t *testing.T) {
 		{sql: "INSERT INTO enc_t (id, tr) SELECT 1, t FROM enc_t", refused: true},
 		{sql: "INSERT INTO enc_t (id, t) SELECT * FROM plain_table JOIN other USING (id)", refused: true},
 		{sql: "INSERT INTO plain_table SELECT * FROM unnest($1::text[])"},
+		// casts ORMs believe are no-ops are the column itself
+		{sql: "SELECT id FROM enc_t WHERE t::text = 'x'", want: []string{"WHERE t = '"}},
+		{sql: "SELECT id FROM enc_t WHERE CAST(t AS varchar) = $1::varchar", want: []string{"WHERE t = $1"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE i4o::int4 > 3 ORDER BY i4o::integer", want: []string{"i4o > '", "ORDER BY i4o"}},
+		{sql: "SELECT id FROM enc_t WHERE tm::text LIKE '%ab%'", want: []string{"@>"}},
+		{sql: "SELECT id FROM enc_t WHERE i4::text = '7'", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE t::varchar(3) = 'x'", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE t::bpchar = 'x'", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%a!%b%' ESCAPE '!'", want: []string{"@>"}},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1 ESCAPE '!'", want: []string{"@>"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE tm NOT LIKE $1", want: []string{"WHERE true"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE 'a!' ESCAPE '!'", refused: true},
 		{sql: "MERGE INTO enc_t USING (VALUES (1, 'x')) v(a, b) ON enc_t.id = v.a WHEN NOT MATCHED THEN INSERT (id, t) VALUES (v.a, v.b)", refused: true},
 	} {
 		p, err := Analyze(tc.sql, cat, keys)

@@ -52,6 +52,9 @@ type Param struct {
 	Column  *colcrypt.Column
 	EncType *catalog.EncType
 	Pattern bool // a LIKE pattern for a MATCH column: encrypted as a query
+	// Escape: the pattern's ESCAPE character ("" for none) when LIKE …
+	// ESCAPE named one; the proxy reads it as colcrypt.LikeEscape does
+	Escape *string
 	Array   bool // = ANY($n): an array of values
 	// Operand: only compared with, never stored: encrypted as a query
 	// operand where the column's order format has one (EncryptOperand)
@@ -99,6 +102,16 @@ type Filter struct {
 	Pattern string // the LIKE pattern of a literal
 	Param   int    // 1-based parameter holding the pattern, 0 for a literal
 	Not     bool
+	Escape  *string // a parameter's ESCAPE character, as Param.Escape
+}
+
+// LikePattern is a pattern as the client sent it, in the default form
+// (backslash escapes) when the statement named another ESCAPE.
+func LikePattern(s string, esc *string) (string, error) {
+	if esc == nil {
+		return s, nil
+	}
+	return colcrypt.LikeEscape(s, *esc)
 }
 
 // Plan is the outcome of analysing one SQL string.

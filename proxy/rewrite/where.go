@@ -404,12 +404,30 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 	}
 	f := Filter{Hidden: a.plan.Hidden, Column: cc, Not: not}
 	pat := e.Rexpr
+	if fc := pat.GetFuncCall(); fc != nil && strings.ToLower(funcName(fc)) == "like_escape" && len(fc.Args) == 2 {
+		// LIKE p ESCAPE e: the pattern is read with e, and sent as the
+		// candidate test without it
+		k := fc.Args[1].GetAConst()
+		if tc := fc.Args[1].GetTypeCast(); tc != nil {
+			k = tc.Arg.GetAConst()
+		}
+		if k == nil || k.GetSval() == nil {
+			return refuse("Give ESCAPE a literal character.", "pgcipher: LIKE on encrypted column %q needs a literal ESCAPE", c.name)
+		}
+		esc := k.GetSval().Sval
+		f.Escape = &esc
+		pat = fc.Args[0]
+	}
 	if tc := pat.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		pat = tc.Arg
 	}
 	switch {
 	case pat.GetAConst() != nil && pat.GetAConst().GetSval() != nil:
-		f.Pattern = pat.GetAConst().GetSval().Sval
+		var err error
+		if f.Pattern, err = LikePattern(pat.GetAConst().GetSval().Sval, f.Escape); err != nil {
+			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
+		}
+		f.Escape = nil
 		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
@@ -420,11 +438,14 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 			e.Rexpr = pat
 		}
 	case pat.GetParamRef() != nil:
+		// NOT LIKE leaves the server no test, but the parameter still
+		// travels in Bind: encrypted as a pattern, typed and unused
 		f.Param = int(pat.GetParamRef().Number)
+		if err := a.param(c, f.Param, true, false, true); err != nil {
+			return err
+		}
+		a.plan.Params[f.Param-1].Escape = f.Escape
 		if !not {
-			if err := a.param(c, f.Param, true, false, true); err != nil {
-				return err
-			}
 			e.Rexpr = pat
 		}
 	default:

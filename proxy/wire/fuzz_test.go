@@ -210,6 +210,9 @@ var sessionSeeds = [][]byte{
 	encode(&pgproto3.Query{String: `INSERT INTO "enc_t" ("id", "t") SELECT * FROM UNNEST('{1,2}'::integer[], '{MARKERX,MARKERX}'::text[])`}),
 	encode(&pgproto3.Query{String: `INSERT INTO enc_t (id, tr, t) SELECT *, 'MARKERX' FROM plain_t`}),
 	encode(&pgproto3.Query{String: `MERGE INTO enc_t USING (VALUES ('MARKERX')) v(x) ON enc_t.t = v.x WHEN NOT MATCHED THEN INSERT (t) VALUES (v.x)`}),
+	// NOT LIKE $1 gives the server no test, but $1 still travels in Bind
+	encode(&pgproto3.Parse{Query: "SELECT id FROM enc_t WHERE tm NOT LIKE $1"},
+		&pgproto3.Bind{Parameters: [][]byte{[]byte("%MARKERX%")}}, &pgproto3.Execute{}, &pgproto3.Sync{}),
 	encode(&pgproto3.Parse{Query: "SELECT md5(t) FROM enc_t WHERE i4 = $1"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("7")}}, &pgproto3.Parse{Query: "SELECT 1 WHERE $1 = 'x'"},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("MARKERX")}}, &pgproto3.Execute{}, &pgproto3.Sync{}),

@@ -67,7 +67,9 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		case p.Pattern:
 			var s string
 			if s, err = text(i, v); err == nil {
-				ct, err = p.Column.EncryptPattern(s, rand.Reader)
+				if s, err = rewrite.LikePattern(s, p.Escape); err == nil {
+					ct, err = p.Column.EncryptPattern(s, rand.Reader)
+				}
 			}
 		case p.Array:
 			ct, err = encryptArray(p, clientOID(i), f, v)
@@ -93,6 +95,9 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 			return nil, nil, valueError(i, errors.New("a LIKE pattern is NULL"))
 		}
 		s, err := text(i, m.Parameters[i])
+		if err == nil {
+			s, err = rewrite.LikePattern(s, fl.Escape)
+		}
 		if err != nil {
 			return nil, nil, valueError(i, err)
 		}

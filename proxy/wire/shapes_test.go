@@ -71,6 +71,9 @@ func newShapeGen(rng *rand.Rand, n int) *shapeGen {
 		c := shapeCol{Col: testcat.Col{Name: fmt.Sprintf("c%d", i), Plain: st.plain, TypeOID: st.oid}, sqlType: st.sqlType}
 		if i == 0 || rng.Intn(3) > 0 {
 			c.Level = st.levels[rng.Intn(len(st.levels))]
+			if st.plain == colcrypt.Text && rng.Intn(2) == 0 {
+				c.Level = colcrypt.MATCH // the level with the most rewrites
+			}
 		}
 		g.cols = append(g.cols, c)
 	}
@@ -373,9 +376,16 @@ func (g *shapeGen) insert() string {
 // pred is a WHERE condition comparing columns with values.
 func (g *shapeGen) pred() string {
 	c := g.cols[g.pick(len(g.cols))]
+	for i := 0; i < 2 && !c.enc(); i++ {
+		c = g.cols[g.pick(len(g.cols))] // encrypted columns more often
+	}
 	var p string
 	m := c.enc()
-	switch g.pick(10) {
+	k := g.pick(10)
+	if c.Plain == colcrypt.Text && g.pick(3) == 0 {
+		k = 4 // LIKE more often
+	}
+	switch k {
 	case 0:
 		p = g.value(c, m) + " = " + c.Name
 	case 1:
@@ -386,7 +396,10 @@ func (g *shapeGen) pred() string {
 		p = c.Name + " BETWEEN " + g.value(c, m) + " AND " + g.value(c, m)
 	case 4:
 		if c.Plain == colcrypt.Text {
-			p = c.Name + " LIKE " + g.likePattern(c)
+			p = c.Name + []string{" LIKE ", " NOT LIKE ", "::text LIKE "}[g.pick(3)] + g.likePattern(c)
+			if g.pick(3) == 0 {
+				p += " ESCAPE '!'"
+			}
 		} else {
 			p = c.Name + "::text = '" + g.raw(c, m) + "'"
 		}
