@@ -21,19 +21,72 @@ import (
 // catalog connection string names none), opened when first needed and
 // again after an error; each has its own lock, so that a slow database
 // holds up only its own sessions.
+//
+// A connection must never hold a database that a DBA needs alone: DROP
+// DATABASE and CREATE DATABASE … TEMPLATE fail while another session is
+// connected to it, a directly connected one's too.  So a database's
+// catalog connections are closed when its last session through the proxy
+// ends, and any of them unused for catalogIdle.
 type catalogConns struct {
-	srv   *Server
-	mu    sync.Mutex // guards conns
-	conns map[string]*catalogConn
+	srv      *Server
+	mu       sync.Mutex // guards conns and sessions
+	conns    map[string]*catalogConn
+	sessions map[string]int // the sessions of each database
 }
 
 type catalogConn struct {
 	mu   sync.Mutex
 	conn *pgconn.PgConn
+	db   string
+	used time.Time   // the end of its last use
+	idle *time.Timer // closes it once unused for catalogIdle
 }
 
 // catalogTimeout bounds one catalog read, connecting included.
 const catalogTimeout = 30 * time.Second
+
+// catalogIdle: a catalog connection unused this long is closed.
+var catalogIdle = 10 * time.Second
+
+// acquire counts a session of database db; release ends it, and closes
+// the database's catalog connections with its last session.
+func (c *catalogConns) acquire(db string) {
+	c.mu.Lock()
+	c.sessions[db]++
+	c.mu.Unlock()
+}
+
+func (c *catalogConns) release(db string) {
+	c.mu.Lock()
+	c.sessions[db]--
+	var closing []*catalogConn
+	if c.sessions[db] <= 0 {
+		delete(c.sessions, db)
+		for k, e := range c.conns {
+			if e.db == db {
+				closing = append(closing, e)
+				delete(c.conns, k)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range closing {
+		e.close(0)
+	}
+}
+
+// close closes e's connection if it has not been used for idle.
+func (e *catalogConn) close(idle time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn == nil || idle > 0 && time.Since(e.used) < idle {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e.conn.Close(ctx)
+	e.conn = nil
+}
 
 // with runs f on the catalog connection of database db; user is the
 // client's, used when the catalog connection string names none.
@@ -45,14 +98,19 @@ func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *p
 	c.mu.Lock()
 	e := c.conns[key]
 	if e == nil {
-		e = &catalogConn{}
+		e = &catalogConn{db: db}
+		e.idle = time.AfterFunc(catalogIdle, func() { e.close(catalogIdle) })
 		c.conns[key] = e
 	}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer func() {
+		e.used = time.Now()
+		e.idle.Reset(catalogIdle)
+		e.mu.Unlock()
+	}()
 	reused := e.conn != nil && !e.conn.IsClosed()
 	if !reused {
 		if err := c.connect(ctx, e, db, user); err != nil {
@@ -103,8 +161,10 @@ func (c *catalogConns) closeAll() {
 	defer cancel()
 	for k, e := range c.conns {
 		e.mu.Lock()
+		e.idle.Stop()
 		if e.conn != nil {
 			e.conn.Close(ctx)
+			e.conn = nil
 		}
 		e.mu.Unlock()
 		delete(c.conns, k)

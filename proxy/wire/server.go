@@ -106,7 +106,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("wire: catalog connection %q: %w", catStr, err)
 	}
 	s.catalogUser, _ = namesUserAndDB(catStr)
-	s.catalogConns = &catalogConns{srv: s, conns: map[string]*catalogConn{}}
+	s.catalogConns = &catalogConns{srv: s, conns: map[string]*catalogConn{}, sessions: map[string]int{}}
 	return s, nil
 }
 
@@ -507,7 +507,11 @@ func (s *Server) authReply(b *pgproto3.Backend, f *pgproto3.Frontend, t uint32) 
 }
 
 // cancel forwards a CancelRequest: the client holds the server's own
-// process id and key (BackendKeyData is relayed unchanged).
+// process id and key (BackendKeyData is relayed unchanged).  It returns,
+// and the client's cancel connection is closed, only once the server has
+// closed its own: the server has then signalled the backend, as libpq
+// waits for it to, so that the cancel cannot hit the client's next
+// statement.
 func (s *Server) cancel(m *pgproto3.CancelRequest) error {
 	c, err := s.dial(nil)
 	if err != nil {
@@ -518,6 +522,13 @@ func (s *Server) cancel(m *pgproto3.CancelRequest) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.Write(buf)
+	if _, err = c.Write(buf); err != nil {
+		return err
+	}
+	c.SetReadDeadline(time.Now().Add(cancelWait))
+	_, err = io.Copy(io.Discard, c)
 	return err
 }
+
+// cancelWait bounds the wait for the server to close a cancel connection.
+const cancelWait = 10 * time.Second

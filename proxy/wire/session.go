@@ -174,6 +174,8 @@ type conns struct {
 // run runs the session until either side closes; it says how it ended.
 func (s *session) run(params map[string]string) (metrics.End, error) {
 	defer close(s.ended)
+	s.srv.catalogConns.acquire(s.db)
+	defer s.srv.catalogConns.release(s.db)
 	path, unusable, err := s.srv.catalogConns.sessionNames(s.db, s.user, params)
 	if err == nil {
 		s.names.reset(s.user, path, unusable)

@@ -378,8 +378,7 @@ func TestCatalogConnectionLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c1 := connect(t, conninfo)
-	mustExec(t, c1, "SELECT 1") // the catalog connection opened and kept
-	c1.Close(ctx)
+	mustExec(t, c1, "SELECT 1") // the catalog connection opened, kept while c1 is connected
 	// the DBA, directly on the server (not through the proxy, whose own
 	// catalog read would meet the lost connection first)
 	cfg, _ := pgconn.ParseConfig(e.upstream)
