@@ -118,10 +118,10 @@ func MayMatch(value, query []byte) (bool, error) {
 	return true, nil
 }
 
-// LikeEscape rewrites a LIKE pattern written for ESCAPE esc ("" for
-// ESCAPE '', no escape character) into the default form, whose escape
-// character is the backslash, which LikeRuns and the proxy's recheck
-// read.
+// LikeEscape rewrites a LIKE pattern written for ESCAPE esc (the empty
+// string for an empty ESCAPE: no escape character) into the default form,
+// whose escape character is the backslash, which LikeRuns and the proxy's
+// recheck read.
 func LikeEscape(pattern, esc string) (string, error) {
 	if esc == `\` {
 		return pattern, nil

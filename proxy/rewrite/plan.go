@@ -55,7 +55,7 @@ type Param struct {
 	// Escape: the pattern's ESCAPE character ("" for none) when LIKE …
 	// ESCAPE named one; the proxy reads it as colcrypt.LikeEscape does
 	Escape *string
-	Array   bool // = ANY($n): an array of values
+	Array  bool // = ANY($n): an array of values
 	// Operand: only compared with, never stored: encrypted as a query
 	// operand where the column's order format has one (EncryptOperand)
 	Operand bool
