@@ -7,6 +7,7 @@ package compute
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
@@ -18,6 +19,8 @@ type Agg struct {
 	Arg  Expr
 	Over int // an array input whose length is the group's row count
 	T    colcrypt.Type
+	// Distinct: fn(DISTINCT arg), over the distinct non-NULL values
+	Distinct bool
 }
 
 // NewAgg types fn(arg); over is an array input of the group.
@@ -73,7 +76,17 @@ func (e *Agg) Eval(env *Env) (Value, error) {
 		count int64
 		acc   Value
 		have  bool
+		vals  []Value // DISTINCT: the values, aggregated once sorted
 	)
+	add := func(v Value) (err error) {
+		count++
+		if !have {
+			acc, have = start(e.Fn, v), true
+			return nil
+		}
+		acc, err = step(e.Fn, acc, v)
+		return err
+	}
 	for env.elem = 0; env.elem < n; env.elem++ {
 		if e.Arg == nil {
 			count++
@@ -83,15 +96,18 @@ func (e *Agg) Eval(env *Env) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		if v.Null {
-			continue
+		switch {
+		case v.Null:
+		case e.Distinct:
+			vals = append(vals, v)
+		default:
+			if err := add(v); err != nil {
+				return Value{}, err
+			}
 		}
-		count++
-		if !have {
-			acc, have = start(e.Fn, v), true
-			continue
-		}
-		if acc, err = step(e.Fn, acc, v); err != nil {
+	}
+	for _, v := range distinct(vals) {
+		if err := add(v); err != nil {
 			return Value{}, err
 		}
 	}
@@ -112,6 +128,18 @@ func (e *Agg) Eval(env *Env) (Value, error) {
 		return Null(e.T), nil
 	}
 	return acc, nil
+}
+
+// distinct sorts vals and keeps one of each run of equal values.
+func distinct(vals []Value) []Value {
+	sort.SliceStable(vals, func(i, j int) bool { return Compare(vals[i], vals[j]) < 0 })
+	out := vals[:0]
+	for i, v := range vals {
+		if i == 0 || Compare(v, out[len(out)-1]) != 0 {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // start is the state after the first non-NULL value.

@@ -100,6 +100,9 @@ type builder struct {
 	names   map[int]string // aliases of the inputs handed on as they are
 	inAgg   bool
 	arrays  []int // array inputs made while building the current aggregate's argument
+	// filter: the current aggregate's FILTER (WHERE …), as the server
+	// runs it, which its array inputs take too
+	filter *pg.Node
 }
 
 func (b *builder) input(in Input, n *pg.Node) int {
@@ -158,6 +161,9 @@ func (b *builder) column(cr *pg.ColumnRef) (compute.Expr, error) {
 	if b.inAgg {
 		in.Array = true
 		n = arrayAgg(n)
+		if b.filter != nil {
+			n.GetFuncCall().AggFilter = proto.Clone(b.filter).(*pg.Node)
+		}
 	} else if b.grouped && !b.a.grouping(names) {
 		// the server checks GROUP BY; this keeps its error ours and early
 		return nil, refuse("Group by the column or aggregate it.",
@@ -378,12 +384,20 @@ var aggregates = map[string]bool{"sum": true, "avg": true, "count": true, "min":
 
 func (b *builder) funcCall(f *pg.FuncCall, want colcrypt.Type) (compute.Expr, error) {
 	name := strings.ToLower(funcName(f))
-	if f.Over != nil || f.AggFilter != nil || len(f.AggOrder) > 0 || f.AggDistinct || f.AggWithinGroup || f.FuncVariadic {
+	if f.Over != nil || len(f.AggOrder) > 0 || f.AggWithinGroup || f.FuncVariadic ||
+		!aggregates[name] && (f.AggDistinct || f.AggFilter != nil) {
 		return nil, refuse(hintCompute, "pgcipher: the proxy does not compute %s() with DISTINCT, FILTER, ORDER BY, WITHIN GROUP or OVER", name)
 	}
 	if aggregates[name] {
 		if b.inAgg {
 			return nil, refuse("", "pgcipher: aggregate function calls cannot be nested")
+		}
+		if f.AggFilter != nil {
+			// FILTER (WHERE …): the server selects the rows, its
+			// predicate checked and rewritten like a WHERE
+			if err := b.a.predicate(b.sc, f.AggFilter, false); err != nil {
+				return nil, err
+			}
 		}
 		if f.AggStar {
 			// count(*): the server counts
@@ -393,16 +407,20 @@ func (b *builder) funcCall(f *pg.FuncCall, want colcrypt.Type) (compute.Expr, er
 		if len(f.Args) != 1 {
 			return nil, refuse(hintCompute, "pgcipher: %s() takes one argument", name)
 		}
-		b.inAgg, b.arrays = true, nil
+		b.inAgg, b.arrays, b.filter = true, nil, f.AggFilter
 		arg, err := b.build(f.Args[0], 0)
-		b.inAgg = false
+		b.inAgg, b.filter = false, nil
 		if err != nil {
 			return nil, err
 		}
 		if len(b.arrays) == 0 {
 			return nil, refuse(hintCompute, "pgcipher: %s() of an expression without a column is not computed by the proxy", name)
 		}
-		return compute.NewAgg(name, arg, b.arrays[0])
+		agg, err := compute.NewAgg(name, arg, b.arrays[0])
+		if err == nil {
+			agg.(*compute.Agg).Distinct = f.AggDistinct
+		}
+		return agg, err
 	}
 	var args []compute.Expr
 	for _, x := range f.Args {
@@ -451,6 +469,12 @@ func (a *analyzer) serverComputable(sc *scope, n *pg.Node) bool {
 		return level(c) == colcrypt.ORD && !prefixOrder(c.attr.Enc.Plain)
 	}
 	return false
+}
+
+// isAggregate: a call of an aggregate the proxy knows.
+func isAggregate(n *pg.Node) bool {
+	f := n.GetFuncCall()
+	return f != nil && aggregates[strings.ToLower(funcName(f))]
 }
 
 // grouping: the query being computed groups by this column.
@@ -547,10 +571,27 @@ func (a *analyzer) computeNeeded(sc *scope, s *pg.SelectStmt) (needed, havingNee
 	if len(s.DistinctClause) > 0 || len(s.WindowClause) > 0 || s.IntoClause != nil || s.LockingClause != nil {
 		return false, false, refuse(hintCompute, "pgcipher: DISTINCT, windows, INTO and FOR UPDATE are not supported with computations over encrypted columns")
 	}
-	for _, g := range s.GroupClause {
+	for i, g := range s.GroupClause {
+		if k := g.GetAConst(); k != nil && k.GetIval() != nil {
+			// GROUP BY 2 (Django's values().annotate()): the server's
+			// select list changes, so the position becomes what it names
+			p := int(k.GetIval().Ival) - 1
+			if p >= 0 && p < len(s.TargetList) && s.TargetList[p].GetResTarget() != nil {
+				if v := s.TargetList[p].GetResTarget().Val; v != nil && !hasNode(v, isAggregate) {
+					g = proto.Clone(v).(*pg.Node)
+					s.GroupClause[i] = g
+					a.changed = true
+				}
+			}
+		}
+		if c, err := a.encCol(sc, g); err != nil {
+			return false, false, err
+		} else if c != nil {
+			continue // a no-op cast of an encrypted column is the column
+		}
 		if g.GetAConst() != nil || g.GetColumnRef() == nil && a.refsEncrypted(sc, g) {
-			return false, false, refuse("Group by columns or by expressions of plaintext columns.",
-				"pgcipher: with computations over encrypted columns, GROUP BY takes columns and expressions without encrypted columns, not positions")
+			return false, false, refuse("Group by columns, by their positions in the select list or by expressions of plaintext columns.",
+				"pgcipher: with computations over encrypted columns, GROUP BY takes columns, positions of columns and expressions without encrypted columns")
 		}
 	}
 	return needed, havingNeeds, nil
