@@ -93,9 +93,16 @@ func TestAnalyze(t *testing.T) {
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1 ESCAPE '!'", want: []string{"@>"}, params: 1},
 		{sql: "SELECT id FROM enc_t WHERE tm NOT LIKE $1", want: []string{"WHERE true"}, params: 1},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE 'a!' ESCAPE '!'", refused: true},
+		// LIKE with LIMIT/OFFSET: the proxy counts what the recheck keeps
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' ORDER BY id LIMIT 21", want: []string{"ORDER BY id"}},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 OFFSET $1", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 FOR UPDATE", refused: true},
 		{sql: "MERGE INTO enc_t USING (VALUES (1, 'x')) v(a, b) ON enc_t.id = v.a WHEN NOT MATCHED THEN INSERT (id, t) VALUES (v.a, v.b)", refused: true},
 	} {
 		p, err := Analyze(tc.sql, cat, keys)
+		if err == nil && strings.Contains(tc.sql, "LIMIT 21") && (!p.Limited || p.Limit != 21 || strings.Contains(p.SQL, "LIMIT")) {
+			t.Errorf("%s: limit %v %d, sent %s; want the proxy's LIMIT 21", tc.sql, p.Limited, p.Limit, p.SQL)
+		}
 		if tc.refused {
 			if !errors.Is(err, ErrRefused) {
 				var r *Refusal

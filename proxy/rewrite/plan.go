@@ -129,6 +129,11 @@ type Plan struct {
 	// Hidden: the number of fields appended to the select list for
 	// Filters, which the client does not see.
 	Hidden int
+	// Limited: the LIMIT (Limit, -1 for none) and OFFSET of a query with
+	// Filters, which the proxy applies to the rows the recheck keeps
+	// (the server returns every candidate)
+	Limited       bool
+	Limit, Offset int64
 	Copy   *CopyPlan
 	// Compute: the proxy computes the result from the fields the
 	// server returns (aggregates and expressions over encrypted columns).

@@ -106,6 +106,18 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 	if err := a.where(sc, s, top); err != nil {
 		return nil, err
 	}
+	if top && a.top && len(a.plan.Filters) > 0 && (s.LimitCount != nil || s.LimitOffset != nil) {
+		// the server's LIMIT would count candidates the recheck drops:
+		// the proxy counts what it keeps
+		var err error
+		if a.plan.Limit, err = limitValue(s.LimitCount, -1); err != nil {
+			return nil, err
+		}
+		if a.plan.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
+			return nil, err
+		}
+		a.plan.Limited, s.LimitCount, s.LimitOffset = true, nil, nil
+	}
 	for _, g := range s.GroupClause {
 		if err := a.groupItem(sc, s, g, "GROUP BY"); err != nil {
 			return nil, err
@@ -210,11 +222,13 @@ func outputAttrs(r *catalog.Relation) []*catalog.Attr {
 }
 
 // filterable: a query whose rows the proxy may drop after the server
-// (LIKE rechecks): no aggregation, grouping, DISTINCT, LIMIT or OFFSET,
-// which would have been computed on rows that are then dropped.
+// (LIKE rechecks): no aggregation, grouping or DISTINCT, which would have
+// been computed on rows that are then dropped.  LIMIT and OFFSET (integer
+// literals) move to the proxy, except with FOR UPDATE, which would lock
+// every candidate.
 func (a *analyzer) filterable(s *pg.SelectStmt) bool {
 	if len(s.GroupClause) > 0 || s.HavingClause != nil || len(s.DistinctClause) > 0 ||
-		s.LimitCount != nil || s.LimitOffset != nil || len(s.WindowClause) > 0 || s.IntoClause != nil {
+		len(s.WindowClause) > 0 || s.IntoClause != nil || s.LockingClause != nil && (s.LimitCount != nil || s.LimitOffset != nil) {
 		return false
 	}
 	for _, t := range s.TargetList {

@@ -92,6 +92,7 @@ type rowState struct {
 	patterns []string
 	buffered []*pgproto3.DataRow
 	kept     int
+	skipped  int64 // rows OFFSET dropped (plan.Limited)
 	// a computed result: formats asked of the server per input, the
 	// client's per output, rows kept for the proxy's sort
 	serverFmt, outFmt []int16
@@ -202,7 +203,6 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 			out.Values = append(out.Values, p)
 		}
 	}
-	rs.kept++
 	if rs.resort >= 0 {
 		if len(out.Values) == rs.visible {
 			out.Values = append(out.Values, nil) // NULL sort key
@@ -215,8 +215,24 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 		rs.buffered = append(rs.buffered, out)
 		return nil
 	}
-	rs.s.send(out)
+	rs.sendKept(out)
 	return nil
+}
+
+// sendKept sends a row the recheck kept, within the plan's OFFSET and
+// LIMIT.
+func (rs *rowState) sendKept(r *pgproto3.DataRow) {
+	if p := rs.plan; p != nil && p.Limited {
+		if rs.skipped < p.Offset {
+			rs.skipped++
+			return
+		}
+		if p.Limit >= 0 && int64(rs.kept) >= p.Limit {
+			return
+		}
+	}
+	rs.kept++
+	rs.s.send(r)
 }
 
 // recheck applies LIKE filter k to a decrypted value.
@@ -258,7 +274,7 @@ func (rs *rowState) flushRows() {
 	})
 	for _, r := range rs.buffered {
 		r.Values = r.Values[:rs.visible]
-		rs.s.send(r)
+		rs.sendKept(r)
 	}
 	rs.buffered = nil
 }
