@@ -134,7 +134,7 @@ type Plan struct {
 	// (the server returns every candidate)
 	Limited       bool
 	Limit, Offset int64
-	Copy   *CopyPlan
+	Copy          *CopyPlan
 	// Compute: the proxy computes the result from the fields the
 	// server returns (aggregates and expressions over encrypted columns).
 	Compute *ComputePlan
