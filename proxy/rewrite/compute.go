@@ -50,6 +50,11 @@ type ComputePlan struct {
 	Order   []SortKey    // non-empty: the proxy sorts (and applies the limits)
 	Limit   int64        // -1: none
 	Offset  int64
+	// Params: the client's parameters that computed outputs read, and as
+	// which type; ParamOIDs: their types for the server, which no longer
+	// sees them in the select list
+	Params    map[int]colcrypt.Type
+	ParamOIDs map[int]uint32
 }
 
 // Buffered: the proxy needs every row before it sends the first.
@@ -271,7 +276,7 @@ func (b *builder) build(n *pg.Node, want colcrypt.Type) (compute.Expr, error) {
 	case n.GetParamRef() != nil:
 		num := int(n.GetParamRef().Number)
 		if !b.params {
-			return nil, refuse(hintCompute, "pgcipher: parameter $%d in an expression the proxy computes in a select list is not supported; compute it in the application", num)
+			return nil, refuse(hintCompute, "pgcipher: parameter $%d cannot be computed with here", num)
 		}
 		if want == 0 {
 			want = b.ptypes[num]
@@ -343,13 +348,23 @@ func (b *builder) build(n *pg.Node, want colcrypt.Type) (compute.Expr, error) {
 	case n.GetFuncCall() != nil:
 		return b.funcCall(n.GetFuncCall(), want)
 	case n.GetCoalesceExpr() != nil:
-		var args []compute.Expr
-		for _, x := range n.GetCoalesceExpr().Args {
-			e, err := b.build(x, want)
-			if err != nil {
-				return nil, err
+		// the arguments share a type: a parameter takes the others'
+		xs := n.GetCoalesceExpr().Args
+		args := make([]compute.Expr, len(xs))
+		for pass := 0; pass < 2; pass++ {
+			for i, x := range xs {
+				if (x.GetParamRef() != nil) != (pass == 1) {
+					continue
+				}
+				e, err := b.build(x, want)
+				if err != nil {
+					return nil, err
+				}
+				if c, ok := e.(*compute.Const); want == 0 && !(ok && c.Unknown) {
+					want = e.Type()
+				}
+				args[i] = e
 			}
-			args = append(args, e)
 		}
 		return compute.NewFunc("coalesce", args)
 	}
@@ -517,7 +532,7 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 			f := n.GetFuncCall()
 			return f != nil && aggregates[strings.ToLower(funcName(f))]
 		})
-	b := &builder{a: a, sc: sc, grouped: grouped, names: map[int]string{}}
+	b := &builder{a: a, sc: sc, grouped: grouped, names: map[int]string{}, params: true, ptypes: map[int]colcrypt.Type{}}
 	cp := &ComputePlan{Limit: -1}
 	names, err := a.computeOutputs(sc, s, b, cp)
 	if err != nil {
@@ -543,6 +558,12 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 		s.TargetList = append(s.TargetList, &pg.Node{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Name: b.names[i], Val: n, Location: -1}}})
 	}
 	cp.Inputs = b.inputs
+	if len(b.ptypes) > 0 {
+		cp.Params, cp.ParamOIDs = b.ptypes, map[int]uint32{}
+		for num, t := range b.ptypes {
+			cp.ParamOIDs[num] = values.PlainOID(t)
+		}
+	}
 	a.plan.Compute = cp
 	a.changed = true
 	return true, nil

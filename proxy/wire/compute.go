@@ -127,7 +127,7 @@ func (rs *rowState) computeRow(m *pgproto3.DataRow) error {
 	if len(m.Values) != len(cp.Inputs) {
 		return fmt.Errorf("row of %d fields, the computation reads %d", len(m.Values), len(cp.Inputs))
 	}
-	env := &compute.Env{Inputs: make([]compute.Value, len(cp.Inputs)), Arrays: make([][]compute.Value, len(cp.Inputs))}
+	env := &compute.Env{Inputs: make([]compute.Value, len(cp.Inputs)), Arrays: make([][]compute.Value, len(cp.Inputs)), Params: rs.params}
 	for i, in := range cp.Inputs {
 		if in.Type == 0 {
 			continue // handed on as it is
@@ -304,9 +304,9 @@ func (s *session) parseLock(name string, up *rewrite.UpdatePlan, oids []uint32) 
 }
 
 // clientParamValues reads the client's parameters that computed expressions use.
-func clientParamValues(up *rewrite.UpdatePlan, st *stmt, m *pgproto3.Bind) ([]compute.Value, error) {
+func clientParamValues(types map[int]colcrypt.Type, st *stmt, m *pgproto3.Bind) ([]compute.Value, error) {
 	out := make([]compute.Value, len(m.Parameters))
-	for n, t := range up.ExprParams {
+	for n, t := range types {
 		i := n - 1
 		if i >= len(m.Parameters) {
 			continue

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -111,5 +112,57 @@ SELECT pgcipher.encrypt_column('counters', 'ko', 'k1', 'ORD')`)
 	tag, err := admin.Exec(ctx, "UPDATE counters SET k = k + 1 WHERE id = 99")
 	if err != nil || tag.String() != "UPDATE 0" {
 		t.Fatalf("update of no row: %q, %v", tag, err)
+	}
+}
+
+// TestComputedParams: parameters inside a select list the proxy computes
+// (Django's annotate(F('balance') * 2 + 1) with server-side binding) are
+// typed by their operands, told to the server, and read at Bind; the
+// results equal the plaintext twin's.
+func TestComputedParams(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	conninfo := e.startProxy(t, &syncBuffer{})
+	c := connect(t, conninfo)
+	mustExec(t, c, `CREATE EXTENSION pgcipher_columns;
+SELECT pgcipher.add_column_key('k1');
+CREATE TABLE acct (id int PRIMARY KEY, city enc_text, balance enc_numeric_ord);
+SELECT pgcipher.encrypt_column('acct', 'city', 'k1', 'EQ');
+SELECT pgcipher.encrypt_column('acct', 'balance', 'k1', 'ORD');
+CREATE TABLE acct_plain (id int PRIMARY KEY, city text, balance numeric)`)
+	for _, tb := range []string{"acct", "acct_plain"} {
+		mustExec(t, c, "INSERT INTO "+tb+" VALUES (1, 'Oslo', 10.5), (2, 'Oslo', 2), (3, 'Rome', NULL), (4, 'Rome', 7.25)")
+	}
+	for _, q := range []string{
+		"SELECT id, balance * $1 + $2 FROM %s ORDER BY id",
+		"SELECT city, sum(balance) * $1 FROM %s GROUP BY 1 ORDER BY 2",
+		"SELECT id, coalesce(balance, $1) FROM %s WHERE id > $2 ORDER BY id",
+	} {
+		var args []any
+		switch {
+		case strings.Contains(q, "$2") && strings.Contains(q, "coalesce"):
+			args = []any{"0", 1}
+		case strings.Contains(q, "$2"):
+			args = []any{2, "1"}
+		default:
+			args = []any{3}
+		}
+		var got [2]string
+		for i, tb := range []string{"acct", "acct_plain"} {
+			rows, err := c.Query(ctx, fmt.Sprintf(q, tb), args...)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", q, tb, err)
+			}
+			for rows.Next() {
+				vals, _ := rows.Values()
+				got[i] += fmt.Sprintln(vals...)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("%s on %s: %v", q, tb, err)
+			}
+		}
+		if got[0] != got[1] {
+			t.Errorf("%s:\nencrypted:\n%splaintext:\n%s", q, got[0], got[1])
+		}
 	}
 }

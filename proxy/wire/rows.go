@@ -97,6 +97,7 @@ type rowState struct {
 	// client's per output, rows kept for the proxy's sort
 	serverFmt, outFmt []int16
 	computed          []computedRow
+	params            []compute.Value // the client's, as computed outputs read them
 }
 
 // newRowState starts relaying a result of shape sh; formats are the

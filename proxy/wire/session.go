@@ -678,6 +678,16 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	if up := p.Update; up != nil {
 		oids = updateOIDs(up, oids)
 	}
+	if cp := p.Compute; cp != nil {
+		for n, oid := range cp.ParamOIDs {
+			for len(oids) < n {
+				oids = append(oids, 0)
+			}
+			if oids[n-1] == 0 {
+				oids[n-1] = oid
+			}
+		}
+	}
 	s.push(&completeAnswer{})
 	s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
 	if up := p.Update; up != nil {
@@ -724,9 +734,17 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		m.ResultFormatCodes, _ = computeFormats(st.plan.Compute, m.ResultFormatCodes, true)
 		s.clientRaw = nil
 	}
+	var params []compute.Value // what computed outputs read
+	if st != nil && st.plan.Compute != nil && len(st.plan.Compute.Params) > 0 {
+		var err error
+		if params, err = clientParamValues(st.plan.Compute.Params, st, m); err != nil {
+			s.refuseInBatch(refusal(err), nil)
+			return nil
+		}
+	}
 	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {
 		if st != nil {
-			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats}
+			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, params: params}
 		}
 		s.push(&completeAnswer{})
 		s.sendServer(m)
@@ -737,7 +755,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
-	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns}
+	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params}
 	s.push(&completeAnswer{})
 	s.sendServer(out)
 	return nil
@@ -807,7 +825,7 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 			return nil
 		}
 	}
-	params, err := clientParamValues(st.plan.Update, st, m)
+	params, err := clientParamValues(st.plan.Update.ExprParams, st, m)
 	if err != nil {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
