@@ -93,6 +93,13 @@ func TestAnalyze(t *testing.T) {
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1 ESCAPE '!'", want: []string{"@>"}, params: 1},
 		{sql: "SELECT id FROM enc_t WHERE tm NOT LIKE $1", want: []string{"WHERE true"}, params: 1},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE 'a!' ESCAPE '!'", refused: true},
+		// CASE … THEN value (Django's bulk_update)
+		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' WHEN id = $1 THEN $2 ELSE t END WHERE id IN (1, 2)", want: []string{"THEN '", "THEN $2 ELSE t END"}, params: 1},
+		{sql: `UPDATE "enc_t" SET "t" = (CASE WHEN ("enc_t"."id" = 1) THEN 'a' ELSE NULL END)::text WHERE "enc_t"."id" IN (1)`, want: []string{"SET t = CASE WHEN"}},
+		{sql: "UPDATE enc_t SET t = CASE WHEN i4 = 3 THEN 'x' END", want: []string{"WHEN i4 = '"}},
+		{sql: "UPDATE enc_t SET t = CASE i4 WHEN 3 THEN 'x' END", want: []string{"CASE i4 WHEN '"}},
+		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN tr END", refused: true},
+		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' END::varchar(2)", refused: true},
 		// LIKE with LIMIT/OFFSET: the proxy counts what the recheck keeps
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' ORDER BY id LIMIT 21", want: []string{"ORDER BY id"}},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 OFFSET $1", refused: true},

@@ -233,6 +233,15 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		v.Node = tc.Arg.Node
 		a.changed = true
 	}
+	if write {
+		if ce := a.valueCase(sc, c, v); ce != nil {
+			if v.GetTypeCast() != nil {
+				v.Node = v.GetTypeCast().Arg.Node // a no-op cast of the CASE
+				a.changed = true
+			}
+			return a.caseValues(sc, c, ce)
+		}
+	}
 	switch {
 	case v.GetAConst() != nil:
 		k := v.GetAConst()
@@ -275,6 +284,77 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		return refuse(hintAllowed, "pgcipher: the value written to encrypted column %q cannot be computed by the server; give a literal or a parameter", c.name)
 	}
 	return refuse(hintAllowed, "pgcipher: encrypted column %q can be compared (%s) only with a literal, a parameter or a column of its join group", c.name, what)
+}
+
+// valueCase is CASE … THEN value … END written into encrypted column c
+// (Django's bulk_update), perhaps cast to c's own plain type, when each
+// result is a literal, a parameter, NULL or c itself: the server picks
+// one of the values, each encrypted for c; nil for anything else.
+func (a *analyzer) valueCase(sc *scope, c *col, v *pg.Node) *pg.CaseExpr {
+	if tc := v.GetTypeCast(); tc != nil && noopCast(c.attr.Enc.Plain, tc.TypeName) {
+		v = tc.Arg
+	}
+	ce := v.GetCaseExpr()
+	if ce == nil {
+		return nil
+	}
+	isValue := func(n *pg.Node) bool {
+		if n == nil {
+			return true
+		}
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+		}
+		switch {
+		case n.GetAConst() != nil, n.GetParamRef() != nil:
+			return true
+		case n.GetColumnRef() != nil:
+			x, _ := a.encCol(sc, n)
+			return x != nil && x.binding() != nil && c.binding() != nil && x.binding().Spec == c.binding().Spec
+		}
+		return false
+	}
+	for _, w := range ce.Args {
+		if cw := w.GetCaseWhen(); cw == nil || !isValue(cw.Result) {
+			return nil
+		}
+	}
+	if !isValue(ce.Defresult) {
+		return nil
+	}
+	return ce
+}
+
+// caseValues checks a valueCase: its conditions as predicates (or, for
+// CASE x WHEN v, comparisons of x), its results as values of c.
+func (a *analyzer) caseValues(sc *scope, c *col, ce *pg.CaseExpr) error {
+	arg, err := a.encCol(sc, ce.Arg)
+	if err != nil {
+		return err
+	}
+	if arg == nil {
+		if err := a.generic(sc, ce.Arg, "CASE"); err != nil {
+			return err
+		}
+	}
+	for _, w := range ce.Args {
+		cw := w.GetCaseWhen()
+		switch {
+		case ce.Arg == nil:
+			err = a.predicate(sc, cw.Expr, false)
+		case arg != nil:
+			err = a.compared(sc, arg, cw.Expr, colcrypt.EQ, "CASE … WHEN")
+		default:
+			err = a.generic(sc, cw.Expr, "CASE … WHEN")
+		}
+		if err == nil {
+			err = a.value(sc, c, cw.Result, "CASE … THEN", true)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return a.value(sc, c, ce.Defresult, "CASE … ELSE", true)
 }
 
 // assignFrom: encrypted column c takes the ciphertext of column x, which
