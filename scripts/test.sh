@@ -93,6 +93,13 @@
 #                      encrypted table with its plaintext twin, refusals
 #                      (PC001); no marker of an encrypted column in what the
 #                      proxy sent nor in the data directory, with a control
+#   proxy-orm          proxy/test/orm: unchanged ORM applications (Django 5.2
+#                      with psycopg 3, both binding modes) on a table with
+#                      encrypted columns at every level through the proxy
+#                      and on its plaintext twin directly: every operation
+#                      equal or refused, none wrong, no marker of an
+#                      encrypted column sent, the table of results equal to
+#                      the committed docs/orm/*.md
 #   proxy-pgx          proxy/test/pgx-suite: pgx v5.12.0's own test suite (from
 #                      the Go module cache) directly and through the proxy —
 #                      plain, then with an encrypted table named like pgx's
@@ -446,6 +453,7 @@ sel proxy              && suite proxy              proxy_check
 sel columns            && suite columns            columns_check ""
 sel columns-tde        && suite columns-tde        columns_check "$(enc_opts aes-256)"
 sel proxy-clients      && suite proxy-clients      "$top/proxy/test/clients/run.sh"
+sel proxy-orm          && suite proxy-orm          "$top/proxy/test/orm/run.sh"
 sel proxy-pgx          && suite proxy-pgx          "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc-tls
 sel regress-aes128     && suite regress-aes128     regress "$(enc_opts aes-128)"
 sel regress-aes256     && suite regress-aes256     regress "$(enc_opts aes-256) --data-checksums"

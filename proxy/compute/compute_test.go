@@ -160,3 +160,31 @@ func TestParseArray(t *testing.T) {
 		}
 	}
 }
+
+func TestDecimalTypmod(t *testing.T) {
+	for _, tc := range []struct {
+		in         string
+		prec, sc   int32
+		want       string
+		overflowed bool
+	}{
+		{in: "12.345", prec: 12, sc: 2, want: "12.35"},
+		{in: "-12.345", prec: 12, sc: 2, want: "-12.35"},
+		{in: "12", prec: 12, sc: 2, want: "12.00"},
+		{in: "0.004", prec: 3, sc: 2, want: "0.00"},
+		{in: "999.995", prec: 5, sc: 2, overflowed: true},
+		{in: "99.994", prec: 4, sc: 2, want: "99.99"},
+		{in: "123", prec: 2, sc: 0, overflowed: true},
+		{in: "NaN", prec: 4, sc: 2, want: "NaN"},
+		{in: "Infinity", prec: 4, sc: 2, overflowed: true},
+	} {
+		d, err := ParseDecimal(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.Typmod(tc.prec, tc.sc)
+		if tc.overflowed != (err != nil) || err == nil && got.String() != tc.want {
+			t.Errorf("numeric(%d, %d) of %s = %v, %v; want %s (overflow %v)", tc.prec, tc.sc, tc.in, got, err, tc.want, tc.overflowed)
+		}
+	}
+}

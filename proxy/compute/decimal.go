@@ -307,3 +307,29 @@ func (d Decimal) Float64() float64 {
 	f, _ := new(big.Rat).SetFrac(d.Coef, pow10(d.Scale)).Float64()
 	return f
 }
+
+// Typmod applies numeric(precision, scale) as PostgreSQL's apply_typmod
+// does: rounded half away from zero to scale digits after the point, and
+// 22003 "numeric field overflow" when more than precision - scale digits
+// remain before it (or for ±Infinity); NaN passes.
+func (d Decimal) Typmod(precision, scale int32) (Decimal, error) {
+	switch d.Special {
+	case nan:
+		return d, nil
+	case posInf, negInf:
+		return Decimal{}, &Error{Code: "22003", Message: "numeric field overflow"}
+	}
+	c := new(big.Int).Set(d.Coef)
+	switch {
+	case d.Scale > scale:
+		c = roundDiv(c, pow10(d.Scale-scale))
+	case d.Scale < scale:
+		c.Mul(c, pow10(scale-d.Scale))
+	}
+	whole := new(big.Int).Quo(new(big.Int).Abs(c), pow10(scale))
+	if whole.Sign() != 0 && int32(len(whole.String())) > precision-scale {
+		return Decimal{}, &Error{Code: "22003", Message: "numeric field overflow",
+			Hint: fmt.Sprintf("A field with precision %d, scale %d must round to an absolute value less than 10^%d.", precision, scale, precision-scale)}
+	}
+	return Decimal{Coef: c, Scale: scale}, nil
+}

@@ -137,6 +137,9 @@ type analyzer struct {
 	// err: a name the proxy cannot resolve for sure (reported once the
 	// statement has been walked)
 	err error
+	// mod: the modifier of a cast around the value being analysed (a
+	// CASE's, an array's), applied to each value in it
+	mod *CastMod
 }
 
 // rel is one entry of a FROM list: a catalog relation, or a derived one
@@ -338,6 +341,36 @@ var noopCasts = map[colcrypt.Type][]string{
 	colcrypt.Text: {"text", "varchar"}, colcrypt.Int4: {"int4"}, colcrypt.Int8: {"int8"},
 	colcrypt.Float8: {"float8"}, colcrypt.Numeric: {"numeric"}, colcrypt.Bytea: {"bytea"},
 	colcrypt.Date: {"date"}, colcrypt.Timestamptz: {"timestamptz"}, colcrypt.Bool: {"bool"},
+}
+
+// castMod reads a cast to plain type t with a modifier the proxy applies
+// (varchar(n) of text, numeric(p[, s]) of numeric): what ORMs cast the
+// values they write to (Django: ::varchar(40), ::numeric(12, 2)).  An
+// array type's element modifier counts too (::varchar(40)[]).
+func castMod(t colcrypt.Type, tn *pg.TypeName) (*CastMod, bool) {
+	if tn == nil || len(tn.Typmods) == 0 || tn.Setof {
+		return nil, false
+	}
+	var mods []int32
+	for _, m := range tn.Typmods {
+		k := m.GetAConst()
+		if k == nil || k.GetIval() == nil {
+			return nil, false
+		}
+		mods = append(mods, k.GetIval().Ival)
+	}
+	name := strings.ToLower(typeNameOf(tn))
+	switch {
+	case t == colcrypt.Text && name == "varchar" && len(mods) == 1 && mods[0] > 0:
+		return &CastMod{Len: mods[0]}, true
+	case t == colcrypt.Numeric && name == "numeric" && len(mods) <= 2 && mods[0] > 0:
+		m := &CastMod{Prec: mods[0]}
+		if len(mods) == 2 {
+			m.Scale = mods[1]
+		}
+		return m, m.Scale >= 0 && m.Scale <= m.Prec
+	}
+	return nil, false
 }
 
 func noopCast(t colcrypt.Type, tn *pg.TypeName) bool {

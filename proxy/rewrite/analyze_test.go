@@ -1,8 +1,10 @@
 package rewrite
 
 import (
+	"encoding/base64"
 	"errors"
 	"github.com/pgcipher/pgcipher/proxy/internal/testcat"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -99,7 +101,8 @@ func TestAnalyze(t *testing.T) {
 		{sql: "UPDATE enc_t SET t = CASE WHEN i4 = 3 THEN 'x' END", want: []string{"WHEN i4 = '"}},
 		{sql: "UPDATE enc_t SET t = CASE i4 WHEN 3 THEN 'x' END", want: []string{"CASE i4 WHEN '"}},
 		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN tr END", refused: true},
-		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' END::varchar(2)", refused: true},
+		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' END::varchar(2)", want: []string{"SET t = CASE WHEN"}},
+		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' END::bpchar(2)", refused: true},
 		// LIKE with LIMIT/OFFSET: the proxy counts what the recheck keeps
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' ORDER BY id LIMIT 21", want: []string{"ORDER BY id"}},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 OFFSET $1", refused: true},
@@ -153,4 +156,37 @@ func FuzzAnalyze(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sql string) {
 		Analyze(sql, cat, keys)
 	})
+}
+
+// TestCastModifiers: a cast of a written value to the column's type with a
+// modifier is applied by the proxy before it encrypts (the server cannot
+// truncate or round ciphertext), as the server would apply it.
+func TestCastModifiers(t *testing.T) {
+	cat, keys := testcat.New(t)
+	for _, tc := range []struct{ sql, want string }{
+		{"INSERT INTO enc_t (id, t) VALUES (1, 'abcdef'::varchar(3))", "abc"},
+		{"UPDATE enc_t SET t = (CASE WHEN id = 1 THEN 'abcdef' ELSE NULL END)::varchar(4)", "abcd"},
+		{"INSERT INTO enc_t (id, t) SELECT * FROM unnest('{1}'::int[], '{héllo}'::varchar(2)[])", "hé"},
+		{"INSERT INTO enc_t (id, t) VALUES (1, 'abcdef'::varchar)", "abcdef"},
+	} {
+		p, err := Analyze(tc.sql, cat, keys)
+		if err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+			continue
+		}
+		m := regexp.MustCompile(`'([A-Za-z0-9+/=]{40,})'::public\.enc_text`).FindStringSubmatch(p.SQL)
+		if m == nil {
+			t.Errorf("%s: no ciphertext in %s", tc.sql, p.SQL)
+			continue
+		}
+		ct, _ := base64.StdEncoding.DecodeString(m[1])
+		r, _ := cat.Resolve("public", "enc_t")
+		cc, err := keys.Column(r.Attr("t").Binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pt, err := cc.DecryptPayload(ct); err != nil || string(pt) != tc.want {
+			t.Errorf("%s: stored %q, %v; want %q", tc.sql, pt, err, tc.want)
+		}
+	}
 }

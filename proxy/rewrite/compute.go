@@ -796,7 +796,8 @@ func (a *analyzer) computedSet(sc *scope, r *catalog.Relation, rt *pg.ResTarget)
 		x, _ := a.encCol(sc, v)
 		return x == nil || x.binding() == nil || at.Binding == nil || x.binding().Spec != at.Binding.Spec
 	}
-	return a.valueCase(sc, attrCol(r, at), v) == nil
+	ce, _ := a.valueCase(sc, attrCol(r, at), v)
+	return ce == nil
 }
 
 // computeUpdate plans UPDATE … SET with computed values; it reports

@@ -260,14 +260,20 @@ func (a *analyzer) write(sc *scope, c *col, s source) error {
 // type, so that an empty one is typed too.
 func (a *analyzer) arrayValue(sc *scope, c *col, n *pg.Node) error {
 	v := n
+	var mod *CastMod // ::varchar(40)[]: applied to each element
 	if tc := v.GetTypeCast(); tc != nil {
+		mod, _ = castMod(c.attr.Enc.Plain, tc.TypeName)
 		v = tc.Arg
 	}
+	saved := a.mod
+	a.mod = mod
+	defer func() { a.mod = saved }()
 	switch {
 	case v.GetParamRef() != nil:
 		if err := a.param(c, int(v.GetParamRef().Number), false, true, false); err != nil {
 			return err
 		}
+		a.plan.Params[v.GetParamRef().Number-1].Mod = mod
 	case v.GetAArrayExpr() != nil:
 		for _, x := range v.GetAArrayExpr().Elements {
 			if err := a.value(sc, c, x, "an array of UNNEST", true); err != nil {
@@ -287,7 +293,7 @@ func (a *analyzer) arrayValue(sc *scope, c *col, n *pg.Node) error {
 				continue
 			}
 			el := pg.MakeAConstStrNode(*x, -1)
-			if err := a.encryptLiteral(c, el, *x, false, false); err != nil {
+			if err := a.value(sc, c, el, "an array of UNNEST", true); err != nil {
 				return err
 			}
 			arr.Elements = append(arr.Elements, el)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/compute"
 )
 
 // SQLSTATEs of the proxy's own errors (class PC, unused by PostgreSQL).
@@ -61,6 +62,41 @@ type Param struct {
 	Operand bool
 	// ArrayOID is the encrypted array type's OID when Array is set.
 	ArrayOID uint32
+	// Mod: a cast of the value to the column's type with a modifier
+	// (varchar(n), numeric(p, s)), applied before it is encrypted
+	Mod *CastMod
+}
+
+// CastMod is a type modifier of a cast the statement applies to a value of
+// an encrypted column, which the server cannot apply to ciphertext:
+// varchar(Len) truncates text to Len characters (an explicit cast does),
+// numeric(Prec, Scale) rounds to Scale digits and fails past Prec.
+type CastMod struct {
+	Len         int32
+	Prec, Scale int32
+}
+
+// Apply applies the modifier to a value of type t given as text.
+func (m *CastMod) Apply(t colcrypt.Type, s string) (string, error) {
+	switch {
+	case m == nil:
+		return s, nil
+	case t == colcrypt.Text && m.Len > 0:
+		if r := []rune(s); int32(len(r)) > m.Len {
+			return string(r[:m.Len]), nil
+		}
+		return s, nil
+	case t == colcrypt.Numeric && m.Prec > 0:
+		d, err := compute.ParseDecimal(s)
+		if err != nil {
+			return "", err
+		}
+		if d, err = d.Typmod(m.Prec, m.Scale); err != nil {
+			return "", err
+		}
+		return d.String(), nil
+	}
+	return s, nil
 }
 
 // EncryptPayload encrypts an encoded value of the parameter: as a query

@@ -226,20 +226,29 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 	if v == nil {
 		return nil
 	}
+	mod := a.mod
 	if tc := v.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		// '2024-01-01'::date, $1::int: the value is the literal or
 		// parameter; the server sees the encrypted type instead (so the
-		// statement is sent as rewritten, without the cast)
+		// statement is sent as rewritten, without the cast); the proxy
+		// applies a modifier of the column's type (varchar(n))
+		if m, ok := castMod(c.attr.Enc.Plain, tc.TypeName); ok {
+			mod = m
+		}
 		v.Node = tc.Arg.Node
 		a.changed = true
 	}
 	if write {
-		if ce := a.valueCase(sc, c, v); ce != nil {
+		if ce, m := a.valueCase(sc, c, v); ce != nil {
 			if v.GetTypeCast() != nil {
-				v.Node = v.GetTypeCast().Arg.Node // a no-op cast of the CASE
+				v.Node = v.GetTypeCast().Arg.Node // a cast of the CASE to the column's type
 				a.changed = true
 			}
-			return a.caseValues(sc, c, ce)
+			saved := a.mod
+			a.mod = m
+			err := a.caseValues(sc, c, ce)
+			a.mod = saved
+			return err
 		}
 	}
 	switch {
@@ -252,9 +261,23 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		if !ok {
 			return refuse(hintAllowed, "pgcipher: a bit-string literal cannot be a value of encrypted column %q", c.name)
 		}
+		s, err := mod.Apply(c.attr.Enc.Plain, s)
+		if err != nil {
+			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error()}
+		}
 		return a.encryptLiteral(c, v, s, false, !write)
 	case v.GetParamRef() != nil:
-		return a.param(c, int(v.GetParamRef().Number), false, false, !write)
+		num := int(v.GetParamRef().Number)
+		if err := a.param(c, num, false, false, !write); err != nil {
+			return err
+		}
+		if mod != nil {
+			if old := a.plan.Params[num-1].Mod; old != nil && *old != *mod {
+				return refuse("Use a separate parameter for each use.", "pgcipher: parameter $%d is cast two ways", num)
+			}
+			a.plan.Params[num-1].Mod = mod
+		}
+		return nil
 	case v.GetSetToDefault() != nil:
 		if write {
 			return nil
@@ -287,16 +310,22 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 }
 
 // valueCase is CASE … THEN value … END written into encrypted column c
-// (Django's bulk_update), perhaps cast to c's own plain type, when each
+// (Django's bulk_update), perhaps cast to c's own plain type (with a
+// modifier the proxy applies to each result: ::varchar(40)), when each
 // result is a literal, a parameter, NULL or c itself: the server picks
 // one of the values, each encrypted for c; nil for anything else.
-func (a *analyzer) valueCase(sc *scope, c *col, v *pg.Node) *pg.CaseExpr {
-	if tc := v.GetTypeCast(); tc != nil && noopCast(c.attr.Enc.Plain, tc.TypeName) {
-		v = tc.Arg
+func (a *analyzer) valueCase(sc *scope, c *col, v *pg.Node) (*pg.CaseExpr, *CastMod) {
+	var mod *CastMod
+	if tc := v.GetTypeCast(); tc != nil {
+		m, ok := castMod(c.attr.Enc.Plain, tc.TypeName)
+		if !ok && !noopCast(c.attr.Enc.Plain, tc.TypeName) {
+			return nil, nil
+		}
+		v, mod = tc.Arg, m
 	}
 	ce := v.GetCaseExpr()
 	if ce == nil {
-		return nil
+		return nil, nil
 	}
 	isValue := func(n *pg.Node) bool {
 		if n == nil {
@@ -316,13 +345,13 @@ func (a *analyzer) valueCase(sc *scope, c *col, v *pg.Node) *pg.CaseExpr {
 	}
 	for _, w := range ce.Args {
 		if cw := w.GetCaseWhen(); cw == nil || !isValue(cw.Result) {
-			return nil
+			return nil, nil
 		}
 	}
 	if !isValue(ce.Defresult) {
-		return nil
+		return nil, nil
 	}
-	return ce
+	return ce, mod
 }
 
 // caseValues checks a valueCase: its conditions as predicates (or, for

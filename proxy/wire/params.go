@@ -75,7 +75,7 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 			ct, err = encryptArray(p, clientOID(i), f, v)
 		default:
 			var payload []byte
-			if payload, err = values.Payload(p.EncType.Plain, clientOID(i), f, v); err == nil {
+			if payload, err = modPayload(p, clientOID(i), f, v); err == nil {
 				ct, err = p.EncryptPayload(payload, rand.Reader)
 			}
 		}
@@ -143,7 +143,7 @@ func encryptArray(p *rewrite.Param, oid uint32, format int16, v []byte) ([]byte,
 			out = binary.BigEndian.AppendUint32(out, 0xFFFFFFFF)
 			continue
 		}
-		payload, err := values.Payload(p.EncType.Plain, elemOID, format, e)
+		payload, err := modPayload(p, elemOID, format, e)
 		if err != nil {
 			return nil, err
 		}
@@ -195,4 +195,18 @@ func readBinaryArray(v []byte) ([][]byte, uint32, error) {
 		rest = rest[l:]
 	}
 	return elems, elemOID, nil
+}
+
+// modPayload is the payload of a value of p's column, with the modifier
+// of the statement's cast applied (rewrite.CastMod: varchar(n), numeric(p, s)).
+func modPayload(p *rewrite.Param, oid uint32, format int16, v []byte) ([]byte, error) {
+	payload, err := values.Payload(p.EncType.Plain, oid, format, v)
+	if err != nil || p.Mod == nil {
+		return payload, err
+	}
+	s, err := p.Mod.Apply(p.EncType.Plain, string(payload))
+	if err != nil {
+		return nil, err
+	}
+	return values.Encode(p.EncType.Plain, s)
 }

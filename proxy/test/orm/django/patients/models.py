@@ -1,0 +1,42 @@
+"""The application's models: patients with encrypted fields and their
+plaintext twin, in wards (plaintext).  Ordinary Django fields: the tables
+are made in SQL (schema.sql), the encrypted columns with pgcipher's
+enc_* types, so the application does not know which columns are
+encrypted."""
+
+from django.db import models
+
+
+class Ward(models.Model):
+    name = models.CharField(max_length=60)
+
+    class Meta:
+        db_table = "ward"
+        managed = False
+
+
+class PatientBase(models.Model):
+    city = models.CharField(max_length=40)  # EQ
+    name = models.CharField(max_length=80)  # MATCH
+    ssn = models.CharField(max_length=20, unique=True)  # EQ
+    born = models.DateField()  # ORD
+    balance = models.DecimalField(max_digits=12, decimal_places=2)  # ORD
+    visits = models.IntegerField()  # ORD
+    notes = models.TextField(null=True)  # RND
+    active = models.BooleanField(default=True)  # plaintext
+    ward = models.ForeignKey(Ward, null=True, on_delete=models.DO_NOTHING, related_name="%(class)s_set")
+
+    class Meta:
+        abstract = True
+
+
+class Patient(PatientBase):
+    class Meta:
+        db_table = "patient"
+        managed = False
+
+
+class PlainPatient(PatientBase):
+    class Meta:
+        db_table = "patient_plain"
+        managed = False
