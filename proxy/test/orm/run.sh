@@ -82,11 +82,12 @@ for orm in "${orms[@]}"; do
         rc=1
     fi
     doc=$top/docs/orm/$orm.md
+    cp "$tmp/$orm.md" "$cache/$orm.md" # the page of the last run
     if [ "${PGCIPHER_ORM_UPDATE:-}" = 1 ]; then
-        cp "$tmp/$orm.md" "$doc"
-        echo "$orm: wrote docs/orm/$orm.md"
+        cp "$tmp/$orm.md" "$doc" && echo "$orm: wrote docs/orm/$orm.md" ||
+            { echo "$orm: docs/orm/ is not writable: cp $cache/$orm.md docs/orm/"; rc=1; }
     elif ! diff -u "$doc" "$tmp/$orm.md" > "$tmp/$orm.diff"; then
-        echo "$orm: the results differ from docs/orm/$orm.md (PGCIPHER_ORM_UPDATE=1 writes it):"
+        echo "$orm: the results differ from docs/orm/$orm.md (PGCIPHER_ORM_UPDATE=1 writes it; this run's page: $cache/$orm.md):"
         head -40 "$tmp/$orm.diff"
         rc=1
     fi
