@@ -451,6 +451,20 @@ func TestClientTLS(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT s FROM tls_t WHERE s = $1", "over TLS").Scan(&got); err != nil || got != "over TLS" {
 		t.Fatalf("through TLS: %q, %v", got, err)
 	}
+	// direct SSL negotiation (PostgreSQL 17's sslnegotiation=direct): TLS
+	// from the first byte, ALPN "postgresql"; a client without it could
+	// not connect at all
+	direct, err := pgx.Connect(ctx, conninfo+" sslnegotiation=direct")
+	if err != nil {
+		t.Fatalf("direct SSL negotiation with the proxy: %v", err)
+	}
+	defer direct.Close(ctx)
+	if _, ok := direct.PgConn().Conn().(*tls.Conn); !ok {
+		t.Fatalf("direct: the client's connection is %T, not TLS", direct.PgConn().Conn())
+	}
+	if err := direct.QueryRow(ctx, "SELECT s FROM tls_t WHERE s = $1", "over TLS").Scan(&got); err != nil || got != "over TLS" {
+		t.Fatalf("through direct TLS: %q, %v", got, err)
+	}
 }
 
 // TestUndecryptable: a value the DBA moved from one column to another of

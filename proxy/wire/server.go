@@ -3,6 +3,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -214,10 +215,34 @@ func fatalHint(b *pgproto3.Backend, code, msg, hint string) error {
 // startup takes a client connection through startup and authentication
 // to a session ready to run, or says how the connection ended.
 func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.End, error) {
-	c := cc.sock
 	ts := s.tls.Load() // this connection's certificates
+	br := bufio.NewReader(cc.sock)
+	first, err := br.Peek(1)
+	if err != nil {
+		return nil, nil, metrics.StartupFailed, err
+	}
+	c := &peekedConn{Conn: cc.sock, r: br}
 	var client net.Conn = c
 	certUser := "" // the common name of the client's verified certificate
+	if first[0] == tlsHandshake {
+		// direct SSL negotiation (PostgreSQL 17's sslnegotiation=direct):
+		// TLS from the first byte, with ALPN "postgresql"
+		if ts.client == nil {
+			return nil, nil, metrics.StartupFailed, errors.New("wire: a client began TLS at once (sslnegotiation=direct), and the proxy has no certificate (--tls-cert)")
+		}
+		tc := tls.Server(c, ts.client)
+		if err := tc.Handshake(); err != nil {
+			return nil, nil, metrics.StartupFailed, fmt.Errorf("wire: direct TLS with client: %w", err)
+		}
+		if tc.ConnectionState().NegotiatedProtocol != alpnPostgres {
+			tc.Close()
+			return nil, nil, metrics.StartupFailed, errors.New("wire: direct TLS without ALPN \"postgresql\" (refused as PostgreSQL refuses it)")
+		}
+		if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+			certUser = chains[0][0].Subject.CommonName
+		}
+		client = tc
+	}
 	b := pgproto3.NewBackend(client, client)
 	var startup *pgproto3.StartupMessage
 	for startup == nil {
@@ -316,6 +341,44 @@ func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.E
 	}
 	ok = true
 	return sess, params, "", nil
+}
+
+// tlsHandshake is the first byte of a TLS record carrying a handshake.
+const tlsHandshake = 0x16
+
+// alpnPostgres is PostgreSQL's ALPN protocol name (PostgreSQL 17 and
+// later send it, and require it with direct SSL negotiation).
+const alpnPostgres = "postgresql"
+
+// directTLS is the client TLS configuration with PostgreSQL's ALPN
+// protocol offered, so that clients that send it (libpq 17 and later,
+// always) negotiate it.
+func directTLS(cfg *tls.Config) *tls.Config {
+	for _, p := range cfg.NextProtos {
+		if p == alpnPostgres {
+			return cfg
+		}
+	}
+	c := cfg.Clone()
+	c.NextProtos = append(c.NextProtos, alpnPostgres)
+	return c
+}
+
+// peekedConn is a connection whose first bytes were read ahead.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// Read reads what was read ahead, then from the connection itself.
+func (p *peekedConn) Read(b []byte) (int, error) {
+	if p.r != nil {
+		if p.r.Buffered() > 0 {
+			return p.r.Read(b)
+		}
+		p.r = nil
+	}
+	return p.Conn.Read(b)
 }
 
 // recorder copies what is written to the server (test mode).

@@ -30,6 +30,9 @@ type tlsSettings struct {
 // (SIGHUP: certificates read again): connections opened from now on use
 // it, open ones keep theirs; a nil client stops offering TLS.
 func (s *Server) SetTLS(client *tls.Config, upstreamCerts string) {
+	if client != nil {
+		client = directTLS(client) // ALPN "postgresql", for direct SSL negotiation
+	}
 	s.tls.Store(&tlsSettings{client: client, upstreamCerts: upstreamCerts})
 }
 
