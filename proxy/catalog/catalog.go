@@ -50,6 +50,10 @@ type Binding struct {
 	KeyName    string
 	CMKName    string
 	WrappedCEK []byte
+	// Database: the database whose catalog holds the binding (labels are
+	// unique within a database only: two databases may each have
+	// public.t.c under keys of their own)
+	Database string
 }
 
 // Relation is a table, view or materialized view with at least one column
@@ -308,6 +312,14 @@ func (c *Catalog) TypeFor(t colcrypt.Type, ord bool) *EncType {
 }
 
 // Bindings returns every bound column.
+// SetDatabase records the database the catalog was read from in each of
+// its bindings (Keys pins a label per database).
+func (c *Catalog) SetDatabase(db string) {
+	for _, b := range c.Bindings() {
+		b.Database = db
+	}
+}
+
 func (c *Catalog) Bindings() []*Binding {
 	var out []*Binding
 	for _, r := range c.Relations {

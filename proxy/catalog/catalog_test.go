@@ -71,3 +71,29 @@ func TestLookupAndMentions(t *testing.T) {
 		t.Error("a database without the extension mentions nothing but pgcipher")
 	}
 }
+
+// TestPinsPerDatabase: two databases may each have a column labelled
+// public.t.c under keys of their own (one proxy in front of both); within
+// one database a changed binding is still refused.
+func TestPinsPerDatabase(t *testing.T) {
+	cmk := make([]byte, 32)
+	k := NewKeys(cmk, "main")
+	bind := func(db string) *Binding {
+		w, err := k.NewWrappedKey("k1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Binding{Spec: colcrypt.Spec{KeyID: 1, Type: colcrypt.Text, Level: colcrypt.EQ, Label: "public.t.c", Group: "public.t.c"},
+			KeyName: "k1", CMKName: "main", WrappedCEK: w, Database: db}
+	}
+	a, b := bind("app1"), bind("app2")
+	if _, err := k.Column(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Column(b); err != nil {
+		t.Errorf("the same label in another database, under its own key: %v", err)
+	}
+	if _, err := k.Column(bind("app1")); !errors.Is(err, ErrPinMismatch) {
+		t.Errorf("another key for a label pinned in the same database: %v, want ErrPinMismatch", err)
+	}
+}

@@ -28,8 +28,8 @@ type Keys struct {
 
 	mu      sync.RWMutex
 	ceks    map[string][]byte           // cmk name + key name + wrapped → CEK
-	columns map[string]*colcrypt.Column // label → column
-	pins    map[string]*Binding         // label → the binding first used
+	columns map[string]*colcrypt.Column // database and label → column
+	pins    map[string]*Binding         // database and label → the binding first used
 }
 
 // NewKeys keeps the CMK (32 bytes) of the given name.
@@ -53,6 +53,7 @@ func (k *Keys) NewWrappedKey(name string) ([]byte, error) {
 // Column returns the crypto of a bound column, checking its pin.
 func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 	label := b.Spec.Label
+	pinKey := b.Database + "\x00" + label
 	// the common case, a column already pinned, under the read lock
 	k.mu.RLock()
 	c, pinned, err := k.pinned(b)
@@ -83,15 +84,16 @@ func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 		return nil, err
 	}
 	pin := *b
-	k.pins[label] = &pin
-	k.columns[label] = c
+	k.pins[pinKey] = &pin
+	k.columns[pinKey] = c
 	return c, nil
 }
 
 // pinned returns the column of a label already pinned, checking that b
 // is the binding pinned (caller holds k.mu).
 func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
-	p := k.pins[b.Spec.Label]
+	pinKey := b.Database + "\x00" + b.Spec.Label
+	p := k.pins[pinKey]
 	if p == nil {
 		return nil, false, nil
 	}
@@ -100,7 +102,7 @@ func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
 	if p.Spec.Binding() != b.Spec.Binding() || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
 		return nil, true, fmt.Errorf("column %s: %w", b.Spec.Label, ErrPinMismatch)
 	}
-	if c := k.columns[b.Spec.Label]; c.Spec().OREFormat == b.Spec.OREFormat || b.Spec.Level != colcrypt.ORD {
+	if c := k.columns[pinKey]; c.Spec().OREFormat == b.Spec.OREFormat || b.Spec.Level != colcrypt.ORD {
 		return c, true, nil
 	}
 	return nil, false, nil

@@ -103,9 +103,16 @@ func TestAnalyze(t *testing.T) {
 		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN tr END", refused: true},
 		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' END::varchar(2)", want: []string{"SET t = CASE WHEN"}},
 		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' END::bpchar(2)", refused: true},
+		// patterns joined with || (SQLAlchemy's contains, startswith)
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%' || $1 || '%'", want: []string{"@>) $1"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1::text || '%' ESCAPE '/'", want: []string{"@>) $1"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%' || 'ab' || '%'", want: []string{"@>) '"}},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1 || $2", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%' || upper($1)", refused: true},
 		// LIKE with LIMIT/OFFSET: the proxy counts what the recheck keeps
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' ORDER BY id LIMIT 21", want: []string{"ORDER BY id"}},
-		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 OFFSET $1", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT $2 OFFSET $1", want: []string{"@>"}},
+		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 + 1", refused: true},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT 2 FOR UPDATE", refused: true},
 		{sql: "MERGE INTO enc_t USING (VALUES (1, 'x')) v(a, b) ON enc_t.id = v.a WHEN NOT MATCHED THEN INSERT (id, t) VALUES (v.a, v.b)", refused: true},
 	} {

@@ -56,7 +56,10 @@ type Param struct {
 	// Escape: the pattern's ESCAPE character ("" for none) when LIKE …
 	// ESCAPE named one; the proxy reads it as colcrypt.LikeEscape does
 	Escape *string
-	Array  bool // = ANY($n): an array of values
+	// Prefix and Suffix: literals the statement joins to the pattern
+	// ('%' || $1 || '%', SQLAlchemy's contains())
+	Prefix, Suffix string
+	Array          bool // = ANY($n): an array of values
 	// Operand: only compared with, never stored: encrypted as a query
 	// operand where the column's order format has one (EncryptOperand)
 	Operand bool
@@ -139,6 +142,8 @@ type Filter struct {
 	Param   int    // 1-based parameter holding the pattern, 0 for a literal
 	Not     bool
 	Escape  *string // a parameter's ESCAPE character, as Param.Escape
+	// a parameter's literals around it, as Param.Prefix and Suffix
+	Prefix, Suffix string
 }
 
 // LikePattern is a pattern as the client sent it, in the default form
@@ -148,6 +153,17 @@ func LikePattern(s string, esc *string) (string, error) {
 		return s, nil
 	}
 	return colcrypt.LikeEscape(s, *esc)
+}
+
+// ParamPattern is the whole pattern of a parameter's value s: with the
+// statement's literals around it, in the default escape form.
+func (p *Param) ParamPattern(s string) (string, error) {
+	return LikePattern(p.Prefix+s+p.Suffix, p.Escape)
+}
+
+// ParamPattern is the whole pattern of the filter's parameter value s.
+func (f *Filter) ParamPattern(s string) (string, error) {
+	return LikePattern(f.Prefix+s+f.Suffix, f.Escape)
 }
 
 // Plan is the outcome of analysing one SQL string.
@@ -170,7 +186,10 @@ type Plan struct {
 	// (the server returns every candidate)
 	Limited       bool
 	Limit, Offset int64
-	Copy          *CopyPlan
+	// LimitParam, OffsetParam: the parameters that give them (0: the
+	// literals above), read at Bind (SQLAlchemy binds LIMIT)
+	LimitParam, OffsetParam int
+	Copy                    *CopyPlan
 	// Compute: the proxy computes the result from the fields the
 	// server returns (aggregates and expressions over encrypted columns).
 	Compute *ComputePlan

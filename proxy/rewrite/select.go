@@ -110,13 +110,18 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 		// the server's LIMIT would count candidates the recheck drops:
 		// the proxy counts what it keeps
 		var err error
-		if a.plan.Limit, err = limitValue(s.LimitCount, -1); err != nil {
+		if p := paramOf(s.LimitCount); p != nil {
+			a.plan.LimitParam, a.plan.Limit = int(p.Number), -1
+		} else if a.plan.Limit, err = limitValue(s.LimitCount, -1); err != nil {
 			return nil, err
 		}
-		if a.plan.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
+		if p := paramOf(s.LimitOffset); p != nil {
+			a.plan.OffsetParam = int(p.Number)
+		} else if a.plan.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
 			return nil, err
 		}
 		a.plan.Limited, s.LimitCount, s.LimitOffset = true, nil, nil
+		a.changed = true
 	}
 	for _, g := range s.GroupClause {
 		if err := a.groupItem(sc, s, g, "GROUP BY"); err != nil {
@@ -142,6 +147,14 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 		}
 	}
 	return out, a.limits(sc, s)
+}
+
+// paramOf is the parameter n is, perhaps cast ($2::INTEGER), or nil.
+func paramOf(n *pg.Node) *pg.ParamRef {
+	if tc := n.GetTypeCast(); tc != nil {
+		n = tc.Arg
+	}
+	return n.GetParamRef()
 }
 
 // setOperation: UNION, INTERSECT or EXCEPT, of plaintext columns only.
@@ -224,8 +237,8 @@ func outputAttrs(r *catalog.Relation) []*catalog.Attr {
 // filterable: a query whose rows the proxy may drop after the server
 // (LIKE rechecks): no aggregation, grouping or DISTINCT, which would have
 // been computed on rows that are then dropped.  LIMIT and OFFSET (integer
-// literals) move to the proxy, except with FOR UPDATE, which would lock
-// every candidate.
+// literals or parameters) move to the proxy, except with FOR UPDATE,
+// which would lock every candidate.
 func (a *analyzer) filterable(s *pg.SelectStmt) bool {
 	if len(s.GroupClause) > 0 || s.HavingClause != nil || len(s.DistinctClause) > 0 ||
 		len(s.WindowClause) > 0 || s.IntoClause != nil || s.LockingClause != nil && (s.LimitCount != nil || s.LimitOffset != nil) {

@@ -112,7 +112,7 @@ var ErrNoTemplate = errors.New("rewrite: statement shape has no template")
 func NewTemplate(shape string, n int, first string, cat *catalog.Catalog, keys *catalog.Keys) (*Template, error) {
 	p, err := Analyze(shape, cat, keys)
 	if err != nil || !p.Parsed || !p.Cacheable || p.Reload || p.Compute != nil || p.Update != nil ||
-		p.Copy != nil || len(p.Names) > 0 || p.Statements != 1 {
+		p.Copy != nil || p.Limited || len(p.Names) > 0 || p.Statements != 1 {
 		return nil, ErrNoTemplate
 	}
 	for _, prm := range p.Params {

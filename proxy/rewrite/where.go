@@ -6,6 +6,7 @@ package rewrite
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -106,6 +107,10 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 	c := l
 	if c == nil {
 		c = r
+	}
+	if e.Kind == pg.A_Expr_Kind_AEXPR_ILIKE {
+		return refuse("Use LIKE with the exact case, or keep a case-folded copy of the value in a column of its own (bound MATCH) and search that.",
+			"pgcipher: ILIKE on encrypted column %q is refused: its MATCH tokens are of the exact value, so a case-insensitive search cannot be served", c.name)
 	}
 	return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
 }
@@ -530,6 +535,14 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 	if tc := pat.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		pat = tc.Arg
 	}
+	if pat.GetAExpr() != nil {
+		// '%' || $1 || '%' (SQLAlchemy's contains, startswith): the
+		// pattern is the literals and at most one parameter joined
+		var err error
+		if pat, f.Prefix, f.Suffix, err = joinedPattern(pat); err != nil {
+			return refuse(hintAllowed, "pgcipher: LIKE on encrypted column %q needs a pattern of literals and at most one parameter joined with ||", c.name)
+		}
+	}
 	switch {
 	case pat.GetAConst() != nil && pat.GetAConst().GetSval() != nil:
 		var err error
@@ -553,7 +566,13 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 		if err := a.param(c, f.Param, true, false, true); err != nil {
 			return err
 		}
-		a.plan.Params[f.Param-1].Escape = f.Escape
+		prm := a.plan.Params[f.Param-1]
+		if prm.Prefix != "" || prm.Suffix != "" || f.Prefix != "" || f.Suffix != "" {
+			if len(a.plan.Filters) > 0 && a.usedAsPattern(f.Param) {
+				return refuse("Use a separate parameter for each LIKE.", "pgcipher: parameter $%d is the pattern of two LIKEs", f.Param)
+			}
+		}
+		prm.Escape, prm.Prefix, prm.Suffix = f.Escape, f.Prefix, f.Suffix
 		if !not {
 			e.Rexpr = pat
 		}
@@ -579,6 +598,59 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 	a.plan.Filters = append(a.plan.Filters, f)
 	a.changed = true
 	return nil
+}
+
+// joinedPattern reads a || b || … of string literals and at most one
+// parameter: the parameter (or the whole literal) and the literals before
+// and after a parameter.
+func joinedPattern(n *pg.Node) (*pg.Node, string, string, error) {
+	var parts []*pg.Node
+	var flatten func(n *pg.Node) bool
+	flatten = func(n *pg.Node) bool {
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+		}
+		if e := n.GetAExpr(); e != nil {
+			return e.Kind == pg.A_Expr_Kind_AEXPR_OP && opName(e) == "||" && e.Lexpr != nil &&
+				flatten(e.Lexpr) && flatten(e.Rexpr)
+		}
+		if n.GetParamRef() != nil || n.GetAConst() != nil && n.GetAConst().GetSval() != nil {
+			parts = append(parts, n)
+			return true
+		}
+		return false
+	}
+	if !flatten(n) {
+		return nil, "", "", errors.New("not a joined pattern")
+	}
+	var param *pg.Node
+	var before, after strings.Builder
+	for _, p := range parts {
+		switch {
+		case p.GetParamRef() != nil && param != nil:
+			return nil, "", "", errors.New("two parameters")
+		case p.GetParamRef() != nil:
+			param = p
+		case param == nil:
+			before.WriteString(p.GetAConst().GetSval().Sval)
+		default:
+			after.WriteString(p.GetAConst().GetSval().Sval)
+		}
+	}
+	if param == nil {
+		return pg.MakeAConstStrNode(before.String(), -1), "", "", nil
+	}
+	return param, before.String(), after.String(), nil
+}
+
+// usedAsPattern: parameter num already holds a LIKE filter's pattern.
+func (a *analyzer) usedAsPattern(num int) bool {
+	for _, f := range a.plan.Filters {
+		if f.Param == num {
+			return true
+		}
+	}
+	return false
 }
 
 // sublink checks EXISTS, IN (SELECT …) and = ANY (SELECT …).

@@ -204,7 +204,9 @@ func (c *catalogConns) loadCatalog(db, user string) (*catalog.Catalog, error) {
 			return nil
 		}
 		var err error
-		cat, err = catalog.Load(querier{ctx: ctx, conn: conn})
+		if cat, err = catalog.Load(querier{ctx: ctx, conn: conn}); err == nil {
+			cat.SetDatabase(db)
+		}
 		return err
 	})
 	return cat, err

@@ -166,3 +166,42 @@ CREATE TABLE acct_plain (id int PRIMARY KEY, city text, balance numeric)`)
 		}
 	}
 }
+
+// TestLikeLimitParams: LIKE on a MATCH column with LIMIT and OFFSET given
+// as parameters (SQLAlchemy binds them) is served: the proxy applies them
+// to the rows its recheck keeps, as the plaintext twin's server does.
+func TestLikeLimitParams(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	c := connect(t, e.startProxy(t, &syncBuffer{}))
+	mustExec(t, c, `CREATE EXTENSION pgcipher_columns;
+SELECT pgcipher.add_column_key('k1');
+CREATE TABLE notes (id int PRIMARY KEY, body enc_text);
+SELECT pgcipher.encrypt_column('notes', 'body', 'k1', 'MATCH');
+CREATE TABLE notes_plain (id int PRIMARY KEY, body text)`)
+	for _, tb := range []string{"notes", "notes_plain"} {
+		for i := 1; i <= 30; i++ {
+			mustExec(t, c, fmt.Sprintf("INSERT INTO %s VALUES (%d, 'note %d %s')", tb, i, i, []string{"red", "blue", "green"}[i%3]))
+		}
+	}
+	for _, args := range [][]any{{"%re%", 4, 2}, {"%blue%", 100, 0}, {"%e%", 0, 5}, {"%green", nil, 3}} {
+		var got [2][]int
+		for i, tb := range []string{"notes", "notes_plain"} {
+			rows, err := c.Query(ctx, "SELECT id FROM "+tb+" WHERE body LIKE $1 ORDER BY id LIMIT $2 OFFSET $3", args...)
+			if err != nil {
+				t.Fatalf("%v on %s: %v", args, tb, err)
+			}
+			for rows.Next() {
+				var id int
+				rows.Scan(&id)
+				got[i] = append(got[i], id)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("%v on %s: %v", args, tb, err)
+			}
+		}
+		if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) {
+			t.Errorf("LIKE %v LIMIT/OFFSET: encrypted %v, plaintext %v", args, got[0], got[1])
+		}
+	}
+}

@@ -63,6 +63,7 @@ func fakeServer(conn net.Conn, got *bytes.Buffer, mu *sync.Mutex, reject bool) {
 			b.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		case *pgproto3.Terminate:
 			return
+		case *pgproto3.Flush:
 		default:
 			if failed {
 				continue
@@ -72,12 +73,18 @@ func fakeServer(conn net.Conn, got *bytes.Buffer, mu *sync.Mutex, reject bool) {
 				failed = true
 				break
 			}
-			switch m.(type) {
+			switch m := m.(type) {
 			case *pgproto3.Parse:
 				b.Send(&pgproto3.ParseComplete{})
 			case *pgproto3.Bind:
 				b.Send(&pgproto3.BindComplete{})
 			case *pgproto3.Describe:
+				if strings.HasPrefix(m.Name, "pgcipher: statement refused") {
+					// as PostgreSQL: no such statement, skip to Sync
+					b.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "26000", Message: "prepared statement does not exist"})
+					failed = true
+					break
+				}
 				b.Send(&pgproto3.NoData{})
 			case *pgproto3.Execute:
 				b.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
@@ -107,13 +114,23 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // server, and returns what the server received.
 func runSession(t *testing.T, input []byte) []byte {
 	cat, keys := testcat.New(t)
-	return runSessionWith(t, cat, keys, false, input, 0)
+	return runSessionWith(t, cat, keys, false, input, nil)
+}
+
+// readyFor is an until of runSessionWith: true at the n-th ReadyForQuery.
+func readyFor(n int) func(pgproto3.BackendMessage) bool {
+	return func(m pgproto3.BackendMessage) bool {
+		if _, ok := m.(*pgproto3.ReadyForQuery); ok {
+			n--
+		}
+		return n == 0
+	}
 }
 
 // runSessionWith is runSession with catalog cat and keys, in front of a
 // fake server that accepts or rejects every statement; the client closes
-// once it has read ready ReadyForQuery messages (0: after a millisecond).
-func runSessionWith(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, reject bool, input []byte, ready int) []byte {
+// once until is true of a message it read (nil: after a millisecond).
+func runSessionWith(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, reject bool, input []byte, until func(pgproto3.BackendMessage) bool) []byte {
 	clientProxy, clientFuzz := net.Pipe()
 	proxyServer, serverSide := net.Pipe()
 	var got bytes.Buffer
@@ -131,28 +148,26 @@ func runSessionWith(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, reje
 	go func() { s.clientLoop(); s.q.close(); close(clientDone) }()
 	answered := make(chan struct{})
 	go func() { // the client reads whatever comes back
-		if ready == 0 {
+		if until == nil {
 			io.Copy(io.Discard, clientFuzz)
 			return
 		}
 		fe := pgproto3.NewFrontend(clientFuzz, io.Discard)
-		for n := 0; ; {
+		for {
 			m, err := fe.Receive()
 			if err != nil {
 				return
 			}
-			if _, ok := m.(*pgproto3.ReadyForQuery); ok {
-				if n++; n == ready {
-					close(answered)
-					io.Copy(io.Discard, clientFuzz)
-					return
-				}
+			if until(m) {
+				close(answered)
+				io.Copy(io.Discard, clientFuzz)
+				return
 			}
 		}
 	}()
 	clientFuzz.SetWriteDeadline(time.Now().Add(2 * time.Second))
 	clientFuzz.Write(input)
-	if ready == 0 {
+	if until == nil {
 		time.Sleep(time.Millisecond) // let the answers of complete messages pass
 	} else {
 		select {
@@ -241,5 +256,18 @@ func FuzzSession(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {
 		runSession(t, input)
+	})
+}
+
+// TestRefusedThenFlush: a statement refused at Parse, followed by Describe
+// and Flush without Sync (asyncpg prepares so), is answered at once with
+// the refusal; the proxy used to drop the Flush with the rest of the
+// batch, and the client waited for ever.
+func TestRefusedThenFlush(t *testing.T) {
+	cat, keys := testcat.New(t)
+	in := encode(&pgproto3.Parse{Query: "SELECT id FROM enc_t WHERE tr = $1"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{})
+	runSessionWith(t, cat, keys, false, in, func(m pgproto3.BackendMessage) bool {
+		e, ok := m.(*pgproto3.ErrorResponse)
+		return ok && e.Code == "PC001"
 	})
 }

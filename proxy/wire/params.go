@@ -8,10 +8,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 	"github.com/pgcipher/pgcipher/proxy/values"
 )
@@ -47,11 +49,17 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		}
 		return 0
 	}
-	text := func(i int, v []byte) (string, error) {
+	text := func(i int, v []byte) (string, error) { // a LIKE pattern's text
 		if formatOf(m.ParameterFormatCodes, i) == 0 {
 			return string(v), nil
 		}
-		return values.BinaryText(clientOID(i), v)
+		oid := clientOID(i)
+		if oid == 0 {
+			// undeclared: the client sent the type the proxy described
+			// (text, for a pattern), as asyncpg does
+			oid = values.PlainOID(colcrypt.Text)
+		}
+		return values.BinaryText(oid, v)
 	}
 	for i, v := range m.Parameters {
 		f := formatOf(m.ParameterFormatCodes, i)
@@ -67,7 +75,7 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		case p.Pattern:
 			var s string
 			if s, err = text(i, v); err == nil {
-				if s, err = rewrite.LikePattern(s, p.Escape); err == nil {
+				if s, err = p.ParamPattern(s); err == nil {
 					ct, err = p.Column.EncryptPattern(s, rand.Reader)
 				}
 			}
@@ -96,7 +104,7 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		}
 		s, err := text(i, m.Parameters[i])
 		if err == nil {
-			s, err = rewrite.LikePattern(s, fl.Escape)
+			s, err = fl.ParamPattern(s)
 		}
 		if err != nil {
 			return nil, nil, valueError(i, err)
@@ -209,4 +217,48 @@ func modPayload(p *rewrite.Param, oid uint32, format int16, v []byte) ([]byte, e
 		return nil, err
 	}
 	return values.Encode(p.EncType.Plain, s)
+}
+
+// limits are the LIMIT (-1: none) and OFFSET the proxy applies to the rows
+// a LIKE recheck keeps.
+type limits struct{ limit, offset int64 }
+
+// portalLimits reads a plan's LIMIT and OFFSET, from the Bind where they
+// are parameters.
+func portalLimits(st *stmt, m *pgproto3.Bind) (limits, error) {
+	p := st.plan
+	lim := limits{limit: p.Limit, offset: p.Offset}
+	read := func(n int, none int64) (int64, error) {
+		i := n - 1
+		if i >= len(m.Parameters) || m.Parameters[i] == nil {
+			return none, nil // LIMIT NULL: none
+		}
+		oid := uint32(20)
+		if i < len(st.clientOIDs) && st.clientOIDs[i] != 0 {
+			oid = st.clientOIDs[i]
+		}
+		payload, err := values.Payload(colcrypt.Int8, oid, formatOf(m.ParameterFormatCodes, i), m.Parameters[i])
+		if err != nil {
+			return 0, valueError(i, err)
+		}
+		v, err := colcrypt.Decode(colcrypt.Int8, payload)
+		if err != nil {
+			return 0, valueError(i, err)
+		}
+		k, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || k < 0 {
+			return 0, valueError(i, fmt.Errorf("LIMIT and OFFSET must not be negative"))
+		}
+		return k, nil
+	}
+	var err error
+	if p.LimitParam > 0 {
+		if lim.limit, err = read(p.LimitParam, -1); err != nil {
+			return lim, err
+		}
+	}
+	if p.OffsetParam > 0 {
+		lim.offset, err = read(p.OffsetParam, 0)
+	}
+	return lim, err
 }

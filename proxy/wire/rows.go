@@ -92,7 +92,8 @@ type rowState struct {
 	patterns []string
 	buffered []*pgproto3.DataRow
 	kept     int
-	skipped  int64 // rows OFFSET dropped (plan.Limited)
+	skipped  int64   // rows OFFSET dropped (plan.Limited)
+	limits   *limits // a portal's LIMIT and OFFSET (nil: the plan's literals)
 	// a computed result: formats asked of the server per input, the
 	// client's per output, rows kept for the proxy's sort
 	serverFmt, outFmt []int16
@@ -224,11 +225,15 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 // LIMIT.
 func (rs *rowState) sendKept(r *pgproto3.DataRow) {
 	if p := rs.plan; p != nil && p.Limited {
-		if rs.skipped < p.Offset {
+		lim := rs.limits
+		if lim == nil {
+			lim = &limits{limit: p.Limit, offset: p.Offset}
+		}
+		if rs.skipped < lim.offset {
 			rs.skipped++
 			return
 		}
-		if p.Limit >= 0 && int64(rs.kept) >= p.Limit {
+		if lim.limit >= 0 && int64(rs.kept) >= lim.limit {
 			return
 		}
 	}

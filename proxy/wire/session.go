@@ -79,6 +79,7 @@ type portal struct {
 	// parameters as sent (encrypted), and the values its expressions read
 	bound  *pgproto3.Bind
 	params []compute.Value
+	limits limits // LIMIT and OFFSET the proxy applies (plan.Limited)
 }
 
 type session struct {
@@ -408,10 +409,20 @@ func (s *session) clientLoop() error {
 		}
 		s.fromClient, s.clientRaw = m, raw
 		if s.skipping {
-			if _, ok := m.(*pgproto3.Sync); !ok {
-				if _, ok := m.(*pgproto3.Terminate); !ok {
-					continue
+			_, sync := m.(*pgproto3.Sync)
+			_, term := m.(*pgproto3.Terminate)
+			if !sync && !term {
+				if _, ok := m.(*pgproto3.Flush); ok {
+					// the client waits for what it sent so far
+					// (asyncpg: Parse, Describe, Flush): the failing
+					// message of the refusal must be answered
+					s.sendServer(m)
 				}
+				s.fromClient, s.clientRaw = nil, nil
+				if err := s.flushIfIdle(); err != nil {
+					return err
+				}
+				continue
 			}
 			s.skipping = false
 		}
@@ -678,6 +689,15 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	if up := p.Update; up != nil {
 		oids = updateOIDs(up, oids)
 	}
+	for _, n := range []int{p.LimitParam, p.OffsetParam} {
+		// the proxy's LIMIT and OFFSET: the server no longer sees them
+		for n > 0 && len(oids) < n {
+			oids = append(oids, 0)
+		}
+		if n > 0 && oids[n-1] == 0 {
+			oids[n-1] = 20 // int8
+		}
+	}
 	if cp := p.Compute; cp != nil {
 		for n, oid := range cp.ParamOIDs {
 			for len(oids) < n {
@@ -751,11 +771,16 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		return nil
 	}
 	out, patterns, err := encryptParams(st, m)
+	if err == nil {
+		var lim limits
+		if lim, err = portalLimits(st, m); err == nil {
+			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params, limits: lim}
+		}
+	}
 	if err != nil {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
-	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params}
 	s.push(&completeAnswer{})
 	s.sendServer(out)
 	return nil

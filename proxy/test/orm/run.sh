@@ -10,7 +10,7 @@
 # differs from the committed one in docs/orm/ (PGCIPHER_ORM_UPDATE=1
 # writes it instead).
 #
-# Usage: run.sh [ORM...]   (default: django)
+# Usage: run.sh [ORM...]   (default: django sqlalchemy)
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
@@ -18,7 +18,7 @@ here=$top/proxy/test/orm
 bin=$build/install/bin
 cache=$build/orm
 mkdir -p "$cache"
-all=(django)
+all=(django sqlalchemy)
 orms=("$@")
 [ ${#orms[@]} -gt 0 ] || orms=("${all[@]}")
 
@@ -84,8 +84,11 @@ for orm in "${orms[@]}"; do
     doc=$top/docs/orm/$orm.md
     cp "$tmp/$orm.md" "$cache/$orm.md" # the page of the last run
     if [ "${PGCIPHER_ORM_UPDATE:-}" = 1 ]; then
-        cp "$tmp/$orm.md" "$doc" && echo "$orm: wrote docs/orm/$orm.md" ||
-            { echo "$orm: docs/orm/ is not writable: cp $cache/$orm.md docs/orm/"; rc=1; }
+        if cp "$tmp/$orm.md" "$doc"; then
+            echo "$orm: wrote docs/orm/$orm.md"
+        else
+            echo "$orm: docs/orm/ is not writable: cp $cache/$orm.md docs/orm/"; rc=1
+        fi
     elif ! diff -u "$doc" "$tmp/$orm.md" > "$tmp/$orm.diff"; then
         echo "$orm: the results differ from docs/orm/$orm.md (PGCIPHER_ORM_UPDATE=1 writes it; this run's page: $cache/$orm.md):"
         head -40 "$tmp/$orm.diff"

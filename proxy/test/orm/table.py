@@ -7,9 +7,14 @@ import sys
 
 orm, leaks, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 runs = [json.load(open(f)) for f in files]
-names = {"client": "client-side binding", "server": "server-side binding"}
-title = {"django": "Django"}.get(orm, orm)
-version = runs[0].get("django") or runs[0].get("version", "")
+names = {
+    "client": "client-side binding",
+    "server": "server-side binding",
+    "psycopg": "ORM and Core, psycopg 3",
+    "asyncpg": "ORM (asyncio), asyncpg",
+}
+title = {"django": "Django", "sqlalchemy": "SQLAlchemy"}.get(orm, orm)
+version = runs[0].get("version", "")
 out = [
     f"# {title} {version} through pgcipher-proxy",
     "",

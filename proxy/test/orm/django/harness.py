@@ -20,12 +20,11 @@ PGC_USER.
 """
 
 import datetime
-import decimal
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import django  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -57,33 +56,11 @@ settings.configure(
 )
 django.setup()
 
+from common import CITIES, D, plain, report, save, seed_rows, verdict  # noqa: E402
 from django.db import DatabaseError, IntegrityError, connections, transaction  # noqa: E402
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum  # noqa: E402
 from django.db.models.functions import Upper  # noqa: E402
 from patients.models import Patient, PlainPatient, Ward  # noqa: E402
-
-D = decimal.Decimal
-CITIES = ["PGCM-E-Oslo", "PGCM-E-Rome", "PGCM-E-Lima"]
-
-
-def seed_rows():
-    """The starting rows, the same for both tables."""
-    rows = []
-    for i in range(1, 25):
-        rows.append(
-            dict(
-                city=CITIES[i % 3],
-                name=f"PGCM-E-name-{i:02d} {'Smith' if i % 4 == 0 else 'Jones'}",
-                ssn=f"PGCM-E-{100 + i}-{i * 7 % 100:02d}",
-                born=datetime.date(1950 + i * 2, i % 12 + 1, i % 27 + 1),
-                balance=D(f"{(i * 37) % 500}.{i % 10}5"),
-                visits=(i * 5) % 17,
-                notes=None if i % 5 == 0 else f"PGCM-E-note-{i}",
-                active=i % 3 != 0,
-                ward_id=(i % 2) + 1,
-            )
-        )
-    return rows
 
 
 def norm(v):
@@ -92,18 +69,14 @@ def norm(v):
         return tuple(norm(getattr(v, f.attname)) for f in v._meta.concrete_fields)
     if isinstance(v, Ward):
         return ("ward", v.id, v.name)
-    if isinstance(v, decimal.Decimal):
-        return str(v.normalize()) if v == v else "NaN"
+    if hasattr(v, "query") and hasattr(v, "ordered"):  # a QuerySet
+        out = [norm(x) for x in v]
+        return out if v.ordered else sorted(out, key=repr)
     if isinstance(v, (list, tuple)):
         return [norm(x) for x in v]
     if isinstance(v, dict):
         return {k: norm(x) for k, x in sorted(v.items())}
-    if isinstance(v, (datetime.date, datetime.datetime)):
-        return v.isoformat()
-    if hasattr(v, "query") and hasattr(v, "ordered"):  # a QuerySet
-        out = [norm(x) for x in v]
-        return out if v.ordered else sorted(out, key=repr)
-    return v
+    return plain(v)
 
 
 def qs(M, db):
@@ -485,8 +458,8 @@ def run():
         c.execute("DELETE FROM patient; DELETE FROM patient_plain; DELETE FROM ward")
         c.execute("INSERT INTO ward (id, name) VALUES (1, 'PGCM-P-ward-1'), (2, 'PGCM-P-ward-2')")
     for M, db in ((PlainPatient, "default"), (Patient, "enc")):
-        for i, r in enumerate(seed_rows(), 1):
-            qs(M, db).create(id=i, **r)
+        for r in seed_rows():
+            qs(M, db).create(**r)
         with connections[db].cursor() as c:
             c.execute(f"SELECT setval(pg_get_serial_sequence('{M._meta.db_table}', 'id'), 100)")
     results = []
@@ -499,15 +472,7 @@ def run():
                 outcome[key] = ("error", error_kind(e))
                 if connections[db].in_atomic_block:
                     raise
-        plain, enc = outcome["plain"], outcome["enc"]
-        if enc[0] == "error" and (enc[1][0] or "").startswith("PC"):
-            res = ("refused", f"{enc[1][0]}: {enc[1][1]}")
-        elif plain[0] == enc[0] == "ok" and plain[1] == enc[1]:
-            res = ("equal", "")
-        elif plain[0] == enc[0] == "error" and plain[1][0] == enc[1][0]:
-            res = ("equal", f"both fail with {plain[1][0]}")
-        else:
-            res = ("wrong", f"plaintext {plain!r:.300} encrypted {enc!r:.300}")
+        res = verdict(outcome["plain"], outcome["enc"])
         if write and state(PlainPatient, "default") != state(Patient, "enc"):
             if res[0] == "equal":
                 res = ("wrong", "the tables differ after the write")
@@ -517,10 +482,8 @@ def run():
                 c.execute("DELETE FROM patient")
             for row in qs(PlainPatient, "default").order_by("id").values():
                 qs(Patient, "enc").create(**row)
-        results.append({"operation": name, "outcome": res[0], "detail": res[1], "write": write})
-        print(f"{res[0]:8} {name}{': ' + res[1] if res[1] else ''}", flush=True)
-    with open(OUT, "w") as fh:
-        json.dump({"mode": MODE, "django": django.get_version(), "results": results}, fh, indent=1)
+        report(results, name, res[0], res[1], write)
+    save(OUT, MODE, django.get_version(), results)
 
 
 if __name__ == "__main__":
