@@ -12,8 +12,9 @@ names = {
     "server": "server-side binding",
     "psycopg": "ORM and Core, psycopg 3",
     "asyncpg": "ORM (asyncio), asyncpg",
+    "node-postgres": "node-postgres (pg)",
 }
-title = {"django": "Django", "sqlalchemy": "SQLAlchemy"}.get(orm, orm)
+title = {"django": "Django", "sqlalchemy": "SQLAlchemy", "drizzle": "Drizzle ORM"}.get(orm, orm)
 version = runs[0].get("version", "")
 out = [
     f"# {title} {version} through pgcipher-proxy",
