@@ -106,22 +106,12 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 	if err := a.where(sc, s, top); err != nil {
 		return nil, err
 	}
-	if top && a.top && len(a.plan.Filters) > 0 && (s.LimitCount != nil || s.LimitOffset != nil) {
+	if top && a.top && len(a.plan.Filters) > 0 {
 		// the server's LIMIT would count candidates the recheck drops:
 		// the proxy counts what it keeps
-		var err error
-		if p := paramOf(s.LimitCount); p != nil {
-			a.plan.LimitParam, a.plan.Limit = int(p.Number), -1
-		} else if a.plan.Limit, err = limitValue(s.LimitCount, -1); err != nil {
+		if err := a.proxyLimits(s); err != nil {
 			return nil, err
 		}
-		if p := paramOf(s.LimitOffset); p != nil {
-			a.plan.OffsetParam = int(p.Number)
-		} else if a.plan.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
-			return nil, err
-		}
-		a.plan.Limited, s.LimitCount, s.LimitOffset = true, nil, nil
-		a.changed = true
 	}
 	for _, g := range s.GroupClause {
 		if err := a.groupItem(sc, s, g, "GROUP BY"); err != nil {
@@ -147,6 +137,29 @@ func (a *analyzer) selectStmt(parent *scope, s *pg.SelectStmt, top bool) (*catal
 		}
 	}
 	return out, a.limits(sc, s)
+}
+
+// proxyLimits moves the LIMIT and OFFSET of the statement's query to the
+// proxy (literals, or parameters read at Bind), which applies them to the
+// rows it keeps, after its sort.
+func (a *analyzer) proxyLimits(s *pg.SelectStmt) error {
+	if s.LimitCount == nil && s.LimitOffset == nil {
+		return nil
+	}
+	var err error
+	if p := paramOf(s.LimitCount); p != nil {
+		a.plan.LimitParam, a.plan.Limit = int(p.Number), -1
+	} else if a.plan.Limit, err = limitValue(s.LimitCount, -1); err != nil {
+		return err
+	}
+	if p := paramOf(s.LimitOffset); p != nil {
+		a.plan.OffsetParam = int(p.Number)
+	} else if a.plan.Offset, err = limitValue(s.LimitOffset, 0); err != nil {
+		return err
+	}
+	a.plan.Limited, s.LimitCount, s.LimitOffset = true, nil, nil
+	a.changed = true
+	return nil
 }
 
 // paramOf is the parameter n is, perhaps cast ($2::INTEGER), or nil.
@@ -472,10 +485,15 @@ func (a *analyzer) sortItem(sc *scope, s *pg.SelectStmt, n *pg.Node, top bool) e
 	if !prefixOrder(c.attr.Enc.Plain) {
 		return nil
 	}
-	if !top || !a.top || s.LimitCount != nil || s.LimitOffset != nil || len(s.SortClause) == 0 {
-		return refuse("Drop LIMIT/OFFSET (the proxy then sorts the rows), or order by an ORD column of a fixed-size type.",
-			"pgcipher: ORDER BY %s with LIMIT, OFFSET or in a subquery is refused: the ORD order of %s covers only a 16-byte prefix",
+	if !top || !a.top || len(s.SortClause) == 0 || s.LockingClause != nil && (s.LimitCount != nil || s.LimitOffset != nil) {
+		return refuse("Order by it in the statement's own query (the proxy then sorts the rows), or order by an ORD column of a fixed-size type.",
+			"pgcipher: ORDER BY %s in a subquery, or with LIMIT and FOR UPDATE, is refused: the ORD order of %s covers only a 16-byte prefix",
 			c.name, c.attr.Enc.Plain)
+	}
+	// LIMIT and OFFSET count rows in the proxy's order: the proxy applies
+	// them after its sort (the server returns every row)
+	if err := a.proxyLimits(s); err != nil {
+		return err
 	}
 	if len(a.plan.Resorts) > 0 || s.SortClause[0] != n {
 		return refuse("Order by that column first.",

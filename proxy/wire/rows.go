@@ -289,7 +289,7 @@ func (rs *rowState) flushRows() {
 // LIKE recheck dropped.
 func (rs *rowState) complete(m *pgproto3.CommandComplete) *pgproto3.CommandComplete {
 	rs.flushRows()
-	if rs.plan != nil && (len(rs.plan.Filters) > 0 || rs.compute != nil) {
+	if rs.plan != nil && (len(rs.plan.Filters) > 0 || rs.compute != nil || rs.plan.Limited) {
 		return &pgproto3.CommandComplete{CommandTag: commandCount(m.CommandTag, rs.kept)}
 	}
 	return m

@@ -755,32 +755,34 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.clientRaw = nil
 	}
 	var params []compute.Value // what computed outputs read
-	if st != nil && st.plan.Compute != nil && len(st.plan.Compute.Params) > 0 {
+	var lim limits             // LIMIT and OFFSET the proxy applies
+	if st != nil {
 		var err error
-		if params, err = clientParamValues(st.plan.Compute.Params, st, m); err != nil {
+		if st.plan.Compute != nil && len(st.plan.Compute.Params) > 0 {
+			params, err = clientParamValues(st.plan.Compute.Params, st, m)
+		}
+		if err == nil {
+			lim, err = portalLimits(st, m)
+		}
+		if err != nil {
 			s.refuseInBatch(refusal(err), nil)
 			return nil
 		}
 	}
 	if st == nil || (len(st.plan.Params) == 0 && len(st.plan.Filters) == 0) {
 		if st != nil {
-			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, params: params}
+			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, params: params, limits: lim}
 		}
 		s.push(&completeAnswer{})
 		s.sendServer(m)
 		return nil
 	}
 	out, patterns, err := encryptParams(st, m)
-	if err == nil {
-		var lim limits
-		if lim, err = portalLimits(st, m); err == nil {
-			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params, limits: lim}
-		}
-	}
 	if err != nil {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
+	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params, limits: lim}
 	s.push(&completeAnswer{})
 	s.sendServer(out)
 	return nil

@@ -225,6 +225,11 @@ def _(M, db):
     return qs(M, db).order_by("visits", "id")[:3]
 
 
+@op("slice [:3] by -balance, id (ORD numeric)")
+def _(M, db):
+    return qs(M, db).order_by("-balance", "id")[:3]
+
+
 @op("slice [2:5] by born")
 def _(M, db):
     return qs(M, db).order_by("born")[2:5]
