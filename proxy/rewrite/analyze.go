@@ -499,6 +499,35 @@ func (a *analyzer) statement(n *pg.Node) error {
 	case n.GetAlterTableStmt() != nil:
 		a.plan.Reload = true
 		return a.alterTable(n.GetAlterTableStmt())
+	case n.GetRenameStmt() != nil && n.GetRenameStmt().Relation != nil:
+		// a column's values are encrypted under a label of its schema,
+		// table and column names: renamed, none of them would decrypt
+		a.plan.Reload = true
+		rs := n.GetRenameStmt()
+		r := a.relation(rs.Relation)
+		if r == nil {
+			return nil
+		}
+		if rs.RenameType == pg.ObjectType_OBJECT_COLUMN {
+			if at := r.Attr(rs.Subname); at == nil || at.Enc == nil {
+				return nil
+			}
+		} else if rs.RenameType != pg.ObjectType_OBJECT_TABLE || !hasEncrypted(r) {
+			return nil
+		}
+		name := rs.Relation.Relname
+		if rs.Subname != "" {
+			name += "." + rs.Subname
+		}
+		return refuse("Add a new column under the name you want, bind it, copy the values through the proxy (UPDATE t SET new = old) and drop the old one.",
+			"pgcipher: renaming %q is refused: its encrypted values are bound to their schema, table and column names, and would no longer decrypt", name)
+	case n.GetAlterObjectSchemaStmt() != nil && n.GetAlterObjectSchemaStmt().Relation != nil:
+		a.plan.Reload = true
+		if r := a.relation(n.GetAlterObjectSchemaStmt().Relation); r != nil && hasEncrypted(r) {
+			return refuse("Create the table in the other schema, bind its columns and copy the rows through the proxy.",
+				"pgcipher: moving %q to another schema is refused: its encrypted values are bound to their schema, table and column names", r.Name)
+		}
+		return nil
 	case n.GetViewStmt() != nil:
 		a.plan.Reload = true
 		q := n.GetViewStmt().Query

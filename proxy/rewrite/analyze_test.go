@@ -96,6 +96,12 @@ func TestAnalyze(t *testing.T) {
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1 ESCAPE '!'", want: []string{"@>"}, params: 1},
 		{sql: "SELECT id FROM enc_t WHERE tm NOT LIKE $1", want: []string{"WHERE true"}, params: 1},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE 'a!' ESCAPE '!'", refused: true},
+		// renames: a column's label is its names
+		{sql: "ALTER TABLE enc_t RENAME COLUMN t TO t2", refused: true},
+		{sql: "ALTER TABLE enc_t RENAME TO enc_t2", refused: true},
+		{sql: "ALTER TABLE enc_t RENAME COLUMN id TO id2"},
+		{sql: "ALTER TABLE plain_table RENAME TO p2"},
+		{sql: "ALTER TABLE enc_t SET SCHEMA other_schema", refused: true},
 		// CASE … THEN value (Django's bulk_update)
 		{sql: "UPDATE enc_t SET t = CASE WHEN id = 1 THEN 'a' WHEN id = $1 THEN $2 ELSE t END WHERE id IN (1, 2)", want: []string{"THEN '", "THEN $2 ELSE t END"}, params: 1},
 		{sql: `UPDATE "enc_t" SET "t" = (CASE WHEN ("enc_t"."id" = 1) THEN 'a' ELSE NULL END)::text WHERE "enc_t"."id" IN (1)`, want: []string{"SET t = CASE WHEN"}},

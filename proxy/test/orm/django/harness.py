@@ -446,6 +446,100 @@ def _(M, db):
     return qs(M, db).filter(city="PGCM-E-Lima", visits__lt=3).delete()[0]
 
 
+def declaring(results):
+    """Encrypted fields declared from Django (patients.encrypted): the
+    table made by Django's schema editor through the proxy and bound by
+    EncryptColumn; then a live plaintext column moved to encrypted by
+    EncryptExistingColumn.  Each step is checked against what the
+    application wrote (there is no twin: the point is the schema)."""
+    from django.db import connections as conns
+    from patients.encrypted import EncryptColumn, EncryptExistingColumn
+    from patients.models import Visit
+
+    enc = conns["enc"]
+    with enc.cursor() as c:
+        c.execute("DROP TABLE IF EXISTS visit")
+    rows = [
+        dict(
+            reason=f"PGCM-E-reason-{i} {'flu' if i % 2 else 'checkup'}",
+            cost=D(f"{i * 13 % 90}.25"),
+            day=datetime.date(2024, i % 12 + 1, i % 27 + 1),
+            email=f"PGCM-L-{i}@example.org",  # plaintext until moved: not a leak
+        )
+        for i in range(1, 13)
+    ]
+
+    def step(name, f):
+        try:
+            got, want = f()
+            res = ("equal", "") if got == want else ("wrong", f"got {got!r:.200} want {want!r:.200}")
+        except DatabaseError as e:
+            code, msg = error_kind(e)
+            res = ("refused" if (code or "").startswith("PC") else "wrong", f"{code}: {msg}")
+        report(results, name, res[0], res[1], True)
+
+    def create():
+        with enc.schema_editor(atomic=False) as se:
+            se.create_model(Visit)
+            for col, level in (("reason", "MATCH"), ("cost", "ORD"), ("day", "ORD")):
+                EncryptColumn("visit", col, "k1", level).database_forwards("patients", se, None, None)
+        with enc.cursor() as c:
+            c.execute(
+                "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'visit'::regclass AND attnum > 0 ORDER BY attnum"
+            )
+            types = [r[0] for r in c.fetchall()]
+        return types, ["integer", "enc_text", "enc_numeric_ord", "enc_date_ord", "character varying"]
+
+    def use():
+        Visit.objects.using("enc").bulk_create(Visit(**r) for r in rows)
+        got = [
+            sorted(
+                Visit.objects.using("enc").filter(reason__contains="flu").values_list("reason", flat=True)
+            ),
+            [
+                str(c)
+                for c in Visit.objects.using("enc")
+                .filter(day__gt=datetime.date(2024, 6, 1))
+                .order_by("cost")
+                .values_list("cost", flat=True)
+            ],
+            [
+                d.isoformat()
+                for d in Visit.objects.using("enc").order_by("day").values_list("day", flat=True)[:3]
+            ],
+        ]
+        want = [
+            sorted(r["reason"] for r in rows if "flu" in r["reason"]),
+            [str(c) for c in sorted(r["cost"] for r in rows if r["day"] > datetime.date(2024, 6, 1))],
+            [d.isoformat() for d in sorted(r["day"] for r in rows)[:3]],
+        ]
+        return got, want
+
+    def move():
+        before = list(Visit.objects.using("enc").order_by("id").values_list("id", "email"))
+        with enc.schema_editor(atomic=False) as se:
+            EncryptExistingColumn("visit", "email", "k1", "EQ").database_forwards("patients", se, None, None)
+        after = list(Visit.objects.using("enc").order_by("id").values_list("id", "email"))
+        with enc.cursor() as c:
+            c.execute(
+                "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'visit'::regclass AND attname = 'email'"
+            )
+            typ = c.fetchone()[0]
+        return [after, typ], [before, "enc_text"]
+
+    def after_move():
+        Visit.objects.using("enc").create(
+            reason="PGCM-E-reason-new", cost=D("1"), day=datetime.date(2025, 1, 1), email="PGCM-E-mail-new"
+        )
+        got = Visit.objects.using("enc").get(email="PGCM-E-mail-new").reason
+        return got, "PGCM-E-reason-new"
+
+    step("declare: create_model with encrypted fields, EncryptColumn", create)
+    step("declare: bulk_create and lookups on the declared fields", use)
+    step("declare: EncryptExistingColumn moves a live column", move)
+    step("declare: writes and lookups on the moved column", after_move)
+
+
 def state(M, db):
     return norm(qs(M, db).order_by("id"))
 
@@ -488,6 +582,7 @@ def run():
             for row in qs(PlainPatient, "default").order_by("id").values():
                 qs(Patient, "enc").create(**row)
         report(results, name, res[0], res[1], write)
+    declaring(results)
     save(OUT, MODE, django.get_version(), results)
 
 

@@ -6,6 +6,8 @@ encrypted."""
 
 from django.db import models
 
+from .encrypted import EncryptedCharField, EncryptedDateField, EncryptedDecimalField
+
 
 class Ward(models.Model):
     name = models.CharField(max_length=60)
@@ -40,3 +42,18 @@ class PlainPatient(PatientBase):
     class Meta:
         db_table = "patient_plain"
         managed = False
+
+
+class Visit(models.Model):
+    """Declared encrypted from Django (patients.encrypted): its table is
+    made by Django's schema editor and bound by EncryptColumn, through the
+    proxy; email starts plaintext and moves to encrypted while rows live
+    in it (EncryptExistingColumn)."""
+
+    reason = EncryptedCharField(max_length=80, level="MATCH")
+    cost = EncryptedDecimalField(max_digits=9, decimal_places=2, level="ORD")
+    day = EncryptedDateField(level="ORD")
+    email = models.CharField(max_length=80)
+
+    class Meta:
+        db_table = "visit"
