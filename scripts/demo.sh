@@ -195,7 +195,7 @@ echo "whose columns are enc_* at levels EQ, MATCH, ORD and RND; the application 
 psql_enc -c "CREATE DATABASE djangodemo"
 start_proxy "host=$demo/enc port=$enc_port" "$demo/proxy-django.log"
 psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d djangodemo -v ON_ERROR_STOP=1 \
-    -c "CREATE EXTENSION pgcipher_columns" -f "$top/proxy/test/orm/django/schema.sql" > /dev/null
+    -c "CREATE EXTENSION pgcipher_columns" -f "$top/proxy/test/orm/schema.sql" > /dev/null
 "$top/scripts/venv.sh" "$top/proxy/test/orm/django/requirements.txt" "$build/orm/venv-django"
 PGC_PROXY_PORT=$proxy_port PGC_DB=djangodemo PGC_USER=postgres "$build/orm/venv-django/bin/python" \
     "$top/proxy/test/orm/django/demo.py" | sed 's/^/   /'

@@ -67,7 +67,7 @@ for orm in "${orms[@]}"; do
     "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$server_port" -U pgc_tester -d postgres \
         -c "CREATE DATABASE $PGC_DB TEMPLATE template0"
     "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U pgc_tester -d "$PGC_DB" \
-        -c 'CREATE EXTENSION pgcipher_columns' -f "$here/$orm/schema.sql" > /dev/null
+        -c 'CREATE EXTENSION pgcipher_columns' -f "$here/schema.sql" > /dev/null
     : > "$record"
     "$here/$orm/test.sh" "$tmp/$orm" || rc=1
     # every marker of an encrypted column stayed off the wire; the

@@ -1,4 +1,4 @@
--- The application's tables (run through the proxy): patient with
+-- The tables of every ORM application (run through the proxy): patient with
 -- encrypted columns at every level, patient_plain its plaintext twin.
 SELECT pgcipher.add_column_key('k1');
 CREATE TABLE ward (id serial PRIMARY KEY, name varchar(60) NOT NULL);
