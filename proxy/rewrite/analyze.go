@@ -677,31 +677,14 @@ func (a *analyzer) fromItem(sc *scope, n *pg.Node) error {
 
 // namesEncrypted: a relation with encrypted columns appears anywhere in n.
 func (a *analyzer) namesEncrypted(n *pg.Node) bool {
-	found := false
-	var walk func(m protoreflect.Message)
-	walk = func(m protoreflect.Message) {
-		if rv, ok := m.Interface().(*pg.RangeVar); ok {
-			if r := a.relation(rv); r != nil && hasEncrypted(r) {
-				found = true
-			}
-			return
+	return hasMessage(n, func(m protoreflect.Message) bool {
+		rv, ok := m.Interface().(*pg.RangeVar)
+		if !ok {
+			return false
 		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
-				return true
-			}
-			if fd.IsList() {
-				for i := 0; i < v.List().Len() && !found; i++ {
-					walk(v.List().Get(i).Message())
-				}
-			} else {
-				walk(v.Message())
-			}
-			return !found
-		})
-	}
-	walk(n.ProtoReflect())
-	return found
+		r := a.relation(rv)
+		return r != nil && hasEncrypted(r)
+	})
 }
 
 // ctesOf collects the CTEs visible from sc (a non-lateral subquery sees

@@ -267,10 +267,18 @@ func (a *analyzer) filterable(s *pg.SelectStmt) bool {
 
 // hasNode reports whether any node under n satisfies f.
 func hasNode(n *pg.Node, f func(*pg.Node) bool) bool {
+	return hasMessage(n, func(m protoreflect.Message) bool {
+		nn, ok := m.Interface().(*pg.Node)
+		return ok && f(nn)
+	})
+}
+
+// hasMessage reports whether n, or any message under it, satisfies f.
+func hasMessage(n *pg.Node, f func(protoreflect.Message) bool) bool {
 	found := false
 	var walk func(m protoreflect.Message)
 	walk = func(m protoreflect.Message) {
-		if nn, ok := m.Interface().(*pg.Node); ok && f(nn) {
+		if f(m) {
 			found = true
 			return
 		}
