@@ -46,6 +46,10 @@ missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm for the ORM tests (proxy/test/orm/drizzle): Debian's
+# where the machine has none (a Node.js from elsewhere, npm included, stays)
+command -v node > /dev/null || missing+=(nodejs)
+command -v npm > /dev/null || missing+=(npm)
 here=$(cd "$(dirname "$0")" && pwd)
 if [ ${#missing[@]} = 0 ] && [ ${#upgradable[@]} = 0 ]; then
     # proxy/ needs Go >= 1.25 (Debian 12 has 1.19): see go.sh
