@@ -137,9 +137,6 @@ type analyzer struct {
 	// err: a name the proxy cannot resolve for sure (reported once the
 	// statement has been walked)
 	err error
-	// mod: the modifier of a cast around the value being analysed (a
-	// CASE's, an array's), applied to each value in it
-	mod *CastMod
 }
 
 // rel is one entry of a FROM list: a catalog relation, or a derived one

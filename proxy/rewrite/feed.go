@@ -265,18 +265,18 @@ func (a *analyzer) arrayValue(sc *scope, c *col, n *pg.Node) error {
 		mod, _ = castMod(c.attr.Enc.Plain, tc.TypeName)
 		v = tc.Arg
 	}
-	saved := a.mod
-	a.mod = mod
-	defer func() { a.mod = saved }()
 	switch {
 	case v.GetParamRef() != nil:
-		if err := a.param(c, int(v.GetParamRef().Number), false, true, false); err != nil {
+		num := int(v.GetParamRef().Number)
+		if err := a.param(c, num, false, true, false); err != nil {
 			return err
 		}
-		a.plan.Params[v.GetParamRef().Number-1].Mod = mod
+		if err := a.paramMod(num, mod); err != nil {
+			return err
+		}
 	case v.GetAArrayExpr() != nil:
 		for _, x := range v.GetAArrayExpr().Elements {
-			if err := a.value(sc, c, x, "an array of UNNEST", true); err != nil {
+			if err := a.valueMod(sc, c, x, "an array of UNNEST", true, mod); err != nil {
 				return err
 			}
 		}
@@ -293,7 +293,7 @@ func (a *analyzer) arrayValue(sc *scope, c *col, n *pg.Node) error {
 				continue
 			}
 			el := pg.MakeAConstStrNode(*x, -1)
-			if err := a.value(sc, c, el, "an array of UNNEST", true); err != nil {
+			if err := a.valueMod(sc, c, el, "an array of UNNEST", true, mod); err != nil {
 				return err
 			}
 			arr.Elements = append(arr.Elements, el)

@@ -228,10 +228,15 @@ func (a *analyzer) compared(sc *scope, c *col, v *pg.Node, lvl colcrypt.Level, o
 // value handles a value bound for encrypted column c, in a comparison
 // (write == false) or a write.
 func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool) error {
+	return a.valueMod(sc, c, v, what, write, nil)
+}
+
+// valueMod is value with mod, the modifier of a cast around it (a CASE's
+// or an array's, ::varchar(40)), applied to the values it holds.
+func (a *analyzer) valueMod(sc *scope, c *col, v *pg.Node, what string, write bool, mod *CastMod) error {
 	if v == nil {
 		return nil
 	}
-	mod := a.mod
 	if tc := v.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		// '2024-01-01'::date, $1::int: the value is the literal or
 		// parameter; the server sees the encrypted type instead (so the
@@ -249,11 +254,7 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 				v.Node = v.GetTypeCast().Arg.Node // a cast of the CASE to the column's type
 				a.changed = true
 			}
-			saved := a.mod
-			a.mod = m
-			err := a.caseValues(sc, c, ce)
-			a.mod = saved
-			return err
+			return a.caseValues(sc, c, ce, m)
 		}
 	}
 	switch {
@@ -276,13 +277,7 @@ func (a *analyzer) value(sc *scope, c *col, v *pg.Node, what string, write bool)
 		if err := a.param(c, num, false, false, !write); err != nil {
 			return err
 		}
-		if mod != nil {
-			if old := a.plan.Params[num-1].Mod; old != nil && *old != *mod {
-				return refuse("Use a separate parameter for each use.", "pgcipher: parameter $%d is cast two ways", num)
-			}
-			a.plan.Params[num-1].Mod = mod
-		}
-		return nil
+		return a.paramMod(num, mod)
 	case v.GetSetToDefault() != nil:
 		if write {
 			return nil
@@ -360,8 +355,9 @@ func (a *analyzer) valueCase(sc *scope, c *col, v *pg.Node) (*pg.CaseExpr, *Cast
 }
 
 // caseValues checks a valueCase: its conditions as predicates (or, for
-// CASE x WHEN v, comparisons of x), its results as values of c.
-func (a *analyzer) caseValues(sc *scope, c *col, ce *pg.CaseExpr) error {
+// CASE x WHEN v, comparisons of x), its results as values of c, with the
+// modifier of the CASE's cast (the conditions compare without it).
+func (a *analyzer) caseValues(sc *scope, c *col, ce *pg.CaseExpr, mod *CastMod) error {
 	arg, err := a.encCol(sc, ce.Arg)
 	if err != nil {
 		return err
@@ -382,13 +378,27 @@ func (a *analyzer) caseValues(sc *scope, c *col, ce *pg.CaseExpr) error {
 			err = a.generic(sc, cw.Expr, "CASE … WHEN")
 		}
 		if err == nil {
-			err = a.value(sc, c, cw.Result, "CASE … THEN", true)
+			err = a.valueMod(sc, c, cw.Result, "CASE … THEN", true, mod)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	return a.value(sc, c, ce.Defresult, "CASE … ELSE", true)
+	return a.valueMod(sc, c, ce.Defresult, "CASE … ELSE", true, mod)
+}
+
+// paramMod records the cast modifier the proxy applies to parameter
+// $num's value at Bind (none: nil); one parameter cannot take two.
+func (a *analyzer) paramMod(num int, mod *CastMod) error {
+	if mod == nil {
+		return nil
+	}
+	p := a.plan.Params[num-1]
+	if p.Mod != nil && *p.Mod != *mod {
+		return refuse("Use a separate parameter for each use.", "pgcipher: parameter $%d is cast two ways", num)
+	}
+	p.Mod = mod
+	return nil
 }
 
 // assignFrom: encrypted column c takes the ciphertext of column x, which
