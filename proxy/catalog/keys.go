@@ -28,14 +28,17 @@ type Keys struct {
 
 	mu      sync.RWMutex
 	ceks    map[string][]byte           // cmk name + key name + wrapped → CEK
-	columns map[string]*colcrypt.Column // database and label → column
-	pins    map[string]*Binding         // database and label → the binding first used
+	columns map[pinKey]*colcrypt.Column // the column of each database and label
+	pins    map[pinKey]*Binding         // the binding first used of each database and label
 }
+
+// pinKey: a label is a column's within one database.
+type pinKey struct{ database, label string }
 
 // NewKeys keeps the CMK (32 bytes) of the given name.
 func NewKeys(cmk []byte, cmkName string) *Keys {
 	return &Keys{cmk: cmk, cmkName: cmkName, ceks: map[string][]byte{},
-		columns: map[string]*colcrypt.Column{}, pins: map[string]*Binding{}}
+		columns: map[pinKey]*colcrypt.Column{}, pins: map[pinKey]*Binding{}}
 }
 
 // CMKName is the name under which the proxy wraps new keys.
@@ -53,7 +56,7 @@ func (k *Keys) NewWrappedKey(name string) ([]byte, error) {
 // Column returns the crypto of a bound column, checking its pin.
 func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 	label := b.Spec.Label
-	pinKey := b.Database + "\x00" + label
+	key := pinKey{b.Database, label}
 	// the common case, a column already pinned, under the read lock
 	k.mu.RLock()
 	c, pinned, err := k.pinned(b)
@@ -84,16 +87,16 @@ func (k *Keys) Column(b *Binding) (*colcrypt.Column, error) {
 		return nil, err
 	}
 	pin := *b
-	k.pins[pinKey] = &pin
-	k.columns[pinKey] = c
+	k.pins[key] = &pin
+	k.columns[key] = c
 	return c, nil
 }
 
 // pinned returns the column of a label already pinned, checking that b
 // is the binding pinned (caller holds k.mu).
 func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
-	pinKey := b.Database + "\x00" + b.Spec.Label
-	p := k.pins[pinKey]
+	key := pinKey{b.Database, b.Spec.Label}
+	p := k.pins[key]
 	if p == nil {
 		return nil, false, nil
 	}
@@ -102,7 +105,7 @@ func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
 	if p.Spec.Binding() != b.Spec.Binding() || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
 		return nil, true, fmt.Errorf("column %s: %w", b.Spec.Label, ErrPinMismatch)
 	}
-	if c := k.columns[pinKey]; c.Spec().OREFormat == b.Spec.OREFormat || b.Spec.Level != colcrypt.ORD {
+	if c := k.columns[key]; c.Spec().OREFormat == b.Spec.OREFormat || b.Spec.Level != colcrypt.ORD {
 		return c, true, nil
 	}
 	return nil, false, nil

@@ -55,6 +55,10 @@ type ComputePlan struct {
 	// sees them in the select list
 	Params    map[int]colcrypt.Type
 	ParamOIDs map[int]uint32
+	// Unsent: those of Params the server's query does not read: sent to
+	// the server as NULL (a value computed with an encrypted column, as
+	// coalesce(c, $1), must not travel in plaintext)
+	Unsent []int
 }
 
 // Buffered: the proxy needs every row before it sends the first.
@@ -560,8 +564,18 @@ func (a *analyzer) computeSelect(sc *scope, s *pg.SelectStmt) (bool, error) {
 	cp.Inputs = b.inputs
 	if len(b.ptypes) > 0 {
 		cp.Params, cp.ParamOIDs = b.ptypes, map[int]uint32{}
+		read := map[int]bool{} // by the server's query
+		hasNode(&pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: s}}, func(n *pg.Node) bool {
+			if p := n.GetParamRef(); p != nil {
+				read[int(p.Number)] = true
+			}
+			return false
+		})
 		for num, t := range b.ptypes {
 			cp.ParamOIDs[num] = values.PlainOID(t)
+			if !read[num] {
+				cp.Unsent = append(cp.Unsent, num)
+			}
 		}
 	}
 	a.plan.Compute = cp

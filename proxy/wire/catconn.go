@@ -71,6 +71,7 @@ func (c *catalogConns) release(db string) {
 	}
 	c.mu.Unlock()
 	for _, e := range closing {
+		e.idle.Stop()
 		e.close(0)
 	}
 }

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -122,7 +123,8 @@ SELECT pgcipher.encrypt_column('counters', 'ko', 'k1', 'ORD')`)
 func TestComputedParams(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	conninfo := e.startProxy(t, &syncBuffer{})
+	rec := &syncBuffer{}
+	conninfo := e.startProxy(t, rec)
 	c := connect(t, conninfo)
 	mustExec(t, c, `CREATE EXTENSION pgcipher_columns;
 SELECT pgcipher.add_column_key('k1');
@@ -164,6 +166,21 @@ CREATE TABLE acct_plain (id int PRIMARY KEY, city text, balance numeric)`)
 		if got[0] != got[1] {
 			t.Errorf("%s:\nencrypted:\n%splaintext:\n%s", q, got[0], got[1])
 		}
+	}
+	// a parameter only the proxy's computation reads is a value computed
+	// with an encrypted column: it travels as NULL, never in plaintext;
+	// on the plaintext twin it is sent (the control)
+	for _, tc := range []struct{ table, marker string }{{"acct", "MARKER-cp-enc"}, {"acct_plain", "MARKER-cp-plain"}} {
+		var n int
+		if err := c.QueryRow(ctx, "SELECT count(coalesce(city, $1)) FROM "+tc.table, tc.marker).Scan(&n); err != nil || n != 4 {
+			t.Fatalf("coalesce(city, $1) on %s: %d, %v", tc.table, n, err)
+		}
+	}
+	if bytes.Contains(rec.Bytes(), []byte("MARKER-cp-enc")) {
+		t.Error("a parameter of a computation over an encrypted column reached the server in plaintext")
+	}
+	if !bytes.Contains(rec.Bytes(), []byte("MARKER-cp-plain")) {
+		t.Error("control: the plaintext twin's parameter did not reach the server")
 	}
 }
 

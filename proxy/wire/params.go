@@ -262,3 +262,20 @@ func portalLimits(st *stmt, m *pgproto3.Bind) (limits, error) {
 	}
 	return lim, err
 }
+
+// withoutUnsent is the Bind to send with the parameters that only the
+// proxy's computed outputs read set to NULL (rewrite.ComputePlan.Unsent):
+// coalesce(c, $1) over an encrypted c must not send $1 in plaintext.
+func withoutUnsent(st *stmt, m *pgproto3.Bind) *pgproto3.Bind {
+	if st == nil || st.plan.Compute == nil || len(st.plan.Compute.Unsent) == 0 {
+		return m
+	}
+	out := *m
+	out.Parameters = append([][]byte(nil), m.Parameters...)
+	for _, n := range st.plan.Compute.Unsent {
+		if n-1 < len(out.Parameters) {
+			out.Parameters[n-1] = nil
+		}
+	}
+	return &out
+}

@@ -304,7 +304,7 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 			}
 			p := e.portal
 			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns, true)
-			e.rows.params, e.rows.limits = p.params, &p.limits
+			e.rows.params, e.rows.limits = p.params, p.limits
 		}
 		if err := e.rows.row(m); err != nil {
 			s.fail(&e.rowsResult, e.stat, true, err)

@@ -92,8 +92,8 @@ type rowState struct {
 	patterns []string
 	buffered []*pgproto3.DataRow
 	kept     int
-	skipped  int64   // rows OFFSET dropped (plan.Limited)
-	limits   *limits // a portal's LIMIT and OFFSET (nil: the plan's literals)
+	skipped  int64  // rows OFFSET dropped (plan.Limited)
+	limits   limits // the LIMIT and OFFSET the proxy applies (plan.Limited)
 	// a computed result: formats asked of the server per input, the
 	// client's per output, rows kept for the proxy's sort
 	serverFmt, outFmt []int16
@@ -107,6 +107,9 @@ type rowState struct {
 // (the proxy chose the server's formats in its Bind).
 func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDescription, formats []int16, patterns []string, ext bool) *rowState {
 	rs := &rowState{shape: sh, s: s, plan: plan, patterns: patterns}
+	if plan != nil {
+		rs.limits = limits{limit: plan.Limit, offset: plan.Offset} // a portal's replace them
+	}
 	if sh.plain {
 		return rs
 	}
@@ -226,9 +229,6 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 func (rs *rowState) sendKept(r *pgproto3.DataRow) {
 	if p := rs.plan; p != nil && p.Limited {
 		lim := rs.limits
-		if lim == nil {
-			lim = &limits{limit: p.Limit, offset: p.Offset}
-		}
 		if rs.skipped < lim.offset {
 			rs.skipped++
 			return

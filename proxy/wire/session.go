@@ -774,7 +774,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, params: params, limits: lim}
 		}
 		s.push(&completeAnswer{})
-		s.sendServer(m)
+		s.sendServer(withoutUnsent(st, m))
 		return nil
 	}
 	out, patterns, err := encryptParams(st, m)
@@ -782,6 +782,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
+	out = withoutUnsent(st, out)
 	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params, limits: lim}
 	s.push(&completeAnswer{})
 	s.sendServer(out)

@@ -464,11 +464,17 @@ func (g *shapeGen) update() string {
 }
 
 func (g *shapeGen) selectStmt() string {
-	sel := []string{"*", colNames(g.cols), "count(*)", g.cols[0].Name + ", 1"}[g.pick(4)]
-	switch g.pick(5) {
-	case 0:
+	kind := g.pick(5)
+	if kind == 0 {
 		inner := g.pred()
 		return "WITH c AS (SELECT * FROM " + g.table + " WHERE " + inner + ") SELECT * FROM c WHERE " + g.pred()
+	}
+	sel := []string{"*", colNames(g.cols), "count(*)", g.cols[0].Name + ", 1"}[g.pick(4)]
+	if c := g.cols[g.pick(len(g.cols))]; g.pick(4) == 0 {
+		// a value computed with the column (by the proxy where encrypted)
+		sel = "coalesce(" + c.Name + ", " + g.value(c, c.enc()) + ")"
+	}
+	switch kind {
 	case 1:
 		return "SELECT * FROM (SELECT " + sel + " FROM " + g.table + " WHERE " + g.pred() + ") s"
 	case 2:
