@@ -216,7 +216,9 @@ func fatalHint(b *pgproto3.Backend, code, msg, hint string) error {
 // to a session ready to run, or says how the connection ended.
 func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.End, error) {
 	ts := s.tls.Load() // this connection's certificates
-	br := bufio.NewReader(cc.sock)
+	// the first byte tells a TLS handshake from PostgreSQL's messages; a
+	// small buffer (bufio's least) for what comes with it
+	br := bufio.NewReaderSize(cc.sock, 16)
 	first, err := br.Peek(1)
 	if err != nil {
 		return nil, nil, metrics.StartupFailed, err

@@ -689,23 +689,13 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	if up := p.Update; up != nil {
 		oids = updateOIDs(up, oids)
 	}
-	for _, n := range []int{p.LimitParam, p.OffsetParam} {
-		// the proxy's LIMIT and OFFSET: the server no longer sees them
-		for n > 0 && len(oids) < n {
-			oids = append(oids, 0)
-		}
-		if n > 0 && oids[n-1] == 0 {
-			oids[n-1] = 20 // int8
-		}
-	}
+	// parameters the server's query no longer reads (the proxy's LIMIT
+	// and OFFSET, its computed outputs') are typed for it
+	oids = typeParam(oids, p.LimitParam, 20) // int8
+	oids = typeParam(oids, p.OffsetParam, 20)
 	if cp := p.Compute; cp != nil {
 		for n, oid := range cp.ParamOIDs {
-			for len(oids) < n {
-				oids = append(oids, 0)
-			}
-			if oids[n-1] == 0 {
-				oids[n-1] = oid
-			}
+			oids = typeParam(oids, n, oid)
 		}
 	}
 	s.push(&completeAnswer{})
@@ -834,9 +824,22 @@ func updateOIDs(up *rewrite.UpdatePlan, oids []uint32) []uint32 {
 		oids = append(oids, 0)
 	}
 	for n, oid := range up.ParamOIDs {
-		if oids[n-1] == 0 {
-			oids[n-1] = oid
-		}
+		oids = typeParam(oids, n, oid)
+	}
+	return oids
+}
+
+// typeParam gives parameter $n type oid where the client declared none
+// (n 0: none).
+func typeParam(oids []uint32, n int, oid uint32) []uint32 {
+	if n <= 0 {
+		return oids
+	}
+	for len(oids) < n {
+		oids = append(oids, 0)
+	}
+	if oids[n-1] == 0 {
+		oids[n-1] = oid
 	}
 	return oids
 }

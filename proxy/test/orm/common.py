@@ -49,6 +49,21 @@ def plain(v):
     return v
 
 
+def registry():
+    """The list of operations and the decorator that adds one to it:
+    @op(name, write=False) over a function of (model, connection)."""
+    operations = []
+
+    def op(name, write=False):
+        def add(f):
+            operations.append((name, f, write))
+            return f
+
+        return add
+
+    return operations, op
+
+
 def verdict(plain_outcome, enc_outcome):
     """equal, refused or wrong, and why, from each side's ("ok", result) or
     ("error", (sqlstate, message))."""

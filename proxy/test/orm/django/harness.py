@@ -56,7 +56,7 @@ settings.configure(
 )
 django.setup()
 
-from common import CITIES, D, plain, report, save, seed_rows, verdict  # noqa: E402
+from common import CITIES, D, plain, registry, report, save, seed_rows, verdict  # noqa: E402
 from django.db import DatabaseError, IntegrityError, connections, transaction  # noqa: E402
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum  # noqa: E402
 from django.db.models.functions import Upper  # noqa: E402
@@ -87,15 +87,7 @@ def rel(M):
     return M._meta.model_name + "_set"
 
 
-OPERATIONS = []
-
-
-def op(name, write=False):
-    def add(f):
-        OPERATIONS.append((name, f, write))
-        return f
-
-    return add
+OPERATIONS, op = registry()
 
 
 # --- reads: every lookup ------------------------------------------------

@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import sqlalchemy as sa  # noqa: E402
-from common import CITIES, D, plain, report, save, seed_rows, verdict  # noqa: E402
+from common import CITIES, D, plain, registry, report, save, seed_rows, verdict  # noqa: E402
 from sqlalchemy import exc, func, select  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload  # noqa: E402
 
@@ -85,15 +85,7 @@ def unordered(rows):
     return sorted(norm(rows), key=repr)
 
 
-OPERATIONS = []
-
-
-def op(name, write=False):
-    def add(f):
-        OPERATIONS.append((name, f, write))
-        return f
-
-    return add
+OPERATIONS, op = registry()
 
 
 # --- ORM reads -----------------------------------------------------------
