@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,28 +311,47 @@ func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.E
 			return nil, nil, metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: "+err.Error())
 		}
 	}
-	server, err := s.dial(cert)
-	if err != nil {
-		return nil, nil, metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
-	}
+	var server net.Conn
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok && server != nil {
 			server.Close()
 		}
 	}()
-	var w io.Writer = server
-	if s.cfg.Record != nil {
-		w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
-	}
-	f := pgproto3.NewFrontend(server, w)
 	// the client's protocol version: the server negotiates it with the
 	// client (NegotiateProtocolVersion is relayed)
-	f.Send(&pgproto3.StartupMessage{ProtocolVersion: startup.ProtocolVersion, Parameters: params})
-	if err := f.Flush(); err != nil {
-		return nil, nil, metrics.UpstreamFailed, err
+	start := &pgproto3.StartupMessage{ProtocolVersion: startup.ProtocolVersion, Parameters: params}
+	_, clientTLS := client.(*tls.Conn)
+	var (
+		w       io.Writer
+		f       *pgproto3.Frontend
+		pending *pgproto3.SASLInitialResponse
+	)
+	for plain := false; ; plain = true {
+		if server, err = s.dial(cert, plain); err != nil {
+			return nil, nil, metrics.UpstreamFailed, fatal(b, "08006", "pgcipher-proxy: cannot connect to the server: "+err.Error())
+		}
+		w = server
+		if s.cfg.Record != nil {
+			w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
+		}
+		f = pgproto3.NewFrontend(server, w)
+		f.Send(start)
+		if err := f.Flush(); err != nil {
+			return nil, nil, metrics.UpstreamFailed, err
+		}
+		a := auth{passPlus: channelBindingPasses(ts.client, client, server), pending: pending,
+			plainLink: !plain && !clientTLS && s.plainAllowed()}
+		err = s.authenticate(b, f, &a)
+		if a.retry == nil {
+			break
+		}
+		// the client came without TLS and supports channel binding: a
+		// server link without TLS, as the client's, offers none
+		server.Close()
+		pending = a.retry
 	}
-	if err := s.authenticate(b, f, channelBindingPasses(ts.client, client, server)); err != nil {
+	if err != nil {
 		return nil, nil, metrics.AuthFailed, err
 	}
 	sess := newSession(s, &conns{r: client, w: client}, &conns{r: server, w: w}, params["database"], params["user"])
@@ -411,9 +431,23 @@ func upstreamCert(dir, user string) (*tls.Certificate, error) {
 	return &c, nil
 }
 
+// plainAllowed reports whether the upstream connection string accepts
+// a server link without TLS (sslmode disable, allow or prefer).
+func (s *Server) plainAllowed() bool {
+	if s.upstream.TLSConfig == nil {
+		return true
+	}
+	for _, fb := range s.upstream.Fallbacks {
+		if fb.TLSConfig == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // dial opens a connection to the server, with TLS if the connection
-// string asks for it, presenting cert if given.
-func (s *Server) dial(cert *tls.Certificate) (net.Conn, error) {
+// string asks for it and plain is false, presenting cert if given.
+func (s *Server) dial(cert *tls.Certificate, plain bool) (net.Conn, error) {
 	cfg := s.upstream
 	network, addr := "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	if strings.HasPrefix(cfg.Host, "/") {
@@ -428,7 +462,7 @@ func (s *Server) dial(cert *tls.Certificate) (net.Conn, error) {
 		return nil, err
 	}
 	conn = s.metrics.Server(conn)
-	if cfg.TLSConfig == nil || network == "unix" {
+	if cfg.TLSConfig == nil || network == "unix" || plain {
 		return conn, nil
 	}
 	req, _ := (&pgproto3.SSLRequest{}).Encode(nil)
@@ -477,11 +511,30 @@ func channelBindingPasses(ct *tls.Config, client, server net.Conn) bool {
 	return len(peers) > 0 && bytes.Equal(ct.Certificates[0].Certificate[0], peers[0].Raw)
 }
 
+// auth is what authenticate is told and what it reports.
+type auth struct {
+	// passPlus: SCRAM with channel binding may pass through (the proxy
+	// shows the server's own certificate); else it is hidden from the
+	// client, whose binding would be to its TLS session with the proxy
+	passPlus bool
+	// plainLink: the client came without TLS and the upstream connection
+	// string accepts a link without it
+	plainLink bool
+	// pending: the client's SASLInitialResponse, already sent to a
+	// server link that was given up; the mechanisms the new one offers
+	// are not shown to the client again
+	pending *pgproto3.SASLInitialResponse
+	// retry, set on return: the client supports channel binding and saw
+	// none offered, the server offered it over TLS and would refuse
+	// ("negotiation error"); plainLink allowed a link without TLS, on
+	// which the server offers none either: authenticate again there,
+	// with this initial response
+	retry *pgproto3.SASLInitialResponse
+}
+
 // authenticate relays authentication until the server's ReadyForQuery;
-// a failed authentication ends the connection.  Without passPlus, SCRAM
-// with channel binding is hidden from the client: its binding would be
-// to its TLS session with the proxy.
-func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, passPlus bool) error {
+// a failed authentication ends the connection.
+func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, a *auth) error {
 	hidPlus := false
 	for {
 		m, err := f.Receive()
@@ -492,29 +545,40 @@ func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, passPlu
 		case *pgproto3.AuthenticationSASL:
 			var mechs []string
 			for _, x := range m.AuthMechanisms {
-				if passPlus || !strings.HasSuffix(x, "-PLUS") {
+				if a.passPlus || !strings.HasSuffix(x, "-PLUS") {
 					mechs = append(mechs, x)
 				} else {
 					hidPlus = true
 				}
 			}
-			b.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: mechs})
-			if err := b.Flush(); err != nil {
-				return err
-			}
-			if err := b.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
-				return err
-			}
-			r, err := b.Receive()
-			if err != nil {
-				return err
+			var r pgproto3.FrontendMessage
+			if a.pending != nil {
+				if !slices.Contains(mechs, a.pending.AuthMechanism) {
+					return fatal(b, "08P01", "pgcipher-proxy: the server no longer offers SASL mechanism "+a.pending.AuthMechanism)
+				}
+				r = a.pending
+			} else {
+				b.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: mechs})
+				if err := b.Flush(); err != nil {
+					return err
+				}
+				if err := b.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
+					return err
+				}
+				if r, err = b.Receive(); err != nil {
+					return err
+				}
 			}
 			if ir, ok := r.(*pgproto3.SASLInitialResponse); ok && hidPlus && bytes.HasPrefix(ir.Data, []byte("y,")) {
 				// the client supports channel binding and saw none
 				// offered: the server, which offered it, would refuse
 				// with a "negotiation error"
+				if a.plainLink {
+					a.retry = ir
+					return nil
+				}
 				return fatalHint(b, "08P01", "pgcipher-proxy: SCRAM channel binding cannot pass through the proxy with this configuration",
-					"Give the proxy the server's own certificate and key (--tls-cert, --tls-key), so that channel binding passes through; or connect the proxy to the server without TLS (a Unix socket); or connect with channel_binding=disable.")
+					"Give the proxy the server's own certificate and key (--tls-cert, --tls-key), so that channel binding passes through; or let the proxy reach the server without TLS (a Unix socket, or sslmode=prefer in --upstream for clients that come without TLS); or connect with channel_binding=disable.")
 			}
 			f.Send(r)
 			if err := f.Flush(); err != nil {
@@ -578,7 +642,7 @@ func (s *Server) authReply(b *pgproto3.Backend, f *pgproto3.Frontend, t uint32) 
 // waits for it to, so that the cancel cannot hit the client's next
 // statement.
 func (s *Server) cancel(m *pgproto3.CancelRequest) error {
-	c, err := s.dial(nil)
+	c, err := s.dial(nil, false)
 	if err != nil {
 		return err
 	}

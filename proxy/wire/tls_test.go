@@ -6,6 +6,7 @@ package wire
 // clients' certificates replaced while it runs.
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,11 +20,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgcipher/pgcipher/proxy/catalog"
 )
 
 // newCert makes a certificate for cn, signed by parent (self-signed when nil).
@@ -113,7 +117,7 @@ func TestUpstreamCertificate(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c, err := s.dial(cert)
+		c, err := s.dial(cert, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,5 +191,161 @@ func TestSetTLS(t *testing.T) {
 	srv.SetTLS(nil, "")
 	if _, err := handshake(); err == nil || err.Error() != `TLS refused ("N")` {
 		t.Fatalf("after SetTLS(nil): %v, want TLS refused", err)
+	}
+}
+
+// fakeSCRAMServer answers startups as a server with ssl = on and SCRAM:
+// over TLS it offers SCRAM-SHA-256-PLUS too and refuses a client that
+// says it supports channel binding but saw none offered ("y,", as
+// PostgreSQL does); over a plain link it offers SCRAM-SHA-256 only.  It
+// answers an initial response it accepts with a SASLContinue, and reports
+// each as "tls y,", "plain n,", ...
+func fakeSCRAMServer(t *testing.T, cert tls.Certificate) (string, chan string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				var conn net.Conn = c
+				b := pgproto3.NewBackend(c, c)
+				m, err := b.ReceiveStartupMessage()
+				if err != nil {
+					return
+				}
+				link := "plain"
+				if _, ok := m.(*pgproto3.SSLRequest); ok {
+					c.Write([]byte{'S'})
+					tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+					if tc.Handshake() != nil {
+						return
+					}
+					conn, link = tc, "tls"
+					b = pgproto3.NewBackend(tc, tc)
+					if m, err = b.ReceiveStartupMessage(); err != nil {
+						return
+					}
+				}
+				if _, ok := m.(*pgproto3.StartupMessage); !ok {
+					return
+				}
+				mechs := []string{"SCRAM-SHA-256"}
+				if link == "tls" {
+					mechs = append([]string{"SCRAM-SHA-256-PLUS"}, mechs...)
+				}
+				b.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: mechs})
+				b.Flush()
+				b.SetAuthType(pgproto3.AuthTypeSASL)
+				r, err := b.Receive()
+				ir, ok := r.(*pgproto3.SASLInitialResponse)
+				if err != nil || !ok || len(ir.Data) < 2 {
+					return
+				}
+				got <- link + " " + string(ir.Data[:2])
+				if link == "tls" && string(ir.Data[:2]) == "y," {
+					b.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "08P01", Message: "SCRAM channel binding negotiation error"})
+				} else {
+					b.Send(&pgproto3.AuthenticationSASLContinue{Data: []byte("r=servernonce,s=c2FsdA==,i=4096")})
+				}
+				b.Flush()
+				conn.Read(make([]byte, 1))
+			}(c)
+		}
+	}()
+	return l.Addr().String(), got
+}
+
+// TestChannelBindingPlainClient: a client that came without TLS and
+// supports channel binding (node-postgres with enableChannelBinding
+// sends "y,") behind a proxy whose link to the server is TLS: the server
+// offers SCRAM-SHA-256-PLUS there and would refuse "y,".  Where the
+// upstream connection string accepts a link without TLS (sslmode
+// prefer), the proxy authenticates on one, as the client's own link is;
+// where it requires TLS, the client is refused with a hint.  A client
+// that does not support binding ("n,") keeps the TLS link.
+func TestChannelBindingPlainClient(t *testing.T) {
+	serverCert := newCert(t, "localhost", nil)
+	for _, tc := range []struct {
+		sslmode, gs2 string
+		links        []string // the initial responses the server saw, in order
+		want         string   // what the client got: "continue" or an SQLSTATE
+	}{
+		{"prefer", "y", []string{"plain y,"}, "continue"},
+		{"prefer", "n", []string{"tls n,"}, "continue"},
+		{"require", "y", nil, "08P01"},
+		{"disable", "y", []string{"plain y,"}, "continue"},
+	} {
+		t.Run(tc.sslmode+"/"+tc.gs2, func(t *testing.T) {
+			addr, got := fakeSCRAMServer(t, serverCert)
+			host, port, _ := net.SplitHostPort(addr)
+			cmk := make([]byte, 32)
+			rand.Read(cmk)
+			srv, err := NewServer(Config{Upstream: fmt.Sprintf("host=%s port=%s sslmode=%s", host, port, tc.sslmode),
+				Catalog: fmt.Sprintf("host=%s port=%s sslmode=disable", host, port), Keys: catalog.NewKeys(cmk, "main")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go srv.Serve(ctx, l)
+			defer srv.Close()
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			f := pgproto3.NewFrontend(c, c)
+			f.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber,
+				Parameters: map[string]string{"user": "u", "database": "d"}})
+			f.Flush()
+			m, err := f.Receive()
+			sasl, ok := m.(*pgproto3.AuthenticationSASL)
+			if err != nil || !ok {
+				t.Fatalf("the client got %T %v, not AuthenticationSASL", m, err)
+			}
+			if slices.Contains(sasl.AuthMechanisms, "SCRAM-SHA-256-PLUS") {
+				t.Fatalf("SCRAM-SHA-256-PLUS shown to a client without TLS: %v", sasl.AuthMechanisms)
+			}
+			f.Send(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte(tc.gs2 + ",,n=,r=clientnonce")})
+			f.Flush()
+			m, err = f.Receive()
+			switch m := m.(type) {
+			case *pgproto3.AuthenticationSASLContinue:
+				if tc.want != "continue" {
+					t.Errorf("the client went on; want %s", tc.want)
+				}
+			case *pgproto3.ErrorResponse:
+				if m.Code != tc.want {
+					t.Errorf("the client got %s %q (hint %q); want %s", m.Code, m.Message, m.Hint, tc.want)
+				} else if m.Hint == "" {
+					t.Error("the refusal has no hint")
+				}
+			default:
+				t.Fatalf("the client got %T %v", m, err)
+			}
+			for _, want := range tc.links {
+				select {
+				case link := <-got:
+					if link != want {
+						t.Errorf("the server saw %q, want %q", link, want)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("the server saw no %q", want)
+				}
+			}
+		})
 	}
 }
