@@ -335,14 +335,20 @@ func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.E
 		if s.cfg.Record != nil {
 			w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
 		}
-		f = pgproto3.NewFrontend(server, w)
+		a := auth{passPlus: channelBindingPasses(ts.client, client, server), pending: pending,
+			plainLink: !plain && !clientTLS && s.plainAllowed(),
+			client:    client, server: server, fromServer: bufio.NewReader(server)}
+		f = pgproto3.NewFrontend(a.fromServer, w)
 		f.Send(start)
 		if err := f.Flush(); err != nil {
 			return nil, nil, metrics.UpstreamFailed, err
 		}
-		a := auth{passPlus: channelBindingPasses(ts.client, client, server), pending: pending,
-			plainLink: !plain && !clientTLS && s.plainAllowed()}
 		err = s.authenticate(b, f, &a)
+		if err == nil && a.fromServer.Buffered() > 0 {
+			// nothing comes after ReadyForQuery before the first query;
+			// kept for the session all the same
+			server = &peekedConn{Conn: server, r: a.fromServer}
+		}
 		if a.retry == nil {
 			break
 		}
@@ -524,6 +530,9 @@ type auth struct {
 	// server link that was given up; the mechanisms the new one offers
 	// are not shown to the client again
 	pending *pgproto3.SASLInitialResponse
+	// the two links, and the server's as the authentication reads it
+	client, server net.Conn
+	fromServer     *bufio.Reader
 	// retry, set on return: the client supports channel binding and saw
 	// none offered, the server offered it over TLS and would refuse
 	// ("negotiation error"); plainLink allowed a link without TLS, on
@@ -565,7 +574,9 @@ func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, a *auth
 				if err := b.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
 					return err
 				}
-				if r, err = b.Receive(); err != nil {
+				if r, err = a.clientReply(b); err == errServerSpoke {
+					continue
+				} else if err != nil {
 					return err
 				}
 			}
@@ -587,17 +598,17 @@ func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, a *auth
 			continue
 		case *pgproto3.AuthenticationSASLContinue:
 			b.Send(m)
-			if err := s.authReply(b, f, pgproto3.AuthTypeSASLContinue); err != nil {
+			if err := a.reply(b, f, pgproto3.AuthTypeSASLContinue); err != nil {
 				return err
 			}
 		case *pgproto3.AuthenticationCleartextPassword:
 			b.Send(m)
-			if err := s.authReply(b, f, pgproto3.AuthTypeCleartextPassword); err != nil {
+			if err := a.reply(b, f, pgproto3.AuthTypeCleartextPassword); err != nil {
 				return err
 			}
 		case *pgproto3.AuthenticationMD5Password:
 			b.Send(m)
-			if err := s.authReply(b, f, pgproto3.AuthTypeMD5Password); err != nil {
+			if err := a.reply(b, f, pgproto3.AuthTypeMD5Password); err != nil {
 				return err
 			}
 		case *pgproto3.AuthenticationGSS, *pgproto3.AuthenticationGSSContinue:
@@ -620,19 +631,62 @@ func (s *Server) authenticate(b *pgproto3.Backend, f *pgproto3.Frontend, a *auth
 	}
 }
 
-func (s *Server) authReply(b *pgproto3.Backend, f *pgproto3.Frontend, t uint32) error {
+// reply relays the client's answer to an authentication request of
+// type t; if the server speaks first, it returns to read what it said.
+func (a *auth) reply(b *pgproto3.Backend, f *pgproto3.Frontend, t uint32) error {
 	if err := b.Flush(); err != nil {
 		return err
 	}
 	if err := b.SetAuthType(t); err != nil {
 		return err
 	}
-	m, err := b.Receive()
-	if err != nil {
+	m, err := a.clientReply(b)
+	if err == errServerSpoke {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	f.Send(m)
 	return f.Flush()
+}
+
+// errServerSpoke: the server spoke, or closed, while the proxy waited
+// for the client's answer.
+var errServerSpoke = errors.New("wire: the server spoke during the client's turn")
+
+// clientReply waits for the client's answer to an authentication
+// request while watching the server: a server ends an authentication
+// that takes too long (authentication_timeout, a FATAL and a close), and
+// the client, which may wait for that, must see it as it would directly
+// (node-postgres waits so after refusing an empty password).
+func (a *auth) clientReply(b *pgproto3.Backend) (pgproto3.FrontendMessage, error) {
+	type answer struct {
+		m   pgproto3.FrontendMessage
+		err error
+	}
+	fromClient, spoke := make(chan answer, 1), make(chan error, 1)
+	go func() {
+		m, err := b.Receive()
+		fromClient <- answer{m, err}
+	}()
+	go func() {
+		_, err := a.fromServer.Peek(1)
+		spoke <- err
+	}()
+	select {
+	case r := <-fromClient:
+		// the watch ends; what the server may have sent meanwhile stays
+		// in fromServer
+		a.server.SetReadDeadline(time.Now())
+		<-spoke
+		a.server.SetReadDeadline(time.Time{})
+		return r.m, r.err
+	case <-spoke:
+		a.client.SetReadDeadline(time.Now())
+		<-fromClient
+		a.client.SetReadDeadline(time.Time{})
+		return nil, errServerSpoke
+	}
 }
 
 // cancel forwards a CancelRequest: the client holds the server's own

@@ -200,7 +200,7 @@ func TestSetTLS(t *testing.T) {
 // PostgreSQL does); over a plain link it offers SCRAM-SHA-256 only.  It
 // answers an initial response it accepts with a SASLContinue, and reports
 // each as "tls y,", "plain n,", ...
-func fakeSCRAMServer(t *testing.T, cert tls.Certificate) (string, chan string) {
+func fakeSCRAMServer(t *testing.T, cert tls.Certificate, timeout bool) (string, chan string) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -256,6 +256,13 @@ func fakeSCRAMServer(t *testing.T, cert tls.Certificate) (string, chan string) {
 					b.Send(&pgproto3.AuthenticationSASLContinue{Data: []byte("r=servernonce,s=c2FsdA==,i=4096")})
 				}
 				b.Flush()
+				if timeout {
+					// authentication_timeout: the client did not answer
+					time.Sleep(100 * time.Millisecond)
+					b.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "08P01", Message: "canceling authentication due to timeout"})
+					b.Flush()
+					return
+				}
 				conn.Read(make([]byte, 1))
 			}(c)
 		}
@@ -277,14 +284,20 @@ func TestChannelBindingPlainClient(t *testing.T) {
 		sslmode, gs2 string
 		links        []string // the initial responses the server saw, in order
 		want         string   // what the client got: "continue" or an SQLSTATE
+		// the server ends the authentication while the client does not
+		// answer (authentication_timeout): the client, waiting, must see
+		// it, as node-postgres does after refusing an empty password
+		timeout bool
 	}{
-		{"prefer", "y", []string{"plain y,"}, "continue"},
-		{"prefer", "n", []string{"tls n,"}, "continue"},
-		{"require", "y", nil, "08P01"},
-		{"disable", "y", []string{"plain y,"}, "continue"},
+		{"prefer", "y", []string{"plain y,"}, "continue", false},
+		{"prefer", "n", []string{"tls n,"}, "continue", false},
+		{"require", "y", nil, "08P01", false},
+		{"disable", "y", []string{"plain y,"}, "continue", false},
+		{"prefer", "y", []string{"plain y,"}, "continue", true},
+		{"require", "n", []string{"tls n,"}, "continue", true},
 	} {
-		t.Run(tc.sslmode+"/"+tc.gs2, func(t *testing.T) {
-			addr, got := fakeSCRAMServer(t, serverCert)
+		t.Run(fmt.Sprintf("%s/%s/timeout=%v", tc.sslmode, tc.gs2, tc.timeout), func(t *testing.T) {
+			addr, got := fakeSCRAMServer(t, serverCert, tc.timeout)
 			host, port, _ := net.SplitHostPort(addr)
 			cmk := make([]byte, 32)
 			rand.Read(cmk)
@@ -335,6 +348,16 @@ func TestChannelBindingPlainClient(t *testing.T) {
 				}
 			default:
 				t.Fatalf("the client got %T %v", m, err)
+			}
+			if tc.timeout {
+				if m, err := f.Receive(); err != nil {
+					t.Fatalf("the client got %v, not the server's FATAL", err)
+				} else if e, ok := m.(*pgproto3.ErrorResponse); !ok || e.Message != "canceling authentication due to timeout" {
+					t.Fatalf("the client got %T %+v, not the server's FATAL", m, m)
+				}
+				if _, err := f.Receive(); err == nil {
+					t.Fatal("the connection stays open after the server's FATAL")
+				}
 			}
 			for _, want := range tc.links {
 				select {
