@@ -102,6 +102,11 @@
 #                      equal or refused, none wrong, no marker of an
 #                      encrypted column sent, the table of results equal to
 #                      the committed docs/orm/*.md
+#   proxy-drivers      proxy/test/drivers: asyncpg 0.32's and node-postgres
+#                      8.16's own test suites directly and through the
+#                      proxy (TLS to the server with sslmode=prefer, the
+#                      server's certificate on the proxy, SCRAM with
+#                      channel binding), the same result test by test
 #   proxy-pgx          proxy/test/pgx-suite: pgx v5.12.0's own test suite (from
 #                      the Go module cache) directly and through the proxy —
 #                      plain, then with an encrypted table named like pgx's
@@ -183,9 +188,9 @@
 #        checks both majors' series wherever it runs)
 # The major is the build's (./pgcipher test --pg 18); PGCIPHER_IO_METHOD
 # (./pgcipher test --pg 18 --io-method worker) sets io_method for every
-# server the suites start.  pgbackrest, barman and kms run in a second lane,
-# beside the others from install-modes on (PGCIPHER_TEST_LANES=1: in line,
-# last); each suite's line gives its time and the machine's CPU use
+# server the suites start.  pgbackrest, barman, kms and proxy-drivers run
+# in a second lane, beside the others from install-modes on
+# (PGCIPHER_TEST_LANES=1: in line, last); each suite's line gives its time and the machine's CPU use
 # meanwhile, both lanes together.
 set -uo pipefail
 top=${PGCIPHER_TOP:?}
@@ -281,7 +286,8 @@ sel() { [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $1 "* ]]; }
 # The second lane: suites that mostly wait (pgBackRest's and Barman's
 # archive polls and timeouts, the KMS servers' start-ups: prove counts a
 # tenth of pgbackrest's and barman's time as CPU, kms alone keeps a fifth
-# of the machine busy) run in the background beside the others, from
+# of the machine busy, the drivers' suites wait on their own timeouts and
+# sleeps: a fifth of their time is CPU) run in the background beside the others, from
 # just after install-modes (the last suite that installs the server
 # again), and report at the end.
 # They share nothing with the rest but the installed tree and the ports:
@@ -292,6 +298,7 @@ beside_suites() {
     sel pgbackrest && suite pgbackrest "$top/test/tools/run.sh" pgbackrest
     sel barman     && suite barman     "$top/test/tools/run.sh" barman
     sel kms        && suite kms        "$top/test/kms/run.sh"
+    sel proxy-drivers && suite proxy-drivers "$top/proxy/test/drivers/run.sh"
 }
 # the lane in the background: its own counts, added to the others' at the end
 beside_lane() {
