@@ -518,3 +518,47 @@ SELECT pgcipher.encrypt_column('moved', 'a', 'k1', 'EQ', 'g'), pgcipher.encrypt_
 		}
 	}
 }
+
+// TestBindWithParameters: pgcipher.encrypt_column sent with parameters
+// in the extended protocol, in autocommit (psycopg's server-side binding:
+// SQLAlchemy's and Django's migrations), binds the column as the simple
+// protocol does; before, the Parse that opened its batch counted as in
+// one, and the binding was refused as if in a transaction block.
+func TestBindWithParameters(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	rec := &syncBuffer{}
+	conn := connect(t, e.startProxy(t, rec))
+	defer conn.Close(ctx)
+	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
+	mustExec(t, conn, "SELECT pgcipher.add_column_key('kp')")
+	mustExec(t, conn, "CREATE TABLE bound_by_params (id int, s enc_text, s2 enc_text)")
+	// pgx's default: prepared (Parse, Describe, Sync), then run (Bind,
+	// Execute, Sync); psycopg's: Parse, Bind, Execute in one batch
+	if _, err := conn.Exec(ctx, "SELECT pgcipher.encrypt_column($1, $2, $3, $4)", "bound_by_params", "s", "kp", "EQ"); err != nil {
+		t.Fatalf("encrypt_column with parameters, prepared: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pgcipher.encrypt_column($1, $2, $3, $4)", pgx.QueryExecModeExec, "bound_by_params", "s2", "kp", "EQ"); err != nil {
+		t.Fatalf("encrypt_column with parameters, in one batch: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO bound_by_params VALUES ($1, $2, $3)", 1, "PGCM-bound-by-params", "PGCM-bound-by-params"); err != nil {
+		t.Fatalf("insert into the column bound with parameters: %v", err)
+	}
+	var got string
+	if err := conn.QueryRow(ctx, "SELECT s2 FROM bound_by_params WHERE s = $1 AND s2 = $2", "PGCM-bound-by-params", "PGCM-bound-by-params").Scan(&got); err != nil || got != "PGCM-bound-by-params" {
+		t.Fatalf("read back: %q, %v", got, err)
+	}
+	if bytes.Contains(rec.Bytes(), []byte("PGCM-bound-by-params")) {
+		t.Error("the value reached the server in plaintext")
+	}
+	// in a transaction block it stays refused: the proxy reads the
+	// catalog on its own connection, which sees committed changes only
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT pgcipher.encrypt_column($1, $2, $3, $4)", "bound_by_params", "id", "kp", "EQ"); sqlstate(err) != "PC001" {
+		t.Errorf("encrypt_column in a transaction block: %v, want PC001", err)
+	}
+}

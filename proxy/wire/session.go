@@ -558,12 +558,8 @@ func (s *session) prepare(sql string) (*rewrite.Plan, error) {
 		return nil, err
 	}
 	if p.Reload && p.Parsed && (s.txStatus.Load() != 'I' || s.inBatch) {
-		// the proxy reads the catalog on its own connection, which sees
-		// committed changes only
-		if s.cat.NamesEncryption(sql) {
-			return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
-				Message: "pgcipher: statements that create or change encrypted columns must run outside a transaction block",
-				Hint:    "Run this statement on its own (autocommit), then the statements that use it: the proxy learns encrypted columns once they are committed."}
+		if err := s.encryptionInBlock(sql); err != nil {
+			return nil, err
 		}
 		// DDL naming an encrypted relation's name: a relation the proxy
 		// cannot see yet may now come first in the search path
@@ -576,6 +572,19 @@ func (s *session) prepare(sql string) (*rewrite.Plan, error) {
 		s.ddlPending.Store(true)
 	}
 	return p, nil
+}
+
+// encryptionInBlock refuses a statement that creates or changes
+// encrypted columns (sql) inside a transaction block or a batch: the
+// proxy reads the catalog on its own connection, which sees committed
+// changes only.
+func (s *session) encryptionInBlock(sql string) error {
+	if !s.cat.NamesEncryption(sql) {
+		return nil
+	}
+	return &rewrite.Refusal{Code: rewrite.CodeRefused,
+		Message: "pgcipher: statements that create or change encrypted columns must run outside a transaction block",
+		Hint:    "Run this statement on its own (autocommit), then the statements that use it: the proxy learns encrypted columns once they are committed."}
 }
 
 // settleNames settles the session's name changes once the server has
@@ -658,9 +667,13 @@ func (s *session) refuseInBatch(r *rewrite.Refusal, t *stat) {
 
 func (s *session) parse(m *pgproto3.Parse) error {
 	s.settleNames()
-	s.inBatch = true
 	s.copyIn, s.dropCopy = nil, false // a simple query's COPY is over
+	// prepared as the batch stood before this message: a Parse that
+	// opens one is outside any, and may create or bind encrypted
+	// columns in autocommit (psycopg's server-side binding of
+	// pgcipher.encrypt_column)
 	p, err := s.prepare(m.Query)
+	s.inBatch = true
 	if err == nil && p.Copy != nil {
 		err = &rewrite.Refusal{Code: rewrite.CodeRefused,
 			Message: "pgcipher: COPY of relations with encrypted columns needs the simple query protocol",
@@ -728,6 +741,21 @@ func (s *session) bind(m *pgproto3.Bind) error {
 			s.refuseInBatch(refusal(err), nil)
 			return nil
 		}
+	}
+	if st != nil && st.plan.Reload {
+		// the statement changes the catalog when it runs, not when it
+		// was parsed (pgx and psycopg prepare it first, in a batch of its
+		// own, and may run it again later): refused in a transaction
+		// block as when parsed, and what was read since is stale once it
+		// is committed
+		if st.plan.Parsed && s.txStatus.Load() != 'I' {
+			if err := s.encryptionInBlock(st.sql); err != nil {
+				s.refuseInBatch(refusal(err), nil)
+				return nil
+			}
+		}
+		s.changed()
+		s.ddlPending.Store(true)
 	}
 	if st != nil && st.plan.Hidden > 0 && len(m.ResultFormatCodes) > 1 {
 		// the client formats the fields it sees; the hidden ones come as text

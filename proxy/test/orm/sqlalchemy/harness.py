@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import sqlalchemy as sa  # noqa: E402
 from common import CITIES, D, plain, registry, report, save, seed_rows, verdict  # noqa: E402
+from encrypted import Encrypted, encrypt_columns, move_to_encrypted  # noqa: E402
 from sqlalchemy import exc, func, select  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload  # noqa: E402
 
@@ -59,6 +60,18 @@ class Patient(Base):
     __tablename__ = "patient"
     locals().update(patient_columns())
     ward = relationship(Ward)
+
+
+class Visit(Base):
+    """Declared from SQLAlchemy (encrypted.py): made by create_all through
+    the proxy; email plaintext until moved."""
+
+    __tablename__ = "visit"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    reason = mapped_column(Encrypted(sa.String(80), "MATCH"))
+    cost = mapped_column(Encrypted(sa.Numeric(9, 2), "ORD"))
+    day = mapped_column(Encrypted(sa.Date(), "ORD"))
+    email = mapped_column(sa.String(80))
 
 
 class PlainPatient(Base):
@@ -483,11 +496,104 @@ def run_ops(plain_s, enc_s):
     return results
 
 
+def declaring(results, s):
+    """Encrypted columns declared from SQLAlchemy (encrypted.py): the table
+    made by create_all through the proxy and bound by encrypt_columns; then
+    a live plaintext column moved to encrypted by move_to_encrypted.  Each
+    step is checked against what the application wrote (no twin: the point
+    is the schema)."""
+    rows = [
+        dict(
+            id=i,
+            reason=f"PGCM-E-reason-{i} {'flu' if i % 2 else 'checkup'}",
+            cost=D(f"{i * 13 % 90}.25"),
+            day=datetime.date(2024, i % 12 + 1, i % 27 + 1),
+            email=f"PGCM-L-{i}@example.org",  # plaintext until moved: not a leak
+        )
+        for i in range(1, 13)
+    ]
+
+    def ddl(f):
+        # the proxy binds columns outside a transaction only: a
+        # connection of the session's engine in AUTOCOMMIT
+        with s.get_bind().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            f(conn)
+
+    def types(conn, col=None):
+        q = "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'visit'::regclass AND attnum > 0"
+        q += f" AND attname = '{col}'" if col else " ORDER BY attnum"
+        return [r[0] for r in conn.execute(sa.text(q))]
+
+    def step(name, f):
+        try:
+            got, want = f()
+            res = ("equal", "") if got == want else ("wrong", f"got {got!r:.200} want {want!r:.200}")
+        except exc.DBAPIError as e:
+            code, msg = error_kind(e)
+            res = ("refused" if (code or "").startswith("PC") else "wrong", f"{code}: {msg}")
+        s.expunge_all()
+        report(results, name, res[0], res[1], True)
+
+    def create():
+        def run(conn):
+            conn.execute(sa.text("DROP TABLE IF EXISTS visit"))
+            Visit.__table__.create(conn)
+            encrypt_columns(conn, Visit.__table__)
+
+        ddl(run)
+        with s.begin():
+            got = types(s.connection())
+        return got, ["integer", "enc_text", "enc_numeric_ord", "enc_date_ord", "character varying"]
+
+    def use():
+        with s.begin():
+            s.execute(sa.insert(Visit), rows)
+        with s.begin():
+            got = [
+                sorted(s.scalars(select(Visit.reason).where(Visit.reason.contains("flu")))),
+                [str(c) for c in s.scalars(select(Visit.cost).where(Visit.day > datetime.date(2024, 6, 1)).order_by(Visit.cost))],
+                [d.isoformat() for d in s.scalars(select(Visit.day).order_by(Visit.day).limit(3))],
+            ]
+        want = [
+            sorted(r["reason"] for r in rows if "flu" in r["reason"]),
+            [str(c) for c in sorted(r["cost"] for r in rows if r["day"] > datetime.date(2024, 6, 1))],
+            [d.isoformat() for d in sorted(r["day"] for r in rows)[:3]],
+        ]
+        return got, want
+
+    def move():
+        def emails(when):
+            # a statement of its own after the swap: asyncpg's statement
+            # cache holds the old column's type (0A000, "cached statement
+            # plan is invalid", as without the proxy)
+            with s.begin():
+                return [tuple(r) for r in s.execute(sa.text(f"SELECT id, email FROM visit /* {when} */ ORDER BY id"))]
+
+        before = emails("before")
+        ddl(lambda conn: move_to_encrypted(conn, "visit", "email", "k1", "EQ"))
+        after = emails("after")
+        with s.begin():
+            typ = types(s.connection(), "email")
+        return [after, typ], [before, ["enc_text"]]
+
+    def after_move():
+        with s.begin():
+            s.add(Visit(id=100, reason="PGCM-E-reason-new", cost=D("1"), day=datetime.date(2025, 1, 1), email="PGCM-E-mail-new"))
+        with s.begin():
+            return s.scalars(select(Visit.reason).where(Visit.email == "PGCM-E-mail-new")).one(), "PGCM-E-reason-new"
+
+    step("declare: create_all with Encrypted columns, encrypt_columns", create)
+    step("declare: inserts and lookups on the declared columns", use)
+    step("declare: move_to_encrypted moves a live column", move)
+    step("declare: writes and lookups on the moved column", after_move)
+    return results
+
+
 def main_psycopg():
     plain_e = sa.create_engine(url(os.environ["PGC_SERVER_PORT"], "psycopg"))
     enc_e = sa.create_engine(url(os.environ["PGC_PROXY_PORT"], "psycopg"))
     with Session(plain_e, autobegin=False) as ps, Session(enc_e, autobegin=False) as es:
-        return run_ops(ps, es)
+        return declaring(run_ops(ps, es), es)
 
 
 async def main_asyncpg():
@@ -498,7 +604,7 @@ async def main_asyncpg():
     async with AsyncSession(plain_e, autobegin=False) as ps, AsyncSession(enc_e, autobegin=False) as es:
         # the same synchronous operations, on asyncpg: both sessions' I/O
         # runs in the greenlet that run_sync starts
-        return await es.run_sync(lambda enc_sync: run_ops(ps.sync_session, enc_sync))
+        return await es.run_sync(lambda enc_sync: declaring(run_ops(ps.sync_session, enc_sync), enc_sync))
 
 
 if __name__ == "__main__":
