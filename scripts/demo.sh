@@ -202,8 +202,8 @@ PGC_PROXY_PORT=$proxy_port PGC_DB=djangodemo PGC_USER=postgres "$build/orm/venv-
 echo "the DBA, connected directly, sees ciphertext in every encrypted column:"
 psql -X -At -h "$demo/enc" -p "$enc_port" -U postgres -d djangodemo \
     -c "SELECT id, left(ssn::text, 24) || '...', left(name::text, 24) || '...', left(balance::text, 24) || '...' FROM patient ORDER BY id LIMIT 2" | sed 's/^/   /'
-echo "every everyday Django operation, compared with a plaintext twin: docs/orm/django.md (SQLAlchemy and"
-echo "Drizzle beside it in docs/orm/)"
+echo "every everyday Django operation, compared with a plaintext twin: docs/orm/django.md (SQLAlchemy,"
+echo "Drizzle and Hibernate beside it in docs/orm/)"
 kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true
 
 step "4d. Change the key-encryption key online: the data keys stay, nothing is re-encrypted"

@@ -96,7 +96,7 @@
 #   proxy-orm          proxy/test/orm: unchanged ORM applications (Django 5.2
 #                      with psycopg 3, both binding modes; SQLAlchemy 2, ORM
 #                      and Core on psycopg 3, asyncio on asyncpg; Drizzle ORM
-#                      on node-postgres) on a table with
+#                      on node-postgres; Hibernate 6.6 on pgJDBC) on a table with
 #                      encrypted columns at every level through the proxy
 #                      and on its plaintext twin directly: every operation
 #                      equal or refused, none wrong, no marker of an

@@ -10,7 +10,7 @@
 # differs from the committed one in docs/orm/ (PGCIPHER_ORM_UPDATE=1
 # writes it instead).
 #
-# Usage: run.sh [ORM...]   (default: django sqlalchemy drizzle)
+# Usage: run.sh [ORM...]   (default: django sqlalchemy drizzle hibernate)
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
@@ -18,7 +18,7 @@ here=$top/proxy/test/orm
 bin=$build/install/bin
 cache=$build/orm
 mkdir -p "$cache"
-all=(django sqlalchemy drizzle)
+all=(django sqlalchemy drizzle hibernate)
 orms=("$@")
 [ ${#orms[@]} -gt 0 ] || orms=("${all[@]}")
 
