@@ -15,6 +15,9 @@ import pg from "pg";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { and, asc, avg, between, count, countDistinct, desc, eq, gt, gte, ilike, inArray, isNull, like, lt, lte, max, min, ne, or, sql, sum } from "drizzle-orm";
 import { boolean, date, integer, numeric, pgTable, text, varchar } from "drizzle-orm/pg-core";
+import { migrate } from "drizzle-orm/node-postgres/migrator";
+import { encryptColumns, moveToEncrypted } from "./encrypted.mjs";
+import { levels, visit } from "./declare-schema.mjs";
 
 const out = process.argv[2];
 const ward = pgTable("ward", { id: integer("id").primaryKey(), name: varchar("name", { length: 60 }).notNull() });
@@ -147,6 +150,67 @@ function verdict(plain, enc) {
   return ["wrong", `plaintext ${JSON.stringify(plain).slice(0, 300)} encrypted ${JSON.stringify(enc).slice(0, 300)}`];
 }
 
+// Encrypted columns declared from Drizzle (encrypted.mjs): the table made
+// by drizzle-kit's migration (directly on the server: drizzle's migrator
+// runs it in a transaction) and bound through the proxy; then a live
+// plaintext column moved to encrypted.  Each step is checked against what
+// the application wrote (no twin: the point is the schema).
+async function declaring(results, directDb, encDb, encPool) {
+  const rows = [];
+  for (let i = 1; i <= 12; i++) {
+    rows.push({ id: i, reason: `PGCM-E-reason-${i} ${i % 2 ? "flu" : "checkup"}`, cost: `${(i * 13) % 90}.25`,
+      day: `2024-${pad((i % 12) + 1)}-${pad((i % 27) + 1)}`, email: `PGCM-L-${i}@example.org` }); // plaintext until moved
+  }
+  const types = async (col) => (await encPool.query(
+    "SELECT format_type(atttypid, NULL) AS t FROM pg_attribute WHERE attrelid = 'visit'::regclass AND attnum > 0" +
+    (col ? " AND attname = $1" : " ORDER BY attnum"), col ? [col] : [])).rows.map((r) => r.t);
+  const step = async (name, f) => {
+    let res, detail = "";
+    try {
+      const [got, want] = await f();
+      res = JSON.stringify(got) === JSON.stringify(want) ? "equal" : "wrong";
+      if (res === "wrong") detail = `got ${JSON.stringify(got).slice(0, 200)} want ${JSON.stringify(want).slice(0, 200)}`;
+    } catch (e) {
+      const [code, msg] = errorKind(e);
+      res = String(code || "").startsWith("PC") ? "refused" : "wrong";
+      detail = `${code}: ${msg}`;
+    }
+    results.push({ operation: name, outcome: res, detail, write: true });
+    console.log(`${res.padEnd(8)} ${name}${detail ? ": " + detail : ""}`);
+  };
+  await step("declare: drizzle-kit migration, encryptColumns", async () => {
+    await encPool.query("DROP TABLE IF EXISTS visit");
+    await migrate(directDb, { migrationsFolder: process.env.DRIZZLE_MIGRATIONS });
+    await encryptColumns(encPool, "visit", levels, "k1");
+    return [await types(), ["integer", "enc_text", "enc_numeric_ord", "enc_date_ord", "character varying"]];
+  });
+  await step("declare: inserts and lookups on the declared columns", async () => {
+    await encDb.insert(visit).values(rows);
+    const got = [
+      (await encDb.select({ r: visit.reason }).from(visit).where(like(visit.reason, "%flu%"))).map((r) => r.r).sort(),
+      (await encDb.select({ c: visit.cost }).from(visit).where(gt(visit.day, "2024-06-01")).orderBy(asc(visit.cost))).map((r) => r.c),
+      (await encDb.select({ d: visit.day }).from(visit).orderBy(asc(visit.day)).limit(3)).map((r) => r.d),
+    ];
+    const want = [
+      rows.filter((r) => r.reason.includes("flu")).map((r) => r.reason).sort(),
+      rows.filter((r) => r.day > "2024-06-01").map((r) => r.cost).sort((a, b) => Number(a) - Number(b)),
+      rows.map((r) => r.day).sort().slice(0, 3),
+    ];
+    return [got, want];
+  });
+  await step("declare: moveToEncrypted moves a live column", async () => {
+    const emails = async () => (await encPool.query("SELECT id, email FROM visit ORDER BY id")).rows;
+    const before = await emails();
+    await moveToEncrypted(encPool, "visit", "email", "k1", "EQ");
+    return [[await emails(), await types("email")], [before, ["enc_text"]]];
+  });
+  await step("declare: writes and lookups on the moved column", async () => {
+    await encDb.insert(visit).values({ id: 100, reason: "PGCM-E-reason-new", cost: "1", day: "2025-01-01", email: "PGCM-E-mail-new" });
+    const [r] = await encDb.select({ r: visit.reason }).from(visit).where(eq(visit.email, "PGCM-E-mail-new"));
+    return [r.r, "PGCM-E-reason-new"];
+  });
+}
+
 async function main() {
   const env = process.env;
   const pool = (port) => new pg.Pool({ host: env.PGC_HOST || "127.0.0.1", port: Number(port), database: env.PGC_DB, user: env.PGC_USER, max: 2 });
@@ -184,6 +248,7 @@ async function main() {
     results.push({ operation: name, outcome: res, detail, write });
     console.log(`${res.padEnd(8)} ${name}${detail ? ": " + detail : ""}`);
   }
+  await declaring(results, plainDb, encDb, encPool);
   const version = JSON.parse(fs.readFileSync(new URL("./node_modules/drizzle-orm/package.json", import.meta.url))).version;
   fs.writeFileSync(out, JSON.stringify({ mode: "node-postgres", version, results }, null, 1));
   await plainPool.end();
