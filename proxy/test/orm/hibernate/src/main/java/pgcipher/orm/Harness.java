@@ -84,6 +84,17 @@ public final class Harness {
     @Table(name = "patient_plain")
     public static class PlainPatient extends Base {}
 
+    /** Declared from Hibernate (Encrypted.java): the table made by Hibernate's schema export. */
+    @Entity(name = "Visit")
+    @Table(name = "visit")
+    public static class Visit {
+        @Id Integer id;
+        @Column(columnDefinition = "enc_text") String reason; // MATCH
+        @Column(columnDefinition = "enc_numeric_ord") BigDecimal cost; // ORD
+        @Column(columnDefinition = "enc_date_ord") LocalDate day; // ORD
+        @Column(length = 80) String email; // plaintext until moved
+    }
+
     /** One operation: f(session, entity class name, entity class) gives a comparable result. */
     record Op(String name, boolean write, BiFunction<Session, Class<? extends Base>, Object> f) {}
 
@@ -270,16 +281,122 @@ public final class Harness {
     }
 
     static SessionFactory factory(String port) {
+        return config(port).addAnnotatedClass(Ward.class).addAnnotatedClass(Patient.class)
+                .addAnnotatedClass(PlainPatient.class).setProperty("hibernate.hbm2ddl.auto", "none").buildSessionFactory();
+    }
+
+    static Configuration config(String port) {
         String url = "jdbc:postgresql://" + System.getenv().getOrDefault("PGC_HOST", "127.0.0.1") + ":" + port + "/"
                 + System.getenv("PGC_DB") + "?sslmode=disable";
         return new Configuration()
-                .addAnnotatedClass(Ward.class).addAnnotatedClass(Patient.class).addAnnotatedClass(PlainPatient.class)
                 .setProperty("hibernate.connection.url", url)
                 .setProperty("hibernate.connection.username", System.getenv("PGC_USER"))
                 .setProperty("hibernate.connection.pool_size", "2")
-                .setProperty("hibernate.jdbc.batch_size", "20")
-                .setProperty("hibernate.hbm2ddl.auto", "none")
-                .buildSessionFactory();
+                .setProperty("hibernate.jdbc.batch_size", "20");
+    }
+
+    interface Check {
+        String[] run(); // what was got, what was wanted
+    }
+
+    /**
+     * Encrypted columns declared from Hibernate (Encrypted.java): the table made by Hibernate's schema
+     * export (hbm2ddl create) through the proxy and bound by encryptColumns; then a live plaintext column
+     * moved to encrypted by moveToEncrypted. Each step is checked against what the application wrote (no
+     * twin: the point is the schema).
+     */
+    static void declaring(StringBuilder out, int[] n) {
+        List<Visit> rows = new ArrayList<>();
+        for (int i = 1; i <= 12; i++) {
+            Visit v = new Visit();
+            v.id = i;
+            v.reason = "PGCM-E-reason-" + i + (i % 2 == 1 ? " flu" : " checkup");
+            v.cost = new BigDecimal((i * 13) % 90 + ".25");
+            v.day = LocalDate.of(2024, i % 12 + 1, i % 27 + 1);
+            v.email = "PGCM-L-" + i + "@example.org"; // plaintext until moved: not a leak
+            rows.add(v);
+        }
+        SessionFactory[] sf = new SessionFactory[1];
+        String types = "select format_type(atttypid, NULL) from pg_attribute where attrelid = 'visit'::regclass and attnum > 0";
+        step(out, n, "declare: schema export (create), encryptColumns", () -> {
+            sf[0] = config(System.getenv("PGC_PROXY_PORT")).addAnnotatedClass(Visit.class)
+                    .setProperty("hibernate.hbm2ddl.auto", "create").buildSessionFactory();
+            sf[0].inSession(s -> Encrypted.encryptColumns(s, "visit",
+                    java.util.Map.of("reason", "MATCH", "cost", "ORD", "day", "ORD"), "k1"));
+            return new String[] {sf[0].fromSession(s -> s.createNativeQuery(
+                    "select attname || ' ' || format_type(atttypid, NULL) from pg_attribute where attrelid = 'visit'::regclass"
+                    + " and attnum > 0 order by attname", String.class).list().toString()),
+                    "[cost enc_numeric_ord, day enc_date_ord, email character varying, id integer, reason enc_text]"};
+        });
+        step(out, n, "declare: persist and lookups on the declared columns", () -> {
+            sf[0].inTransaction(s -> rows.forEach(s::persist));
+            List<String> want1 = new ArrayList<>(), want2 = new ArrayList<>(), want3 = new ArrayList<>();
+            rows.stream().filter(r -> r.reason.contains("flu")).forEach(r -> want1.add(r.reason));
+            Collections.sort(want1);
+            rows.stream().filter(r -> r.day.isAfter(LocalDate.of(2024, 6, 1))).map(r -> r.cost).sorted()
+                    .forEach(c -> want2.add(c.toPlainString()));
+            rows.stream().map(r -> r.day).sorted().limit(3).forEach(d -> want3.add(d.toString()));
+            String got = sf[0].fromSession(s -> {
+                List<String> a = new ArrayList<>(s.createQuery("select v.reason from Visit v where v.reason like :p",
+                        String.class).setParameter("p", "%flu%").list());
+                Collections.sort(a);
+                List<String> b = new ArrayList<>();
+                s.createQuery("select v.cost from Visit v where v.day > :d order by v.cost", BigDecimal.class)
+                        .setParameter("d", LocalDate.of(2024, 6, 1)).list().forEach(c -> b.add(c.toPlainString()));
+                List<String> c = new ArrayList<>();
+                s.createQuery("select v.day from Visit v order by v.day", LocalDate.class).setMaxResults(3).list()
+                        .forEach(d -> c.add(d.toString()));
+                return List.of(a, b, c).toString();
+            });
+            return new String[] {got, List.of(want1, want2, want3).toString()};
+        });
+        step(out, n, "declare: moveToEncrypted moves a live column", () -> {
+            String q = "select id || ' ' || email from visit order by id";
+            String before = sf[0].fromSession(s -> s.createNativeQuery(q, String.class).list().toString());
+            sf[0].inSession(s -> Encrypted.moveToEncrypted(s, "visit", "email", "k1", "EQ", "text"));
+            // as an application restarts after a migration: statements its
+            // connections prepared name the old column (the proxy refuses
+            // them, as the server refuses a parameter type that no longer
+            // fits)
+            sf[0].close();
+            sf[0] = config(System.getenv("PGC_PROXY_PORT")).addAnnotatedClass(Visit.class)
+                    .setProperty("hibernate.hbm2ddl.auto", "none").buildSessionFactory();
+            String after = sf[0].fromSession(s -> s.createNativeQuery(q, String.class).list().toString());
+            String typ = sf[0].fromSession(s -> s.createNativeQuery(types + " and attname = 'email'", String.class)
+                    .getSingleResult());
+            return new String[] {after + " " + typ, before + " enc_text"};
+        });
+        step(out, n, "declare: writes and lookups on the moved column", () -> {
+            Visit v = new Visit();
+            v.id = 100;
+            v.reason = "PGCM-E-reason-new";
+            v.cost = BigDecimal.ONE;
+            v.day = LocalDate.of(2025, 1, 1);
+            v.email = "PGCM-E-mail-new";
+            sf[0].inTransaction(s -> s.persist(v));
+            return new String[] {sf[0].fromSession(s -> s.createQuery("select v.reason from Visit v where v.email = :e",
+                    String.class).setParameter("e", "PGCM-E-mail-new").getSingleResult()), "PGCM-E-reason-new"};
+        });
+        if (sf[0] != null) sf[0].close();
+    }
+
+    static void step(StringBuilder out, int[] n, String name, Check f) {
+        String[] v;
+        try {
+            String[] r = f.run();
+            v = r[0].equals(r[1]) ? new String[] {"equal", ""} : new String[] {"wrong", "got " + r[0] + " want " + r[1]};
+        } catch (RuntimeException ex) {
+            String[] k = errorKind(ex);
+            v = new String[] {k[0] != null && k[0].startsWith("PC") ? "refused" : "wrong", k[0] + ": " + k[1]};
+        }
+        report(out, n, name, v, true);
+    }
+
+    static void report(StringBuilder out, int[] n, String name, String[] v, boolean write) {
+        System.out.printf("%-8s %s%s%n", v[0], name, v[1].isEmpty() ? "" : ": " + v[1]);
+        out.append(n[0]++ == 0 ? "" : ",\n").append("  {\"operation\": ").append(json(name))
+                .append(", \"outcome\": ").append(json(v[0])).append(", \"detail\": ").append(json(v[1]))
+                .append(", \"write\": ").append(write).append('}');
     }
 
     static String[] errorKind(Throwable t) {
@@ -370,7 +487,7 @@ public final class Harness {
         });
         plain.inTransaction(s -> seed(s, PlainPatient.class));
         StringBuilder out = new StringBuilder();
-        int n = 0;
+        int[] n = {0};
         for (Op op : OPERATIONS) {
             Object[] a = run(plain, PlainPatient.class, op);
             Object[] b = run(enc, Patient.class, op);
@@ -392,11 +509,9 @@ public final class Harness {
                     });
                 }
             }
-            System.out.printf("%-8s %s%s%n", v[0], op.name(), v[1].isEmpty() ? "" : ": " + v[1]);
-            out.append(n++ == 0 ? "" : ",\n").append("  {\"operation\": ").append(json(op.name()))
-                    .append(", \"outcome\": ").append(json(v[0])).append(", \"detail\": ").append(json(v[1]))
-                    .append(", \"write\": ").append(op.write()).append('}');
+            report(out, n, op.name(), v, op.write());
         }
+        declaring(out, n);
         try (FileWriter w = new FileWriter(args[0])) {
             w.write("{\"mode\": \"pgjdbc\", \"version\": " + json(org.hibernate.Version.getVersionString())
                     + ", \"results\": [\n" + out + "\n]}\n");
