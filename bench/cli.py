@@ -69,6 +69,7 @@ TINY = {
         probe_transactions=[10, 30],
         shared_buffers_mb=32,
     ),
+    "proxy-orm": dict(rows=300, batch=20, seconds=1, repetitions=2, warmup_seconds=1),
     "alibaba-sysbench": dict(
         rows=300,
         threads=[2],

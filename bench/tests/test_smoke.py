@@ -29,7 +29,7 @@ SMOKE = pytest.mark.skipif(
 # pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15),
 # aio in test_aio.py (it needs PostgreSQL 18), citus in test_citus.py (it
 # needs Citus from ../shared/vendor), tde-worst-cases in test_tde_worst_cases.py
-OWN_SMOKE = {"proxy", "alibaba-sysbench", "pg-upgrade", "aio", "citus", "tde-worst-cases"}
+OWN_SMOKE = {"proxy", "proxy-orm", "alibaba-sysbench", "pg-upgrade", "aio", "citus", "tde-worst-cases"}
 
 
 def _bench(tmp_path, *args, timeout=1800):
@@ -146,6 +146,27 @@ def _cipher_group_checks(data, out):
     assert {"openssl-speed", "openssl-wheel", "openssl-speed-ctr", "openssl-wheel-ctr"} <= limits
     lines = headline.headline(headline.load(str(out)))
     assert any("the cipher alone" in ln for ln in lines if ln.startswith("instructions "))
+
+
+@SMOKE
+def test_proxy_orm_smoke(tmp_path):
+    """The proxy-orm scenario alone, tiny: every workload on every
+    configuration, the proxy's CPU, the answers checked, the report."""
+    r, out, work = _bench(tmp_path, "--scenario", "proxy-orm", timeout=900)
+    assert r.returncode == 0
+    data = json.loads((out / "results.json").read_text())
+    rows = [row for row in data["results"] if row["scenario"] == "proxy-orm"]
+    got = {(row["config"], row["metric"], row.get("workload")) for row in rows}
+    for w in ("bulk-unnest", "group-sum", "like-limit"):
+        for cfg in ("enc-proxy", "plain-proxy", "plain-direct", "plain-direct-2"):
+            assert (cfg, "tps", w) in got
+        for cfg in ("enc-proxy", "plain-proxy"):
+            assert (cfg, "proxy_cpu_us_per_stmt", w) in got
+    assert ("enc-proxy", "rows_per_s", "bulk-unnest") in got
+    assert [row["value"] for row in rows if row["metric"] == "answers_ok"] == [1]
+    report = (out / "report.md").read_text()
+    assert "## proxy-orm:" in report and "Noise floor" in report
+    assert list(out.glob("proxy_orm_ratios.png"))
 
 
 @SMOKE

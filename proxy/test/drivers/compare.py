@@ -75,8 +75,12 @@ def main():
         for v in res.values():
             k = v.split(" ")[0]
             kinds[k] = kinds.get(k, 0) + 1
-        print(f"{driver} {label}: {len(res)} " + ("tests" if driver == "asyncpg" else "files") + ": "
-              + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+        print(
+            f"{driver} {label}: {len(res)} "
+            + ("tests" if driver == "asyncpg" else "files")
+            + ": "
+            + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        )
     allowed = known(known_path, driver)
     bad = 0
     for name in sorted(set(direct) | set(proxy)):
@@ -89,8 +93,7 @@ def main():
         print(f"  {tag}: {name}: direct {a}, proxy {b}")
         for line in pwhy.get(name, []) if b.startswith(("fail", "timeout")) else dwhy.get(name, []):
             print(f"      {line[:300]}")
-    print(f"{driver}: " + ("the same results directly and through the proxy" if not bad
-                           else f"{bad} differ"))
+    print(f"{driver}: " + ("the same results directly and through the proxy" if not bad else f"{bad} differ"))
     return 1 if bad else 0
 
 

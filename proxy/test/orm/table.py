@@ -15,7 +15,12 @@ names = {
     "node-postgres": "node-postgres (pg)",
     "pgjdbc": "pgJDBC 42.7",
 }
-title = {"django": "Django", "sqlalchemy": "SQLAlchemy", "drizzle": "Drizzle ORM", "hibernate": "Hibernate ORM"}.get(orm, orm)
+title = {
+    "django": "Django",
+    "sqlalchemy": "SQLAlchemy",
+    "drizzle": "Drizzle ORM",
+    "hibernate": "Hibernate ORM",
+}.get(orm, orm)
 version = runs[0].get("version", "")
 out = [
     f"# {title} {version} through pgcipher-proxy",

@@ -551,7 +551,12 @@ def declaring(results, s):
         with s.begin():
             got = [
                 sorted(s.scalars(select(Visit.reason).where(Visit.reason.contains("flu")))),
-                [str(c) for c in s.scalars(select(Visit.cost).where(Visit.day > datetime.date(2024, 6, 1)).order_by(Visit.cost))],
+                [
+                    str(c)
+                    for c in s.scalars(
+                        select(Visit.cost).where(Visit.day > datetime.date(2024, 6, 1)).order_by(Visit.cost)
+                    )
+                ],
                 [d.isoformat() for d in s.scalars(select(Visit.day).order_by(Visit.day).limit(3))],
             ]
         want = [
@@ -567,7 +572,10 @@ def declaring(results, s):
             # cache holds the old column's type (0A000, "cached statement
             # plan is invalid", as without the proxy)
             with s.begin():
-                return [tuple(r) for r in s.execute(sa.text(f"SELECT id, email FROM visit /* {when} */ ORDER BY id"))]
+                return [
+                    tuple(r)
+                    for r in s.execute(sa.text(f"SELECT id, email FROM visit /* {when} */ ORDER BY id"))
+                ]
 
         before = emails("before")
         ddl(lambda conn: move_to_encrypted(conn, "visit", "email", "k1", "EQ"))
@@ -578,9 +586,19 @@ def declaring(results, s):
 
     def after_move():
         with s.begin():
-            s.add(Visit(id=100, reason="PGCM-E-reason-new", cost=D("1"), day=datetime.date(2025, 1, 1), email="PGCM-E-mail-new"))
+            s.add(
+                Visit(
+                    id=100,
+                    reason="PGCM-E-reason-new",
+                    cost=D("1"),
+                    day=datetime.date(2025, 1, 1),
+                    email="PGCM-E-mail-new",
+                )
+            )
         with s.begin():
-            return s.scalars(select(Visit.reason).where(Visit.email == "PGCM-E-mail-new")).one(), "PGCM-E-reason-new"
+            return s.scalars(
+                select(Visit.reason).where(Visit.email == "PGCM-E-mail-new")
+            ).one(), "PGCM-E-reason-new"
 
     step("declare: create_all with Encrypted columns, encrypt_columns", create)
     step("declare: inserts and lookups on the declared columns", use)
