@@ -8,8 +8,6 @@ package wire_test
 // proxy, never directly).
 
 import (
-	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/wire"
 )
 
@@ -42,23 +39,10 @@ func TestCancelWaitsForServer(t *testing.T) {
 		}
 		time.Sleep(serverDelay)
 	}()
-	cmk := make([]byte, 32)
-	rand.Read(cmk)
 	port := up.Addr().(*net.TCPAddr).Port
-	srv, err := wire.NewServer(wire.Config{Upstream: fmt.Sprintf("host=127.0.0.1 port=%d sslmode=disable", port),
-		Catalog: fmt.Sprintf("host=127.0.0.1 port=%d sslmode=disable", port), Keys: catalog.NewKeys(cmk, "main")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, l)
-	defer srv.Close()
-	c, err := net.Dial("tcp", l.Addr().String())
+	proxy, _ := wire.ServeTest(t, wire.Config{Upstream: fmt.Sprintf("host=127.0.0.1 port=%d sslmode=disable", port),
+		Catalog: fmt.Sprintf("host=127.0.0.1 port=%d sslmode=disable", port)})
+	c, err := net.Dial("tcp", proxy)
 	if err != nil {
 		t.Fatal(err)
 	}

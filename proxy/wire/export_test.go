@@ -9,3 +9,6 @@ func SetCatalogIdle(d time.Duration) time.Duration {
 	catalogIdle = d
 	return old
 }
+
+// ServeTest starts a proxy with cfg for the length of a test (serveTest).
+var ServeTest = serveTest

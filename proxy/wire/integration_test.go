@@ -80,19 +80,10 @@ func (e *env) serve(t *testing.T, cfg wire.Config) (string, *wire.Server) {
 	cfg.Upstream = fmt.Sprintf("host=%s port=%d", pc.Host, pc.Port)
 	cfg.Catalog = fmt.Sprintf("host=%s port=%d user=%s", pc.Host, pc.Port, pc.User)
 	cfg.Keys = e.keys
-	srv, err := wire.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go srv.Serve(ctx, l)
-	t.Cleanup(func() { cancel(); l.Close(); srv.Close() })
-	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable TimeZone=UTC",
-		l.Addr().(*net.TCPAddr).Port, pc.User, e.db), srv
+	addr, srv := wire.ServeTest(t, cfg)
+	_, port, _ := net.SplitHostPort(addr)
+	return fmt.Sprintf("host=127.0.0.1 port=%s user=%s dbname=%s sslmode=disable TimeZone=UTC",
+		port, pc.User, e.db), srv
 }
 
 func setup(t *testing.T) *env {

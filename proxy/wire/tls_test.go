@@ -6,7 +6,6 @@ package wire
 // clients' certificates replaced while it runs.
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -26,8 +25,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/pgcipher/pgcipher/proxy/catalog"
 )
 
 // newCert makes a certificate for cn, signed by parent (self-signed when nil).
@@ -299,22 +296,9 @@ func TestChannelBindingPlainClient(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%s/timeout=%v", tc.sslmode, tc.gs2, tc.timeout), func(t *testing.T) {
 			addr, got := fakeSCRAMServer(t, serverCert, tc.timeout)
 			host, port, _ := net.SplitHostPort(addr)
-			cmk := make([]byte, 32)
-			rand.Read(cmk)
-			srv, err := NewServer(Config{Upstream: fmt.Sprintf("host=%s port=%s sslmode=%s", host, port, tc.sslmode),
-				Catalog: fmt.Sprintf("host=%s port=%s sslmode=disable", host, port), Keys: catalog.NewKeys(cmk, "main")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go srv.Serve(ctx, l)
-			defer srv.Close()
-			c, err := net.Dial("tcp", l.Addr().String())
+			proxy, _ := serveTest(t, Config{Upstream: fmt.Sprintf("host=%s port=%s sslmode=%s", host, port, tc.sslmode),
+				Catalog: fmt.Sprintf("host=%s port=%s sslmode=disable", host, port)})
+			c, err := net.Dial("tcp", proxy)
 			if err != nil {
 				t.Fatal(err)
 			}

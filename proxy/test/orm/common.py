@@ -36,6 +36,22 @@ def seed_rows():
     return rows
 
 
+def declared_rows():
+    """The rows the declaring steps write into the table declared from the
+    ORM: reason (MATCH), cost (ORD numeric), day (ORD date), and email,
+    plaintext until it is moved (its marker PGCM-L- is no leak)."""
+    return [
+        dict(
+            id=i,
+            reason=f"PGCM-E-reason-{i} {'flu' if i % 2 else 'checkup'}",
+            cost=D(f"{i * 13 % 90}.25"),
+            day=datetime.date(2024, i % 12 + 1, i % 27 + 1),
+            email=f"PGCM-L-{i}@example.org",
+        )
+        for i in range(1, 13)
+    ]
+
+
 def plain(v):
     """A value as comparable plain data (lists, tuples and dicts inside)."""
     if isinstance(v, decimal.Decimal):

@@ -56,7 +56,7 @@ settings.configure(
 )
 django.setup()
 
-from common import CITIES, D, plain, registry, report, save, seed_rows, verdict  # noqa: E402
+from common import CITIES, D, declared_rows, plain, registry, report, save, seed_rows, verdict  # noqa: E402
 from django.db import DatabaseError, IntegrityError, connections, transaction  # noqa: E402
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum  # noqa: E402
 from django.db.models.functions import Upper  # noqa: E402
@@ -451,15 +451,7 @@ def declaring(results):
     enc = conns["enc"]
     with enc.cursor() as c:
         c.execute("DROP TABLE IF EXISTS visit")
-    rows = [
-        dict(
-            reason=f"PGCM-E-reason-{i} {'flu' if i % 2 else 'checkup'}",
-            cost=D(f"{i * 13 % 90}.25"),
-            day=datetime.date(2024, i % 12 + 1, i % 27 + 1),
-            email=f"PGCM-L-{i}@example.org",  # plaintext until moved: not a leak
-        )
-        for i in range(1, 13)
-    ]
+    rows = declared_rows()
 
     def step(name, f):
         try:
@@ -483,7 +475,7 @@ def declaring(results):
         return types, ["integer", "enc_text", "enc_numeric_ord", "enc_date_ord", "character varying"]
 
     def use():
-        Visit.objects.using("enc").bulk_create(Visit(**r) for r in rows)
+        Visit.objects.using("enc").bulk_create(Visit(**{k: v for k, v in r.items() if k != "id"}) for r in rows)
         got = [
             sorted(
                 Visit.objects.using("enc").filter(reason__contains="flu").values_list("reason", flat=True)

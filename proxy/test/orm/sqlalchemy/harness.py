@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import sqlalchemy as sa  # noqa: E402
-from common import CITIES, D, plain, registry, report, save, seed_rows, verdict  # noqa: E402
+from common import CITIES, D, declared_rows, plain, registry, report, save, seed_rows, verdict  # noqa: E402
 from encrypted import Encrypted, encrypt_columns, move_to_encrypted  # noqa: E402
 from sqlalchemy import exc, func, select  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload  # noqa: E402
@@ -502,16 +502,7 @@ def declaring(results, s):
     a live plaintext column moved to encrypted by move_to_encrypted.  Each
     step is checked against what the application wrote (no twin: the point
     is the schema)."""
-    rows = [
-        dict(
-            id=i,
-            reason=f"PGCM-E-reason-{i} {'flu' if i % 2 else 'checkup'}",
-            cost=D(f"{i * 13 % 90}.25"),
-            day=datetime.date(2024, i % 12 + 1, i % 27 + 1),
-            email=f"PGCM-L-{i}@example.org",  # plaintext until moved: not a leak
-        )
-        for i in range(1, 13)
-    ]
+    rows = declared_rows()
 
     def ddl(f):
         # the proxy binds columns outside a transaction only: a
