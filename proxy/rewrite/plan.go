@@ -133,11 +133,15 @@ type Resort struct {
 	NullsFirst bool
 }
 
-// Filter is a LIKE or NOT LIKE that the proxy rechecks on the decrypted
-// value of a hidden output column (MATCH is a candidate test).
+// Filter is a LIKE or NOT LIKE (MATCH is a candidate test), or a range
+// comparison on a prefix-ordered ORD column (Op), that the proxy rechecks
+// on the decrypted value of a hidden output column.
 type Filter struct {
-	Hidden  int // the k-th hidden field, counted from the first hidden one
-	Column  *colcrypt.Column
+	Hidden int // the k-th hidden field, counted from the first hidden one
+	Column *colcrypt.Column
+	// Op: < <= > >= for a range comparison (Pattern, or the parameter, is
+	// its operand); empty for LIKE
+	Op      string
 	Pattern string // the LIKE pattern of a literal
 	Param   int    // 1-based parameter holding the pattern, 0 for a literal
 	Not     bool

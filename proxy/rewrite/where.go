@@ -74,7 +74,7 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 	}
 	switch e.Kind {
 	case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
-		return a.operator(sc, e, l, r, op)
+		return a.operator(sc, e, l, r, op, conj)
 	case pg.A_Expr_Kind_AEXPR_IN:
 		if l == nil {
 			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be used in an IN list", r.name)
@@ -92,7 +92,18 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 		if l == nil {
 			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be a bound of BETWEEN", r.name)
 		}
-		for _, x := range e.Rexpr.GetList().GetItems() {
+		items := e.Rexpr.GetList().GetItems()
+		if level(l) == colcrypt.ORD && prefixOrder(l.attr.Enc.Plain) && conj && a.cur != nil && e.Kind == pg.A_Expr_Kind_AEXPR_BETWEEN && len(items) == 2 {
+			// the server's prefix order gives a superset of the rows
+			// (BETWEEN is inclusive), the proxy rechecks both bounds
+			for i, x := range items {
+				if err := a.rangeFilter(sc, l, x, []string{">=", "<="}[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for _, x := range items {
 			if err := a.compared(sc, l, x, colcrypt.ORD, "BETWEEN"); err != nil {
 				return err
 			}
@@ -117,7 +128,7 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 
 // operator: a binary operator (or IS [NOT] DISTINCT FROM) with an
 // encrypted column on one side or both.
-func (a *analyzer) operator(sc *scope, e *pg.A_Expr, l, r *col, op string) error {
+func (a *analyzer) operator(sc *scope, e *pg.A_Expr, l, r *col, op string, conj bool) error {
 	lvl, ok := need(op)
 	if !ok || e.Kind != pg.A_Expr_Kind_AEXPR_OP && lvl != colcrypt.EQ {
 		c := l
@@ -132,10 +143,71 @@ func (a *analyzer) operator(sc *scope, e *pg.A_Expr, l, r *col, op string) error
 		}
 		return a.levelFits(l, lvl, op)
 	}
-	if l != nil {
-		return a.compared(sc, l, e.Rexpr, lvl, op)
+	c, v, cop := l, e.Rexpr, op
+	if l == nil {
+		c, v, cop = r, e.Lexpr, flipped[op]
 	}
-	return a.compared(sc, r, e.Lexpr, lvl, op)
+	if lvl == colcrypt.ORD && conj && a.cur != nil && level(c) == colcrypt.ORD && prefixOrder(c.attr.Enc.Plain) && e.Kind == pg.A_Expr_Kind_AEXPR_OP {
+		if err := a.rangeFilter(sc, c, v, cop); err != nil {
+			return err
+		}
+		if op == "<" || op == ">" {
+			// strict order on the prefixes would lose the values that
+			// share the operand's prefix: the server tests <= or >=
+			e.Name = []*pg.Node{pg.MakeStrNode(op + "=")}
+			a.changed = true
+		}
+		return nil
+	}
+	return a.compared(sc, c, v, lvl, op)
+}
+
+// flipped is the operator with its operands swapped (a < b is b > a).
+var flipped = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>", "!=": "!="}
+
+// rangeFilter serves c op v (op one of < <= > >=) on an ORD column whose
+// order covers a 16-byte prefix (text, bytea, numeric): the server's
+// comparison of prefixes, made inclusive by the caller, returns every row
+// that satisfies it and some that do not; the proxy rechecks each on
+// the decrypted value, as it rechecks LIKE (a hidden output column).
+// Only at the top level of the top query's WHERE, ANDed.
+func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
+	cc, err := a.crypt(c)
+	if err != nil {
+		return err
+	}
+	f := Filter{Hidden: a.plan.Hidden, Column: cc, Op: op}
+	x := v
+	if tc := x.GetTypeCast(); tc != nil {
+		x = tc.Arg
+	}
+	switch {
+	case x.GetParamRef() != nil:
+		f.Param = int(x.GetParamRef().Number)
+	case x.GetAConst() != nil && !x.GetAConst().Isnull:
+		s, ok := constText(x.GetAConst())
+		if !ok {
+			return refuse(hintAllowed, "pgcipher: a bit-string literal cannot be compared with encrypted column %q", c.name)
+		}
+		if _, err := values.Encode(c.attr.Enc.Plain, s); err != nil {
+			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error()}
+		}
+		f.Pattern = s
+	default:
+		return refuse(hintAllowed, "pgcipher: a range comparison on encrypted column %q needs a literal or a parameter", c.name)
+	}
+	if err := a.value(sc, c, v, "operator "+op, false); err != nil {
+		return err
+	}
+	fields := []*pg.Node{}
+	for _, q := range c.qualifier() {
+		fields = append(fields, pg.MakeStrNode(q))
+	}
+	a.cur.TargetList = append(a.cur.TargetList, pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode(fields, -1), -1))
+	a.plan.Hidden++
+	a.plan.Filters = append(a.plan.Filters, f)
+	a.changed = true
+	return nil
 }
 
 // anyAll: c op ANY/ALL (ARRAY[...] | $n | '{...}') with encrypted column c.

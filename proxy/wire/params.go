@@ -61,6 +61,7 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		}
 		return values.BinaryText(oid, v)
 	}
+	payloads := make([][]byte, len(m.Parameters)) // range filters' operands
 	for i, v := range m.Parameters {
 		f := formatOf(m.ParameterFormatCodes, i)
 		out.ParameterFormatCodes[i] = f
@@ -85,6 +86,7 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 			var payload []byte
 			if payload, err = modPayload(p, clientOID(i), f, v); err == nil {
 				ct, err = p.EncryptPayload(payload, rand.Reader)
+				payloads[i] = payload
 			}
 		}
 		if err != nil {
@@ -99,6 +101,19 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 			continue
 		}
 		i := fl.Param - 1
+		if fl.Op != "" {
+			// a range comparison's operand, in its text form; a NULL one
+			// (no payload) keeps no row, as the comparison is NULL
+			s := nullOperand
+			if i < len(payloads) && payloads[i] != nil {
+				var err error
+				if s, err = colcrypt.Decode(fl.Column.Spec().Type, payloads[i]); err != nil {
+					return nil, nil, valueError(i, err)
+				}
+			}
+			patterns = append(patterns, s)
+			continue
+		}
 		if i >= len(m.Parameters) || m.Parameters[i] == nil {
 			return nil, nil, valueError(i, errors.New("a LIKE pattern is NULL"))
 		}

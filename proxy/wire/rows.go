@@ -90,6 +90,10 @@ type rowState struct {
 	plan     *rewrite.Plan
 	formats  []int16 // per field, as the client asked
 	patterns []string
+	// operands: each range filter's operand (nil: NULL, no row passes),
+	// read once from its text in patterns
+	operands   []*compute.Value
+	badOperand error // an operand that did not read (never: the proxy wrote it)
 	buffered []*pgproto3.DataRow
 	kept     int
 	skipped  int64  // rows OFFSET dropped (plan.Limited)
@@ -131,6 +135,19 @@ func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDesc
 	if plan != nil && len(patterns) == 0 {
 		for _, f := range plan.Filters {
 			rs.patterns = append(rs.patterns, f.Pattern)
+		}
+	}
+	if plan != nil {
+		for k, f := range plan.Filters {
+			rs.operands = append(rs.operands, nil)
+			if f.Op == "" || k >= len(rs.patterns) || rs.patterns[k] == nullOperand {
+				continue
+			}
+			if v, err := compute.FromText(f.Column.Spec().Type, rs.patterns[k]); err == nil {
+				rs.operands[k] = &v
+			} else {
+				rs.badOperand = err
+			}
 		}
 	}
 	return rs
@@ -247,11 +264,46 @@ func (rs *rowState) recheck(k int, payload []byte) (bool, error) {
 		return false, errors.New("LIKE recheck without its pattern")
 	}
 	f := rs.plan.Filters[k]
+	if f.Op != "" {
+		return rs.inRange(k, f, payload)
+	}
 	ok, err := like(string(payload), rs.patterns[k])
 	if err != nil {
 		return false, err
 	}
 	return ok != f.Not, nil
+}
+
+// nullOperand stands in patterns for a range filter's NULL operand (no
+// text form of a value holds a NUL byte).
+const nullOperand = "\x00"
+
+// inRange applies range filter k (value Op operand) to a decrypted value:
+// the exact comparison the server's prefix order could only narrow.
+func (rs *rowState) inRange(k int, f rewrite.Filter, payload []byte) (bool, error) {
+	if rs.badOperand != nil {
+		return false, rs.badOperand
+	}
+	op := rs.operands[k]
+	if op == nil {
+		return false, nil
+	}
+	v, err := compute.FromPayload(f.Column.Spec().Type, payload)
+	if err != nil {
+		return false, err
+	}
+	c := compute.Compare(v, *op)
+	switch f.Op {
+	case "<":
+		return c < 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">":
+		return c > 0, nil
+	case ">=":
+		return c >= 0, nil
+	}
+	return false, fmt.Errorf("range recheck of operator %s", f.Op)
 }
 
 // flushRows sorts and sends buffered rows.
