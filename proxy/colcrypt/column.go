@@ -269,6 +269,32 @@ func (c *Column) EncryptOperand(p []byte, rand io.Reader) ([]byte, error) {
 	return append(out, left...), nil
 }
 
+// EncryptBound returns the operand of one side of a range comparison on
+// a prefix-ordered ORD column (text, bytea, numeric), for a query the
+// proxy rechecks: EncryptOperand with its equality token set to the
+// lowest bytes (low: a lower bound) or the highest.  The server orders
+// values with equal order prefixes by their tokens; such a bound lets
+// every value that shares its prefix through, so that the server's
+// answer is a superset of the exact one.  Never stored, and never an
+// operand of equality (its token matches no value).
+func (c *Column) EncryptBound(p []byte, rand io.Reader, low bool) ([]byte, error) {
+	ct, err := c.EncryptOperand(p, rand)
+	if err != nil {
+		return nil, err
+	}
+	if c.spec.Level != ORD || len(ct) < HeaderSize+TokenSize {
+		return nil, fmt.Errorf("colcrypt: column %q: a range bound needs level ORD", c.spec.Label)
+	}
+	fill := byte(0xff)
+	if low {
+		fill = 0
+	}
+	for i := HeaderSize; i < HeaderSize+TokenSize; i++ {
+		ct[i] = fill
+	}
+	return ct, nil
+}
+
 // Decrypt checks that ct is well formed and belongs to this column, and
 // returns the PostgreSQL text form of its value (of a MATCH query: the
 // pattern).

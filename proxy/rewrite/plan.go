@@ -63,6 +63,10 @@ type Param struct {
 	// Operand: only compared with, never stored: encrypted as a query
 	// operand where the column's order format has one (EncryptOperand)
 	Operand bool
+	// Bound: the parameter is a lower (-1) or upper (+1) bound of a
+	// rechecked range comparison on a prefix-ordered column
+	// (colcrypt's EncryptBound); 0 otherwise
+	Bound int
 	// ArrayOID is the encrypted array type's OID when Array is set.
 	ArrayOID uint32
 	// Mod: a cast of the value to the column's type with a modifier
@@ -105,6 +109,9 @@ func (m *CastMod) Apply(t colcrypt.Type, s string) (string, error) {
 // EncryptPayload encrypts an encoded value of the parameter: as a query
 // operand where the statement only compares with it, else as a value.
 func (p *Param) EncryptPayload(payload []byte, rand io.Reader) ([]byte, error) {
+	if p.Bound != 0 {
+		return p.Column.EncryptBound(payload, rand, p.Bound < 0)
+	}
 	return encryptPayload(p.Column, payload, p.Operand, rand)
 }
 

@@ -200,8 +200,9 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 	for i := range out.Filters {
 		if f := &out.Filters[i]; f.Param > 0 {
 			f.Pattern, f.Param = lits[f.Param-1].Value, 0
-			// as the statement alone would check it (NOT LIKE included)
-			if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
+			// as the statement alone would check it (NOT LIKE included;
+			// a range's operand is checked as it is encrypted, below)
+			if _, err := colcrypt.LikeRuns(f.Pattern); err != nil && f.Op == "" {
 				return nil, err
 			}
 		}

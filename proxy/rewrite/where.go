@@ -184,6 +184,10 @@ func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
 	switch {
 	case x.GetParamRef() != nil:
 		f.Param = int(x.GetParamRef().Number)
+		if f.Param <= len(a.plan.Params) && a.plan.Params[f.Param-1] != nil {
+			// its ciphertext is a bound's, which matches nothing by =
+			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", f.Param)
+		}
 	case x.GetAConst() != nil && !x.GetAConst().Isnull:
 		s, ok := constText(x.GetAConst())
 		if !ok {
@@ -198,6 +202,28 @@ func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
 	}
 	if err := a.value(sc, c, v, "operator "+op, false); err != nil {
 		return err
+	}
+	// the operand is a bound whose token lets equal prefixes through
+	bound := -1
+	if op == "<" || op == "<=" {
+		bound = 1
+	}
+	if f.Param > 0 {
+		a.plan.Params[f.Param-1].Bound = bound
+	} else {
+		p, err := values.Encode(c.attr.Enc.Plain, f.Pattern)
+		var ct []byte
+		if err == nil {
+			ct, err = cc.EncryptBound(p, rand.Reader, bound < 0)
+		}
+		if err != nil {
+			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error()}
+		}
+		lit := v
+		if tc := lit.GetTypeCast(); tc != nil && tc.Arg.GetAConst() != nil {
+			lit = tc.Arg // the ciphertext literal encryptLiteral made
+		}
+		lit.Node = pg.MakeAConstStrNode(base64.StdEncoding.EncodeToString(ct), -1).Node
 	}
 	fields := []*pg.Node{}
 	for _, q := range c.qualifier() {
@@ -564,6 +590,9 @@ func (a *analyzer) param(c *col, num int, pattern, array, operand bool) error {
 	}
 	p := &Param{Attr: c.attr, Column: cc, EncType: c.attr.Enc, Pattern: pattern, Array: array, Operand: operand}
 	if old := a.plan.Params[num-1]; old != nil {
+		if old.Bound != 0 {
+			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", num)
+		}
 		if old.Column != cc || old.Pattern != pattern || old.Array != array {
 			return refuse("Use a separate parameter for each use.",
 				"pgcipher: parameter $%d is used for two encrypted columns or in two ways", num)

@@ -94,10 +94,10 @@ type rowState struct {
 	// read once from its text in patterns
 	operands   []*compute.Value
 	badOperand error // an operand that did not read (never: the proxy wrote it)
-	buffered []*pgproto3.DataRow
-	kept     int
-	skipped  int64  // rows OFFSET dropped (plan.Limited)
-	limits   limits // the LIMIT and OFFSET the proxy applies (plan.Limited)
+	buffered   []*pgproto3.DataRow
+	kept       int
+	skipped    int64  // rows OFFSET dropped (plan.Limited)
+	limits     limits // the LIMIT and OFFSET the proxy applies (plan.Limited)
 	// a computed result: formats asked of the server per input, the
 	// client's per output, rows kept for the proxy's sort
 	serverFmt, outFmt []int16
