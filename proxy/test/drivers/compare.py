@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """compare.py — a driver's test results directly and through the proxy.
 
-  compare.py DRIVER DIRECT_DIR PROXY_DIR KNOWN
+  compare.py DRIVER DIRECT_DIR PROXY_DIR KNOWN [--differing FILE]
 
 asyncpg: DIR/results.xml, pytest's JUnit XML: each test passed, failed
 (failure or error) or skipped.  node-postgres: DIR/FILE.log and DIR/FILE.rc,
@@ -11,7 +11,10 @@ says whether all of it passed; 124 is our timeout): the file is the unit
 compared, with its counts of passed and failed tests.
 
 Prints the counts of both runs, then every test whose result differs;
-exit status 1 if any does, known.txt aside.  known.txt: "DRIVER NAME
+exit status 1 if any does, known.txt aside.  With --differing FILE, the
+names of those tests go to FILE; run.sh runs them again on both sides
+(DIR/rerun.xml for asyncpg, the files' .log and .rc replaced for
+node-postgres) and compares once more: a difference must reproduce.  known.txt: "DRIVER NAME
 REASON" a line, # starts a comment, NAME may hold * wildcards.
 """
 
@@ -23,7 +26,11 @@ from pathlib import Path
 
 def asyncpg_results(d):
     res, why = {}, {}
-    for case in ET.parse(d / "results.xml").getroot().iter("testcase"):
+    cases = list(ET.parse(d / "results.xml").getroot().iter("testcase"))
+    if (d / "rerun.xml").exists():
+        # a rerun of the tests that differed: its results stand
+        cases += list(ET.parse(d / "rerun.xml").getroot().iter("testcase"))
+    for case in cases:
         name = f"{case.get('classname')}.{case.get('name')}"
         kind = "pass"
         for child in case:
@@ -64,6 +71,9 @@ def known(path, driver):
 
 def main():
     driver, direct_dir, proxy_dir, known_path = sys.argv[1:5]
+    # --differing FILE: write the names that differ (known ones aside)
+    # there, one a line, for run.sh to run again
+    differing = sys.argv[6] if len(sys.argv) > 6 and sys.argv[5] == "--differing" else None
     read = asyncpg_results if driver == "asyncpg" else nodepg_results
     direct, dwhy = read(Path(direct_dir))
     proxy, pwhy = read(Path(proxy_dir))
@@ -83,6 +93,7 @@ def main():
         )
     allowed = known(known_path, driver)
     bad = 0
+    names = []
     for name in sorted(set(direct) | set(proxy)):
         a, b = direct.get(name, "absent"), proxy.get(name, "absent")
         if a == b:
@@ -90,9 +101,13 @@ def main():
         reason = next((r for pat, r in allowed if fnmatch.fnmatchcase(name, pat)), None)
         tag = f"known: {reason}" if reason is not None else "DIFFERS"
         bad += reason is None
+        if reason is None:
+            names.append(name)
         print(f"  {tag}: {name}: direct {a}, proxy {b}")
         for line in pwhy.get(name, []) if b.startswith(("fail", "timeout")) else dwhy.get(name, []):
             print(f"      {line[:300]}")
+    if differing:
+        Path(differing).write_text("".join(n + "\n" for n in names))
     print(f"{driver}: " + ("the same results directly and through the proxy" if not bad else f"{bad} differ"))
     return 1 if bad else 0
 
