@@ -225,6 +225,13 @@ func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
 		}
 		lit.Node = pg.MakeAConstStrNode(base64.StdEncoding.EncodeToString(ct), -1).Node
 	}
+	a.recheck(c, f)
+	return nil
+}
+
+// recheck adds filter f on column c to the plan: the column, hidden at
+// the end of the select list, for the proxy to recheck the rows on.
+func (a *analyzer) recheck(c *col, f Filter) {
 	fields := []*pg.Node{}
 	for _, q := range c.qualifier() {
 		fields = append(fields, pg.MakeStrNode(q))
@@ -233,7 +240,6 @@ func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
 	a.plan.Hidden++
 	a.plan.Filters = append(a.plan.Filters, f)
 	a.changed = true
-	return nil
 }
 
 // anyAll: c op ANY/ALL (ARRAY[...] | $n | '{...}') with encrypted column c.
@@ -699,15 +705,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 			e.Name = []*pg.Node{pg.MakeStrNode(a.cat.ExtSchema), pg.MakeStrNode("@>")}
 		}
 	}
-	// the column, hidden at the end of the select list, for the recheck
-	fields := []*pg.Node{}
-	for _, q := range c.qualifier() {
-		fields = append(fields, pg.MakeStrNode(q))
-	}
-	a.cur.TargetList = append(a.cur.TargetList, pg.MakeResTargetNodeWithVal(pg.MakeColumnRefNode(fields, -1), -1))
-	a.plan.Hidden++
-	a.plan.Filters = append(a.plan.Filters, f)
-	a.changed = true
+	a.recheck(c, f)
 	return nil
 }
 

@@ -52,6 +52,17 @@ def declared_rows():
     ]
 
 
+def declared_want(rows):
+    """What the declaring steps' lookups must find in rows: the reasons
+    holding "flu" (sorted), the costs of the days after 2024-06-01 by cost,
+    the first three days."""
+    return [
+        sorted(r["reason"] for r in rows if "flu" in r["reason"]),
+        [str(c) for c in sorted(r["cost"] for r in rows if r["day"] > datetime.date(2024, 6, 1))],
+        [d.isoformat() for d in sorted(r["day"] for r in rows)[:3]],
+    ]
+
+
 def plain(v):
     """A value as comparable plain data (lists, tuples and dicts inside)."""
     if isinstance(v, decimal.Decimal):

@@ -65,6 +65,12 @@ print(
     list(Patient.objects.filter(city="Oslo").order_by("-balance", "id").values_list("name", "balance")[:3]),
 )
 print(
+    'filter(balance__range=(400, 450)).order_by("id")       ->',
+    # numeric ORD orders by a 16-byte prefix: the server narrows, the
+    # proxy rechecks each row's plaintext
+    list(Patient.objects.filter(balance__range=(400, 450)).order_by("id").values_list("ssn", "balance")),
+)
+print(
     'values("city").annotate(Sum("balance"), Count("id"))   ->',
     sorted(
         (r["city"], str(r["s"]), r["n"])

@@ -56,7 +56,7 @@ settings.configure(
 )
 django.setup()
 
-from common import CITIES, D, declared_rows, plain, registry, report, save, seed_rows, verdict  # noqa: E402
+from common import CITIES, D, declared_rows, declared_want, plain, registry, report, save, seed_rows, verdict  # noqa: E402
 from django.db import DatabaseError, IntegrityError, connections, transaction  # noqa: E402
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum  # noqa: E402
 from django.db.models.functions import Upper  # noqa: E402
@@ -492,12 +492,7 @@ def declaring(results):
                 for d in Visit.objects.using("enc").order_by("day").values_list("day", flat=True)[:3]
             ],
         ]
-        want = [
-            sorted(r["reason"] for r in rows if "flu" in r["reason"]),
-            [str(c) for c in sorted(r["cost"] for r in rows if r["day"] > datetime.date(2024, 6, 1))],
-            [d.isoformat() for d in sorted(r["day"] for r in rows)[:3]],
-        ]
-        return got, want
+        return got, declared_want(rows)
 
     def move():
         before = list(Visit.objects.using("enc").order_by("id").values_list("id", "email"))

@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import sqlalchemy as sa  # noqa: E402
-from common import CITIES, D, declared_rows, plain, registry, report, save, seed_rows, verdict  # noqa: E402
+from common import CITIES, D, declared_rows, declared_want, plain, registry, report, save, seed_rows, verdict  # noqa: E402
 from encrypted import Encrypted, encrypt_columns, move_to_encrypted  # noqa: E402
 from sqlalchemy import exc, func, select  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload  # noqa: E402
@@ -550,12 +550,7 @@ def declaring(results, s):
                 ],
                 [d.isoformat() for d in s.scalars(select(Visit.day).order_by(Visit.day).limit(3))],
             ]
-        want = [
-            sorted(r["reason"] for r in rows if "flu" in r["reason"]),
-            [str(c) for c in sorted(r["cost"] for r in rows if r["day"] > datetime.date(2024, 6, 1))],
-            [d.isoformat() for d in sorted(r["day"] for r in rows)[:3]],
-        ]
-        return got, want
+        return got, declared_want(rows)
 
     def move():
         def emails(when):
