@@ -553,3 +553,75 @@ func TestBindWithParameters(t *testing.T) {
 		t.Errorf("encrypt_column in a transaction block: %v, want PC001", err)
 	}
 }
+
+// TestRangeRecheck: ranges on ORD columns ordered by a 16-byte prefix
+// (numeric's first 24 digits, text's first 16 bytes), with parameters
+// (bounds encrypted at Bind) and literals, answered as on a plaintext twin,
+// values that share the operand's prefix included; a NULL bound keeps no
+// row.
+func TestRangeRecheck(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	rec := &syncBuffer{}
+	conn := connect(t, e.startProxy(t, rec))
+	defer conn.Close(ctx)
+	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
+	mustExec(t, conn, "SELECT pgcipher.add_column_key('kr')")
+	mustExec(t, conn, "CREATE TABLE rg (id int, n enc_numeric_ord, s enc_text_ord)")
+	mustExec(t, conn, "SELECT pgcipher.encrypt_column('rg', 'n', 'kr', 'ORD')")
+	mustExec(t, conn, "SELECT pgcipher.encrypt_column('rg', 's', 'kr', 'ORD')")
+	// the twin directly on the server: only the encrypted table's
+	// statements go through the proxy and its recorder
+	direct := connect(t, e.upstream+" dbname="+e.db)
+	defer direct.Close(ctx)
+	mustExec(t, direct, `CREATE TABLE rg_plain (id int, n numeric, s text COLLATE "C")`)
+	// 1.000…0001 to 1.000…0009 agree in their first 24 digits
+	for i := 1; i <= 9; i++ {
+		n := fmt.Sprintf("1.%s%d", strings.Repeat("0", 30), i)
+		s := fmt.Sprintf("PGCM-range-prefix-%02d", i)
+		for tbl, c := range map[string]*pgx.Conn{"rg": conn, "rg_plain": direct} {
+			if _, err := c.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1, $2, $3)", i, n, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{"SELECT id FROM %s WHERE n > $1 ORDER BY id", []any{"1." + strings.Repeat("0", 30) + "4"}},
+		{"SELECT id FROM %s WHERE n <= $1 AND s > $2 ORDER BY id", []any{"1." + strings.Repeat("0", 30) + "7", "PGCM-range-prefix-02"}},
+		{"SELECT id FROM %s WHERE n BETWEEN $1 AND $2 ORDER BY id", []any{"1." + strings.Repeat("0", 30) + "3", "1." + strings.Repeat("0", 30) + "5"}},
+		{"SELECT id FROM %s WHERE s < 'PGCM-range-prefix-05' ORDER BY id DESC LIMIT 2", nil},
+		{"SELECT id FROM %s WHERE $1 < s ORDER BY id LIMIT $2", []any{"PGCM-range-prefix-06", 2}},
+		{"SELECT id FROM %s WHERE n > $1 ORDER BY id", []any{nil}},
+	} {
+		var got [2][]int
+		for k, tbl := range []string{"rg", "rg_plain"} {
+			c := conn
+			if k == 1 {
+				c = direct
+			}
+			rows, err := c.Query(ctx, fmt.Sprintf(q.sql, tbl), q.args...)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", q.sql, tbl, err)
+			}
+			for rows.Next() {
+				var id int
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = append(got[k], id)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("%s on %s: %v", q.sql, tbl, err)
+			}
+		}
+		if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) {
+			t.Errorf("%s %v: encrypted %v, plaintext %v", q.sql, q.args, got[0], got[1])
+		}
+	}
+	if bytes.Contains(rec.Bytes(), []byte("PGCM-range-prefix")) {
+		t.Error("a value of an encrypted column reached the server in plaintext")
+	}
+}
