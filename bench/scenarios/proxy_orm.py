@@ -214,12 +214,15 @@ def run(run, p):
                     run.progress.step(
                         f"{NAME} {w} {cfg} round {rep}: {m['tps']:,.1f} stmt/s{cpu}", p["seconds"] + 1.5
                     )
+        first = "|".join(map(str, rows[0]))
         for t in ("enc_o_bulk", "plain_o_bulk"):
-            # what the last bulk runs wrote reads back equal through the proxy
-            n = psql_tcp(c, px.port, f"SELECT count(*), sum(v) FROM {t} WHERE city = '{rows[0][1]}'")
-            run.record(
-                NAME, "enc-proxy" if t.startswith("enc") else "plain-proxy", 0, "bulk_check", 1, detail=n
-            )
+            # what the last bulk run wrote reads back through the proxy:
+            # whole batches, the first row as loaded
+            n = int(psql_tcp(c, px.port, f"SELECT count(*) FROM {t}"))
+            got = psql_tcp(c, px.port, f"SELECT id, city, name, v FROM {t} WHERE id = {rows[0][0]} LIMIT 1")
+            if n == 0 or n % p["batch"] or got != first:
+                raise RuntimeError(f"{NAME}: {t} holds {n} rows, its first {got!r}, not batches of {first!r}")
+            run.record(NAME, "enc-proxy" if t.startswith("enc") else "plain-proxy", 0, "bulk_check", 1, detail=f"{n} rows")
     finally:
         for d in daemons:
             d.stop()

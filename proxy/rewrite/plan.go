@@ -109,16 +109,17 @@ func (m *CastMod) Apply(t colcrypt.Type, s string) (string, error) {
 // EncryptPayload encrypts an encoded value of the parameter: as a query
 // operand where the statement only compares with it, else as a value.
 func (p *Param) EncryptPayload(payload []byte, rand io.Reader) ([]byte, error) {
-	if p.Bound != 0 {
-		return p.Column.EncryptBound(payload, rand, p.Bound < 0)
-	}
-	return encryptPayload(p.Column, payload, p.Operand, rand)
+	return encryptPayload(p.Column, payload, p.Operand, p.Bound, rand)
 }
 
-// encryptPayload is the one choice between a comparison's operand
-// (colcrypt's EncryptOperand: a query at order format 2) and a value to
-// store, for literals and parameters alike.
-func encryptPayload(c *colcrypt.Column, payload []byte, operand bool, rand io.Reader) ([]byte, error) {
+// encryptPayload is the one choice between a range's bound (bound -1 or
+// +1: colcrypt's EncryptBound), a comparison's operand (EncryptOperand: a
+// query at order format 2) and a value to store, for literals and
+// parameters alike.
+func encryptPayload(c *colcrypt.Column, payload []byte, operand bool, bound int, rand io.Reader) ([]byte, error) {
+	if bound != 0 {
+		return c.EncryptBound(payload, rand, bound < 0)
+	}
 	if operand {
 		return c.EncryptOperand(payload, rand)
 	}

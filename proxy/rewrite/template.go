@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
@@ -120,6 +122,9 @@ func NewTemplate(shape string, n int, first string, cat *catalog.Catalog, keys *
 			return nil, ErrNoTemplate
 		}
 	}
+	if typmodLiteral(shape) {
+		return nil, ErrNoTemplate
+	}
 	q, err := Analyze(first, cat, keys)
 	if err != nil || !samePlanShape(p, q) {
 		return nil, ErrNoTemplate
@@ -164,6 +169,26 @@ func maskCiphertexts(sql string) string {
 	return ciphertextLiteral.ReplaceAllString(sql, "'…'::")
 }
 
+// typmodLiteral: a literal of the shape is a type modifier
+// ('x'::varchar(3), 2.6::numeric(2, 0)), which means more than its value:
+// the proxy applies the modifier to the value it encrypts (CastMod), and
+// a template would not.
+func typmodLiteral(shape string) bool {
+	tree, err := pg.Parse(shape)
+	if err != nil {
+		return true
+	}
+	for _, st := range tree.Stmts {
+		if hasMessage(st.Stmt, func(m protoreflect.Message) bool {
+			tn, ok := m.Interface().(*pg.TypeName)
+			return ok && slices.ContainsFunc(tn.Typmods, func(n *pg.Node) bool { return n.GetParamRef() != nil })
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
 // samePlanShape: a shape's plan and a statement's plan do the same
 // things apart from the literals' encryption.
 func samePlanShape(a, b *Plan) bool {
@@ -198,13 +223,18 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 	out.Cacheable = false
 	out.Filters = append([]Filter(nil), t.plan.Filters...)
 	for i := range out.Filters {
-		if f := &out.Filters[i]; f.Param > 0 {
-			f.Pattern, f.Param = lits[f.Param-1].Value, 0
-			// as the statement alone would check it (NOT LIKE included;
-			// a range's operand is checked as it is encrypted, below)
-			if _, err := colcrypt.LikeRuns(f.Pattern); err != nil && f.Op == "" {
-				return nil, err
-			}
+		f := &out.Filters[i]
+		if f.Param == 0 {
+			continue
+		}
+		f.Pattern, f.Param = lits[f.Param-1].Value, 0
+		// as the statement alone would check it (NOT LIKE included; a
+		// range's operand is checked as it is encrypted, below)
+		if f.Op != "" {
+			continue
+		}
+		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
+			return nil, err
 		}
 	}
 	for i, p := range t.plan.Params {

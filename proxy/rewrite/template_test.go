@@ -8,6 +8,7 @@ package rewrite
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
@@ -21,7 +22,7 @@ var castRE = regexp.MustCompile(`'([A-Za-z0-9+/=]{40,})'::[a-z_."]+`)
 
 // ciphertexts returns what each encrypted literal of sql decrypts to, and
 // its header flags.
-func ciphertexts(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, sql string) (plain []string, flags []byte) {
+func ciphertexts(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, sql string) (plain []string, flags []byte, tokens []string) {
 	t.Helper()
 	cols := map[colcrypt.Header][]*colcrypt.Column{}
 	for _, b := range cat.Bindings() {
@@ -49,8 +50,11 @@ func ciphertexts(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, sql str
 			}
 		}
 		plain = append(plain, got)
+		// the token tells a value's (deterministic) from a range
+		// bound's (all 0x00 or 0xff)
+		tokens = append(tokens, fmt.Sprintf("%x", x.Token))
 	}
-	return plain, flags
+	return plain, flags, tokens
 }
 
 func TestTemplateMatchesAnalyze(t *testing.T) {
@@ -73,6 +77,14 @@ func TestTemplateMatchesAnalyze(t *testing.T) {
 		{"SELECT sum(i4) FROM enc_t WHERE id < 10", false},   // computed by the proxy
 		{"UPDATE enc_t SET i4 = i4 + 1 WHERE id = 2", false}, // read-modify-write
 		{"SELECT id FROM enc_t WHERE id = int4 '5' AND i4 = int4 '6'", true},
+		// a cast's modifier is a literal of the shape: never a template,
+		// so templates never apply one (a range's recheck included)
+		{"SELECT id FROM enc_t WHERE t = 'abcdef'::varchar(3)", false},
+		{"SELECT id FROM enc_t WHERE to2 > 'abcdef'::varchar(3)", false},
+		{"SELECT id FROM enc_t WHERE i4 = 5::numeric(2, 0)", false},
+		// rechecked ranges on a prefix-ordered column: bounds, operands
+		{"SELECT t FROM enc_t WHERE to2 > 'abc' AND to2 <= 'abz'", true},
+		{"SELECT t FROM enc_t WHERE to2 BETWEEN 'a' AND 'bcd' AND id > 2", true},
 	} {
 		p1, err := Analyze(tc.sql, cat, keys)
 		if err != nil {
@@ -97,8 +109,8 @@ func TestTemplateMatchesAnalyze(t *testing.T) {
 		if m1, m2 := castRE.ReplaceAllString(p1.SQL, "CT"), castRE.ReplaceAllString(p2.SQL, "CT"); m1 != m2 {
 			t.Errorf("%s:\n  alone:    %s\n  template: %s", tc.sql, m1, m2)
 		}
-		v1, f1 := ciphertexts(t, cat, keys, p1.SQL)
-		v2, f2 := ciphertexts(t, cat, keys, p2.SQL)
+		v1, f1, k1 := ciphertexts(t, cat, keys, p1.SQL)
+		v2, f2, k2 := ciphertexts(t, cat, keys, p2.SQL)
 		if len(v1) == 0 && p1.SQL != tc.sql && len(p1.Filters) == 0 {
 			t.Errorf("%s: no ciphertext found in %s (the check could not fail)", tc.sql, p1.SQL)
 		}
@@ -109,12 +121,16 @@ func TestTemplateMatchesAnalyze(t *testing.T) {
 			if v1[i] != v2[i] || f1[i] != f2[i] {
 				t.Errorf("%s: ciphertext %d: %q (flags %#x) alone, %q (flags %#x) from the template", tc.sql, i, v1[i], f1[i], v2[i], f2[i])
 			}
+			if k1[i] != k2[i] {
+				t.Errorf("%s: ciphertext %d: token %s alone, %s from the template", tc.sql, i, k1[i], k2[i])
+			}
 		}
 		if len(p1.Filters) != len(p2.Filters) {
 			t.Fatalf("%s: filters %d and %d", tc.sql, len(p1.Filters), len(p2.Filters))
 		}
 		for i := range p1.Filters {
-			if p1.Filters[i].Pattern != p2.Filters[i].Pattern || p1.Filters[i].Not != p2.Filters[i].Not || p2.Filters[i].Param != 0 {
+			if p1.Filters[i].Pattern != p2.Filters[i].Pattern || p1.Filters[i].Not != p2.Filters[i].Not ||
+				p1.Filters[i].Op != p2.Filters[i].Op || p2.Filters[i].Param != 0 {
 				t.Errorf("%s: filter %d: %+v and %+v", tc.sql, i, p1.Filters[i], p2.Filters[i])
 			}
 		}
@@ -143,7 +159,7 @@ func TestTemplateOtherLiterals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := ciphertexts(t, cat, keys, p.SQL); len(v) != 1 || v[0] != "77" || !regexp.MustCompile(`id = 12\b`).MatchString(p.SQL) {
+	if v, _, _ := ciphertexts(t, cat, keys, p.SQL); len(v) != 1 || v[0] != "77" || !regexp.MustCompile(`id = 12\b`).MatchString(p.SQL) {
 		t.Errorf("plan %s: encrypted %v", p.SQL, v)
 	}
 	if _, err := tpl.Plan(lits2[:1], rand.Reader); err == nil {

@@ -177,53 +177,50 @@ func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
 		return err
 	}
 	f := Filter{Hidden: a.plan.Hidden, Column: cc, Op: op}
-	x := v
-	if tc := x.GetTypeCast(); tc != nil {
-		x = tc.Arg
-	}
-	switch {
-	case x.GetParamRef() != nil:
-		f.Param = int(x.GetParamRef().Number)
-		if f.Param <= len(a.plan.Params) && a.plan.Params[f.Param-1] != nil {
-			// its ciphertext is a bound's, which matches nothing by =
-			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", f.Param)
-		}
-	case x.GetAConst() != nil && !x.GetAConst().Isnull:
-		s, ok := constText(x.GetAConst())
-		if !ok {
-			return refuse(hintAllowed, "pgcipher: a bit-string literal cannot be compared with encrypted column %q", c.name)
-		}
-		if _, err := values.Encode(c.attr.Enc.Plain, s); err != nil {
-			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error()}
-		}
-		f.Pattern = s
-	default:
-		return refuse(hintAllowed, "pgcipher: a range comparison on encrypted column %q needs a literal or a parameter", c.name)
-	}
-	if err := a.value(sc, c, v, "operator "+op, false); err != nil {
-		return err
-	}
 	// the operand is a bound whose token lets equal prefixes through
 	bound := -1
 	if op == "<" || op == "<=" {
 		bound = 1
 	}
-	if f.Param > 0 {
-		a.plan.Params[f.Param-1].Bound = bound
-	} else {
-		p, err := values.Encode(c.attr.Enc.Plain, f.Pattern)
-		var ct []byte
-		if err == nil {
-			ct, err = cc.EncryptBound(p, rand.Reader, bound < 0)
+	var mod *CastMod
+	if tc := v.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
+		// as value does: the server sees the encrypted type, the proxy
+		// applies a modifier of the column's type (numeric(3,0) rounds)
+		mod, _ = castMod(c.attr.Enc.Plain, tc.TypeName)
+		v.Node = tc.Arg.Node
+		a.changed = true
+	}
+	switch {
+	case v.GetParamRef() != nil:
+		f.Param = int(v.GetParamRef().Number)
+		if f.Param <= len(a.plan.Params) && a.plan.Params[f.Param-1] != nil {
+			// its ciphertext is a bound's, which matches nothing by =
+			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", f.Param)
 		}
-		if err != nil {
+		if err := a.param(c, f.Param, false, false, true); err != nil {
+			return err
+		}
+		if err := a.paramMod(f.Param, mod); err != nil {
+			return err
+		}
+		a.plan.Params[f.Param-1].Bound = bound
+	case v.GetAConst() != nil && v.GetAConst().Isnull:
+		return nil // c >= NULL: no row, as the server answers it
+	case v.GetAConst() != nil:
+		s, ok := constText(v.GetAConst())
+		if !ok {
+			return refuse(hintAllowed, "pgcipher: a bit-string literal cannot be compared with encrypted column %q", c.name)
+		}
+		if s, err = mod.Apply(c.attr.Enc.Plain, s); err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error()}
 		}
-		lit := v
-		if tc := lit.GetTypeCast(); tc != nil && tc.Arg.GetAConst() != nil {
-			lit = tc.Arg // the ciphertext literal encryptLiteral made
+		// the recheck's operand is the value the server would compare
+		f.Pattern = s
+		if err := a.encryptLiteral(c, v, s, false, true, bound); err != nil {
+			return err
 		}
-		lit.Node = pg.MakeAConstStrNode(base64.StdEncoding.EncodeToString(ct), -1).Node
+	default:
+		return refuse(hintAllowed, "pgcipher: a range comparison on encrypted column %q needs a literal or a parameter", c.name)
 	}
 	a.recheck(c, f)
 	return nil
@@ -272,7 +269,7 @@ func (a *analyzer) anyAll(sc *scope, e *pg.A_Expr, l *col, op string) error {
 		arr := &pg.A_ArrayExpr{Location: -1}
 		for _, x := range elems {
 			n := pg.MakeAConstStrNode(x, -1)
-			if err := a.encryptLiteral(l, n, x, false, true); err != nil {
+			if err := a.encryptLiteral(l, n, x, false, true, 0); err != nil {
 				return err
 			}
 			arr.Elements = append(arr.Elements, n)
@@ -375,7 +372,7 @@ func (a *analyzer) valueMod(sc *scope, c *col, v *pg.Node, what string, write bo
 		if err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid value for encrypted column " + strconv.Quote(c.name), Detail: err.Error()}
 		}
-		return a.encryptLiteral(c, v, s, false, !write)
+		return a.encryptLiteral(c, v, s, false, !write, 0)
 	case v.GetParamRef() != nil:
 		num := int(v.GetParamRef().Number)
 		if err := a.param(c, num, false, false, !write); err != nil {
@@ -550,9 +547,9 @@ func constText(k *pg.A_Const) (string, bool) {
 }
 
 // encryptLiteral replaces literal node v by its ciphertext, cast to the
-// column's encrypted type: a comparison's operand (EncryptOperand) or a
-// value to store.
-func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, operand bool) error {
+// column's encrypted type: a comparison's operand (EncryptOperand), a
+// range's bound (bound -1 or +1, encryptPayload) or a value to store.
+func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, operand bool, bound int) error {
 	cc, err := a.crypt(c)
 	if err != nil {
 		return err
@@ -563,7 +560,7 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, ope
 	} else {
 		var p []byte
 		if p, err = values.Encode(c.attr.Enc.Plain, plain); err == nil {
-			ct, err = encryptPayload(cc, p, operand, rand.Reader)
+			ct, err = encryptPayload(cc, p, operand, bound, rand.Reader)
 		}
 	}
 	if err != nil {
@@ -671,7 +668,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
 		if !not {
-			if err := a.encryptLiteral(c, pat, f.Pattern, true, true); err != nil {
+			if err := a.encryptLiteral(c, pat, f.Pattern, true, true, 0); err != nil {
 				return err
 			}
 			e.Rexpr = pat

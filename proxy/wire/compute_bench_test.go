@@ -32,19 +32,7 @@ func groupOf(t testing.TB, n int) (s *session, text, bin []byte) {
 	srv := &Server{cfg: Config{Keys: keys, Log: slog.New(slog.DiscardHandler)}, catalogs: newCatalogCache()}
 	s = newSession(srv, &conns{}, &conns{}, "bench", "bench")
 	s.setCatalog(cat)
-	var col *colcrypt.Column
-	for _, b := range cat.Bindings() {
-		if b.Spec.Label == "public.enc_t.i4" {
-			c, err := keys.Column(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			col = c
-		}
-	}
-	if col == nil {
-		t.Fatal("testcat has no enc_t.i4")
-	}
+	col, _ := testcat.Column(t, cat, keys, "public.enc_t.i4")
 	var txt []string
 	bin = binary.BigEndian.AppendUint32(nil, 1)           // dimensions
 	bin = binary.BigEndian.AppendUint32(bin, 1)           // has NULLs

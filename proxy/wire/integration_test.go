@@ -516,14 +516,9 @@ SELECT pgcipher.encrypt_column('moved', 'a', 'k1', 'EQ', 'g'), pgcipher.encrypt_
 // protocol does; before, the Parse that opened its batch counted as in
 // one, and the binding was refused as if in a transaction block.
 func TestBindWithParameters(t *testing.T) {
-	e := setup(t)
+	_, conn, rec := withColumnKey(t, "kp")
 	ctx := context.Background()
-	rec := &syncBuffer{}
-	conn := connect(t, e.startProxy(t, rec))
-	defer conn.Close(ctx)
-	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
-	mustExec(t, conn, "SELECT pgcipher.add_column_key('kp')")
-	mustExec(t, conn, "CREATE TABLE bound_by_params (id int, s enc_text, s2 enc_text)")
+	mustExec(t, conn, "CREATE TABLE bound_by_params (id int, s enc_text, s2 enc_text, note text)")
 	// pgx's default: prepared (Parse, Describe, Sync), then run (Bind,
 	// Execute, Sync); psycopg's: Parse, Bind, Execute in one batch
 	if _, err := conn.Exec(ctx, "SELECT pgcipher.encrypt_column($1, $2, $3, $4)", "bound_by_params", "s", "kp", "EQ"); err != nil {
@@ -532,7 +527,7 @@ func TestBindWithParameters(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT pgcipher.encrypt_column($1, $2, $3, $4)", pgx.QueryExecModeExec, "bound_by_params", "s2", "kp", "EQ"); err != nil {
 		t.Fatalf("encrypt_column with parameters, in one batch: %v", err)
 	}
-	if _, err := conn.Exec(ctx, "INSERT INTO bound_by_params VALUES ($1, $2, $3)", 1, "PGCM-bound-by-params", "PGCM-bound-by-params"); err != nil {
+	if _, err := conn.Exec(ctx, "INSERT INTO bound_by_params VALUES ($1, $2, $3, $4)", 1, "PGCM-bound-by-params", "PGCM-bound-by-params", "PGCM-plain-control"); err != nil {
 		t.Fatalf("insert into the column bound with parameters: %v", err)
 	}
 	var got string
@@ -541,6 +536,9 @@ func TestBindWithParameters(t *testing.T) {
 	}
 	if bytes.Contains(rec.Bytes(), []byte("PGCM-bound-by-params")) {
 		t.Error("the value reached the server in plaintext")
+	}
+	if !bytes.Contains(rec.Bytes(), []byte("PGCM-plain-control")) {
+		t.Error("control: the plaintext column's value is not in what the proxy sent")
 	}
 	// in a transaction block it stays refused: the proxy reads the
 	// catalog on its own connection, which sees committed changes only
@@ -560,20 +558,14 @@ func TestBindWithParameters(t *testing.T) {
 // values that share the operand's prefix included; a NULL bound keeps no
 // row.
 func TestRangeRecheck(t *testing.T) {
-	e := setup(t)
+	e, conn, rec := withColumnKey(t, "kr")
 	ctx := context.Background()
-	rec := &syncBuffer{}
-	conn := connect(t, e.startProxy(t, rec))
-	defer conn.Close(ctx)
-	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
-	mustExec(t, conn, "SELECT pgcipher.add_column_key('kr')")
 	mustExec(t, conn, "CREATE TABLE rg (id int, n enc_numeric_ord, s enc_text_ord)")
 	mustExec(t, conn, "SELECT pgcipher.encrypt_column('rg', 'n', 'kr', 'ORD')")
 	mustExec(t, conn, "SELECT pgcipher.encrypt_column('rg', 's', 'kr', 'ORD')")
 	// the twin directly on the server: only the encrypted table's
 	// statements go through the proxy and its recorder
 	direct := connect(t, e.upstream+" dbname="+e.db)
-	defer direct.Close(ctx)
 	mustExec(t, direct, `CREATE TABLE rg_plain (id int, n numeric, s text COLLATE "C")`)
 	// 1.000…0001 to 1.000…0009 agree in their first 24 digits
 	for i := 1; i <= 9; i++ {
@@ -624,4 +616,21 @@ func TestRangeRecheck(t *testing.T) {
 	if bytes.Contains(rec.Bytes(), []byte("PGCM-range-prefix")) {
 		t.Error("a value of an encrypted column reached the server in plaintext")
 	}
+	mustExec(t, conn, "SELECT 'PGCM-range-control'")
+	if !bytes.Contains(rec.Bytes(), []byte("PGCM-range-control")) {
+		t.Error("control: a plaintext literal is not in what the proxy sent")
+	}
+}
+
+// withColumnKey: a test database behind a proxy recording what it sends,
+// a connection through it (closed with the test), pgcipher_columns and a
+// column key of the given name.
+func withColumnKey(t *testing.T, key string) (*env, *pgx.Conn, *syncBuffer) {
+	t.Helper()
+	e := setup(t)
+	rec := &syncBuffer{}
+	conn := connect(t, e.startProxy(t, rec))
+	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
+	mustExec(t, conn, "SELECT pgcipher.add_column_key('"+key+"')")
+	return e, conn, rec
 }

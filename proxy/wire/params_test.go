@@ -17,19 +17,8 @@ import (
 
 func TestEncryptArrayElements(t *testing.T) {
 	cat, keys := testcat.New(t)
-	var prm *rewrite.Param
-	for _, b := range cat.Bindings() {
-		if b.Spec.Label == "public.enc_t.i4o" {
-			c, err := keys.Column(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			prm = &rewrite.Param{Column: c, EncType: &catalog.EncType{OID: 90001, Plain: b.Spec.Type}}
-		}
-	}
-	if prm == nil {
-		t.Fatal("testcat has no enc_t.i4o")
-	}
+	c, b := testcat.Column(t, cat, keys, "public.enc_t.i4o")
+	prm := &rewrite.Param{Column: c, EncType: &catalog.EncType{OID: 90001, Plain: b.Spec.Type}}
 	for _, n := range []int{1, 31, 163} {
 		var want []string
 		for i := range n {

@@ -93,7 +93,7 @@ type rowState struct {
 	// operands: each range filter's operand (nil: NULL, no row passes),
 	// read once from its text in patterns
 	operands   []*compute.Value
-	badOperand error // an operand that did not read (never: the proxy wrote it)
+	badOperand error // an operand that does not read as a value (numeric NaN): the statement fails
 	buffered   []*pgproto3.DataRow
 	kept       int
 	skipped    int64  // rows OFFSET dropped (plan.Limited)

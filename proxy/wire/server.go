@@ -335,9 +335,11 @@ func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.E
 		if s.cfg.Record != nil {
 			w = &recorder{w: server, rec: s.cfg.Record, mu: &s.recordMu}
 		}
+		// the authentication reads the server through a small buffer
+		// (bufio's least; larger reads pass through) it can peek at
 		a := auth{passPlus: channelBindingPasses(ts.client, client, server), pending: pending,
 			plainLink: !plain && !clientTLS && s.plainAllowed(),
-			client:    client, server: server, fromServer: bufio.NewReader(server)}
+			client:    client, server: server, fromServer: bufio.NewReaderSize(server, 16)}
 		f = pgproto3.NewFrontend(a.fromServer, w)
 		f.Send(start)
 		if err := f.Flush(); err != nil {

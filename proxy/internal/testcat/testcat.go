@@ -130,3 +130,20 @@ func (k *keyring) catalog(rels ...*catalog.Relation) *catalog.Catalog {
 	}
 	return catalog.New("public", k.list, rels, []string{"pg_catalog", "public"})
 }
+
+// Column returns the crypto of the bound column labelled label
+// ("public.enc_t.i4") in cat, and its binding.
+func Column(t testing.TB, cat *catalog.Catalog, keys *catalog.Keys, label string) (*colcrypt.Column, *catalog.Binding) {
+	t.Helper()
+	for _, b := range cat.Bindings() {
+		if b.Spec.Label == label {
+			c, err := keys.Column(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, b
+		}
+	}
+	t.Fatalf("testcat: no column %s", label)
+	return nil, nil
+}

@@ -116,9 +116,11 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
     -keyout "$tmp/server.key" -out "$tmp/server.crt" > "$tmp/openssl.log" 2>&1 || { cat "$tmp/openssl.log"; exit 1; }
 chmod 600 "$tmp/server.key"
-printf '%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$tmp/kek"
+# shellcheck source=test/third_party.sh
+. "$top/test/third_party.sh"
+kek=$(test_kek "$build")
 "$bin/initdb" -D "$tmp/data" -A trust -U postgres --no-locale -E UTF8 \
-    --encryption=aes-256 --encryption-key-command="cat $tmp/kek" > "$tmp/initdb.log" 2>&1 ||
+    --encryption=aes-256 --encryption-key-command="cat $kek" > "$tmp/initdb.log" 2>&1 ||
     { cat "$tmp/initdb.log"; exit 1; }
 server_port=$(free_port)
 cat >> "$tmp/data/postgresql.conf" <<CONF
