@@ -96,7 +96,8 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		(data[0] == ENC_VERSION_ORE2 && data[2] != ENC_ORD))
 		return ENC_PARSE_BAD_LEVEL;
 	if (data[0] == ENC_VERSION ?
-		(data[3] != 0 && !(data[3] == ENC_FLAG_QUERY && data[2] == ENC_MATCH)) :
+		(data[3] != 0 && !((data[3] & ~(ENC_FLAG_QUERY | ENC_FLAG_FOLDED)) == 0 &&
+						   data[2] == ENC_MATCH)) :
 		(data[3] != 0 && data[3] != ENC_FLAG_QUERY && data[3] != ENC_FLAG_ORE1))
 		return ENC_PARSE_BAD_FLAGS;
 

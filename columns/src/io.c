@@ -167,9 +167,11 @@ enc_send(PG_FUNCTION_ARGS)
 }
 
 /*
- * enc_binding_ok(value, key_id, level, group_tag, label): the CHECK that
- * pgcipher.encrypt_column() adds, so a column only ever holds values of
- * its own key, level and join group.
+ * enc_binding_ok(value, key_id, level, group_tag, label [, variant]): the
+ * CHECK that pgcipher.encrypt_column() adds, so a column only ever holds
+ * values of its own key, level and join group.  variant: at ORD the order
+ * formats allowed (a bit mask, default format 1), at MATCH 1 for a column
+ * bound case-insensitive (default 0, case-sensitive).
  */
 PG_FUNCTION_INFO_V1(enc_binding_ok);
 Datum
@@ -195,6 +197,20 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 				 errmsg("an encrypted query operand cannot be stored in column %s",
 						text_to_cstring(PG_GETARG_TEXT_PP(4))),
 				 errhint("Queries (LIKE patterns, or order operands without a payload) are compared with, not stored.")));
+	/* MATCH: argument 5 is 1 for a column bound case-insensitive */
+	if (value.level == ENC_MATCH)
+	{
+		bool		folded = PG_NARGS() > 5 && PG_GETARG_INT32(5) == 1;
+
+		if (((value.flags & ENC_FLAG_FOLDED) != 0) != folded)
+			ereport(ERROR,
+					(errcode(ERRCODE_CHECK_VIOLATION),
+					 errmsg("encrypted value for column %s has a %s filter, the column is bound %s",
+							text_to_cstring(PG_GETARG_TEXT_PP(4)),
+							folded ? "case-exact" : "case-folded",
+							folded ? "case-insensitive" : "case-sensitive"),
+					 errhint("The client read an old description of the column: reload the proxy's catalog (SIGHUP) and retry.")));
+	}
 	/* formats: bit f for format f of enc_format(); 5 arguments: format 1 */
 	if (value.level == ENC_ORD)
 	{
@@ -270,11 +286,13 @@ enc_describe(PG_FUNCTION_ARGS)
 	EncValue	value;
 
 	enc_parse_stored(datum, &value);
-	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s%s key=%u group=%08x bytes=%zu payload=%zu",
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s%s%s key=%u group=%08x bytes=%zu payload=%zu",
 											  enc_type_name(value.type),
 											  enc_level_name(value.level),
 											  value.level == ENC_ORD && value.version != ENC_VERSION ?
 											  (value.ore1 != NULL ? " format=2+1" : " format=2") : "",
+											  value.level == ENC_MATCH && (value.flags & ENC_FLAG_FOLDED) ?
+											  " case-folded" : "",
 											  value.flags & ENC_FLAG_QUERY ? " query" : "",
 											  value.key_id, value.group_tag,
 											  (size_t) VARSIZE_ANY_EXHDR(datum),

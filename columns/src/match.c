@@ -32,8 +32,9 @@ bloom_contains(const EncValue *value, const EncValue *query)
 }
 
 /*
- * value @> query.  Both must be MATCH values of one key and join group:
- * filters under different keys set unrelated bits, so an answer would be
+ * value @> query.  Both must be MATCH values of one key and join group,
+ * both case-folded or both exact: filters under different keys, or of
+ * differently folded text, set unrelated bits, so an answer would be
  * noise.
  */
 PG_FUNCTION_INFO_V1(enc_match);
@@ -49,6 +50,11 @@ enc_match(PG_FUNCTION_ARGS)
 	enc_parse_stored(a, &va);
 	enc_parse_stored(b, &vb);
 	enc_check_comparable(&va, &vb, ENC_MATCH);
+	if ((va.flags ^ vb.flags) & ENC_FLAG_FOLDED)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("cannot compare a case-folded MATCH filter with an exact one"),
+				 errhint("A column bound case-insensitive folds its values' filters and its queries'; the client encrypted for another binding.")));
 	result = bloom_contains(&va, &vb);
 	PG_FREE_IF_COPY(a, 0);
 	PG_FREE_IF_COPY(b, 1);

@@ -343,7 +343,7 @@ const extensionQuery = `SELECT n.nspname, e.extversion FROM pg_catalog.pg_extens
 
 const loadQuery = `SELECT t.oid, t.typname, t.typarray FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND t.typtype = 'b';
 SELECT c.oid, n.nspname, c.relname, a.attnum, a.attname, a.atttypid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.oid IN (SELECT x.attrelid FROM pg_catalog.pg_attribute x JOIN pg_catalog.pg_type t ON t.oid = x.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND x.attnum > 0 AND NOT x.attisdropped) ORDER BY c.oid, a.attnum;
-SELECT e.relid::oid, e.attname, e.level, k.key_id, k.key_name, k.cmk_name, pg_catalog.encode(k.wrapped_cek, 'hex'), e.label, e.join_group, ORE_FORMAT FROM pgcipher.encrypted_columns e JOIN pgcipher.column_keys k ON k.key_id = e.key_id;
+SELECT e.relid::oid, e.attname, e.level, k.key_id, k.key_name, k.cmk_name, pg_catalog.encode(k.wrapped_cek, 'hex'), e.label, e.join_group, ORE_FORMAT, CASE_INSENSITIVE FROM pgcipher.encrypted_columns e JOIN pgcipher.column_keys k ON k.key_id = e.key_id;
 SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND n.nspname !~ '^pg_(toast_)?temp_' AND c.relname IN (SELECT x.relname FROM pg_catalog.pg_class x JOIN pg_catalog.pg_attribute a ON a.attrelid = x.oid JOIN pg_catalog.pg_type t ON t.oid = a.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND a.attnum > 0 AND NOT a.attisdropped)`
 
 // Load reads a database's catalog through q.
@@ -357,12 +357,18 @@ func Load(q Querier) (*Catalog, error) {
 		return c, nil
 	}
 	c.ExtSchema = string(res[0].Rows[0][0])
-	// version 0.1 of the extension knows order format 1 only
-	oreFormat := "e.ore_format"
-	if len(res[0].Rows[0]) > 1 && string(res[0].Rows[0][1]) == "0.1" {
-		oreFormat = "CASE e.level WHEN 'ORD' THEN '1' END"
+	// version 0.1 of the extension knows order format 1 only, 0.2 no
+	// case-insensitive MATCH
+	oreFormat, caseInsensitive := "e.ore_format", "e.case_insensitive"
+	if len(res[0].Rows[0]) > 1 {
+		switch string(res[0].Rows[0][1]) {
+		case "0.1":
+			oreFormat, caseInsensitive = "CASE e.level WHEN 'ORD' THEN '1' END", "false"
+		case "0.2":
+			caseInsensitive = "false"
+		}
 	}
-	res, err = q.SimpleQuery(strings.Replace(loadQuery, "ORE_FORMAT", oreFormat, 1))
+	res, err = q.SimpleQuery(strings.NewReplacer("ORE_FORMAT", oreFormat, "CASE_INSENSITIVE", caseInsensitive).Replace(loadQuery))
 	if err != nil {
 		return nil, fmt.Errorf("catalog: reading encrypted columns: %w", err)
 	}
@@ -444,7 +450,8 @@ func (c *Catalog) load(res []Result) error {
 		}
 		a.Binding = &Binding{
 			Spec: colcrypt.Spec{KeyID: uint32(kid), Type: a.Enc.Plain, Level: level,
-				Label: string(row[7]), Group: string(row[8]), OREFormat: string(row[9])},
+				Label: string(row[7]), Group: string(row[8]), OREFormat: string(row[9]),
+				CaseInsensitive: string(row[10]) == "t"},
 			KeyName: string(row[4]), CMKName: string(row[5]), WrappedCEK: wrapped,
 		}
 	}

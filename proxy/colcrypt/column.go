@@ -31,6 +31,10 @@ type Spec struct {
 	// 2: values written carry both), "12" (every value carries both),
 	// "2+1" (moving, second pass) or "2"; empty is "1" (design 13.5b)
 	OREFormat string
+	// CaseInsensitive (MATCH): the Bloom filters are of the case-folded
+	// text (Fold), so that ILIKE, upper() and lower() searches find
+	// their candidates; pgcipher.encrypted_columns.case_insensitive
+	CaseInsensitive bool
 }
 
 // Binding is the spec without its order format: what a column's values
@@ -85,6 +89,9 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 	if s.Level != ORD {
 		s.OREFormat = ""
 	}
+	if s.CaseInsensitive && s.Level != MATCH {
+		return nil, fmt.Errorf("colcrypt: column %q: only level MATCH can be case-insensitive, not %s", s.Label, s.Level)
+	}
 	c := &Column{spec: s, header: Header{
 		Version: Version, Type: s.Type, Level: s.Level,
 		KeyID: s.KeyID, GroupTag: GroupTag(s.Group),
@@ -94,6 +101,9 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 		c.header.Version, c.header.Flags = Version2, FlagORE1
 	case "2+1", "2":
 		c.header.Version = Version2
+	}
+	if s.CaseInsensitive {
+		c.header.Flags = FlagFolded
 	}
 	pk, err := SubKey(cek, PurposePayload, "")
 	if err != nil {

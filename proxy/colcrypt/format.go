@@ -33,10 +33,13 @@ const (
 // Flags (header byte 3).  FlagQuery: the ciphertext is a query, not a
 // value: at level MATCH a LIKE pattern, at ORD (version 2) a left-only ORE
 // operand with no payload.  FlagORE1 (version 2): version 1's ORE part
-// follows version 2's.
+// follows version 2's.  FlagFolded (version 1, MATCH, with or without
+// FlagQuery): the Bloom filter is of the case-folded text, for a column
+// bound case-insensitive (design 13.5a).
 const (
-	FlagQuery = 0x01
-	FlagORE1  = 0x02
+	FlagQuery  = 0x01
+	FlagORE1   = 0x02
+	FlagFolded = 0x04
 )
 
 // Type is the plaintext type of an encrypted column.
@@ -192,7 +195,11 @@ type Ciphertext struct {
 }
 
 // IsQuery reports whether the ciphertext is a MATCH query (FlagQuery).
-func (c *Ciphertext) IsQuery() bool { return c.Header.Flags == FlagQuery }
+func (c *Ciphertext) IsQuery() bool { return c.Header.Flags&FlagQuery != 0 }
+
+// IsFolded reports whether a MATCH ciphertext's Bloom filter is of the
+// case-folded text (FlagFolded).
+func (c *Ciphertext) IsFolded() bool { return c.Header.Flags&FlagFolded != 0 }
 
 // PayloadLen is the length m of the encrypted plaintext.
 func (c *Ciphertext) PayloadLen() int { return len(c.Sealed) - TagSize }
@@ -215,8 +222,9 @@ func Size(t Type, l Level, m int) int {
 }
 
 // Parse splits ct into its parts and checks everything the server checks:
-// version, type, level (MATCH only for text), flags (FlagQuery only with
-// MATCH), the lengths of the token, ORE and Bloom parts and,
+// version, type, level (MATCH only for text), flags (FlagQuery and
+// FlagFolded only with MATCH, FlagQuery and FlagORE1 only with version
+// 2), the lengths of the token, ORE and Bloom parts and,
 // for fixed-size types, the exact payload length.  It does not decrypt.
 func Parse(ct []byte) (*Ciphertext, error) {
 	if len(ct) < HeaderSize {
@@ -241,7 +249,7 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown level %d", ct[2])
 	case !h.Type.HasLevel(h.Level):
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: level %s for type %s", h.Level, h.Type)
-	case h.Version == Version && h.Flags != 0 && !(h.Flags == FlagQuery && h.Level == MATCH),
+	case h.Version == Version && h.Flags != 0 && !(h.Flags&^(FlagQuery|FlagFolded) == 0 && h.Level == MATCH),
 		h.Version == Version2 && h.Flags != 0 && h.Flags != FlagQuery && h.Flags != FlagORE1:
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: flags %#x at level %s", h.Flags, h.Level)
 	}

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // Bloom filter parameters: m = 256 bits (BloomSize bytes), k = 3 bits per
@@ -36,11 +37,26 @@ func bloomAdd(f *[BloomSize]byte, mac hash.Hash, run []byte) {
 }
 
 // valueBloom is the Bloom filter of a stored MATCH value: every 3-byte
-// window of its bytes (none for a value shorter than 3 bytes).
+// window of its bytes (none for a value shorter than 3 bytes), of the
+// case-folded text at a case-insensitive column.
 func (c *Column) valueBloom(p []byte) *[BloomSize]byte {
 	var f [BloomSize]byte
+	if c.spec.CaseInsensitive {
+		p = []byte(Fold(string(p)))
+	}
 	bloomAdd(&f, hmac.New(sha256.New, c.matchKey), p)
 	return &f
+}
+
+// Fold is the case folding of a case-insensitive MATCH column's filters:
+// each character mapped to the lower case of its upper case (Unicode's
+// simple mappings), so that a text, its upper() and its lower() fold
+// alike: Fold(upper(s)) = Fold(lower(s)) = Fold(s).  Whatever LIKE pattern
+// upper(s), lower(s) or s matches under either case, the folded pattern's
+// literal runs are substrings of Fold(s): the filter test has no false
+// negatives for ILIKE and for upper() or lower() LIKE.
+func Fold(s string) string {
+	return strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, s)
 }
 
 // LikeRuns splits a LIKE pattern (default escape character `\`) into its
@@ -78,7 +94,9 @@ func LikeRuns(pattern string) ([][]byte, error) {
 // EncryptPattern encrypts a LIKE pattern as a MATCH query (flags
 // FlagQuery) for a MATCH column: its Bloom filter has the bits of every
 // 3-byte window lying inside one literal run of the pattern, its token is
-// that of the pattern text and its payload the pattern text.  The server
+// that of the pattern text and its payload the pattern text.  At a
+// case-insensitive column the runs are folded (Fold) and the query
+// carries FlagFolded, as the column's values do.  The server
 // returns the values whose filters contain the query's (MayMatch), a
 // superset of those the pattern matches; the client decrypts them and
 // applies the pattern.
@@ -90,13 +108,18 @@ func (c *Column) EncryptPattern(pattern string, rand io.Reader) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	if c.spec.CaseInsensitive {
+		for i, r := range runs {
+			runs[i] = []byte(Fold(string(r)))
+		}
+	}
 	var f [BloomSize]byte
 	mac := hmac.New(sha256.New, c.matchKey)
 	for _, r := range runs {
 		bloomAdd(&f, mac, r)
 	}
 	h := c.header
-	h.Flags = FlagQuery
+	h.Flags |= FlagQuery
 	return c.seal(h, []byte(pattern), &f, rand)
 }
 
@@ -104,11 +127,15 @@ func (c *Column) EncryptPattern(pattern string, rand io.Reader) ([]byte, error) 
 // ciphertexts of one key and join group, and every bit set in the query's
 // Bloom filter is set in the value's.  It is true whenever the value
 // matches the query's pattern (no false negatives), and sometimes when it
-// does not.
+// does not.  Value and query must agree on FlagFolded: a folded query's
+// bits mean nothing in an exact filter.
 func MayMatch(value, query []byte) (bool, error) {
 	x, y, err := comparable(value, query, MATCH)
 	if err != nil {
 		return false, err
+	}
+	if x.IsFolded() != y.IsFolded() {
+		return false, errors.New("colcrypt: comparing a case-folded MATCH filter with an exact one")
 	}
 	for i := range y.Bloom {
 		if x.Bloom[i]&y.Bloom[i] != y.Bloom[i] {

@@ -59,7 +59,12 @@ type Param struct {
 	// Prefix and Suffix: literals the statement joins to the pattern
 	// ('%' || $1 || '%', SQLAlchemy's contains())
 	Prefix, Suffix string
-	Array          bool // = ANY($n): an array of values
+	// Case: "upper" or "lower" when the statement applies it to the
+	// pattern (upper(c) LIKE upper($1)), ILIKE's "lower"; Literal: the
+	// value is compared whole (upper(c) = upper($1)), its % and _ literal
+	Case    string
+	Literal bool
+	Array   bool // = ANY($n): an array of values
 	// Operand: only compared with, never stored: encrypted as a query
 	// operand where the column's order format has one (EncryptOperand)
 	Operand bool
@@ -156,6 +161,12 @@ type Filter struct {
 	Escape  *string // a parameter's ESCAPE character, as Param.Escape
 	// a parameter's literals around it, as Param.Prefix and Suffix
 	Prefix, Suffix string
+	// a parameter's Case and Literal, as Param's
+	Case    string
+	Literal bool
+	// ColCase: "upper" or "lower", applied to the decrypted value before
+	// it is matched (upper(c) LIKE …; ILIKE: "lower")
+	ColCase string
 }
 
 // LikePattern is a pattern as the client sent it, in the default form
@@ -170,13 +181,28 @@ func LikePattern(s string, esc *string) (string, error) {
 // ParamPattern is the whole pattern of a parameter's value s: with the
 // statement's literals around it, in the default escape form.
 func (p *Param) ParamPattern(s string) (string, error) {
-	return LikePattern(p.Prefix+s+p.Suffix, p.Escape)
+	return wholePattern(p.Prefix+s+p.Suffix, p.Case, p.Literal, p.Escape)
 }
 
 // ParamPattern is the whole pattern of the filter's parameter value s.
 func (f *Filter) ParamPattern(s string) (string, error) {
-	return LikePattern(f.Prefix+s+f.Suffix, f.Escape)
+	return wholePattern(f.Prefix+s+f.Suffix, f.Case, f.Literal, f.Escape)
 }
+
+// wholePattern: the case function applied first (as the server would
+// evaluate upper($1) before LIKE reads it), then a value compared whole
+// written as a pattern, then the ESCAPE character read.
+func wholePattern(s, fn string, literal bool, esc *string) (string, error) {
+	s = applyCase(fn, s)
+	if literal {
+		s = escapeLike(s)
+	}
+	return LikePattern(s, esc)
+}
+
+// Subject is what the filter's LIKE matches of a decrypted text value v:
+// v with ColCase applied.
+func (f *Filter) Subject(v string) string { return applyCase(f.ColCase, v) }
 
 // Plan is the outcome of analysing one SQL string.
 type Plan struct {

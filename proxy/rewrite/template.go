@@ -233,6 +233,11 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 		if f.Op != "" {
 			continue
 		}
+		var err error
+		if f.Pattern, err = f.ParamPattern(f.Pattern); err != nil {
+			return nil, err
+		}
+		f.Escape, f.Case, f.Literal, f.Prefix, f.Suffix = nil, "", false, "", ""
 		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
 			return nil, err
 		}
@@ -246,7 +251,9 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 		var err error
 		switch {
 		case p.Pattern:
-			ct, err = p.Column.EncryptPattern(v, rand)
+			if v, err = p.ParamPattern(v); err == nil {
+				ct, err = p.Column.EncryptPattern(v, rand)
+			}
 		default:
 			var payload []byte
 			if payload, err = values.Encode(p.EncType.Plain, v); err == nil {

@@ -61,6 +61,12 @@ func need(op string) (colcrypt.Level, bool) {
 func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 	e := n.GetAExpr()
 	op := opName(e)
+	if c, fn, err := a.caseCall(sc, e.Lexpr); c != nil || err != nil {
+		if err != nil {
+			return err
+		}
+		return a.caseSearch(sc, n, c, fn, op, conj)
+	}
 	l, err := a.encCol(sc, e.Lexpr)
 	if err != nil {
 		return err
@@ -113,15 +119,17 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 		if l == nil {
 			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be a LIKE pattern", r.name)
 		}
-		return a.like(sc, n, l, op == "!~~", conj)
+		return a.like(sc, n, l, op == "!~~", conj, likeCase{})
+	case pg.A_Expr_Kind_AEXPR_ILIKE:
+		if l == nil {
+			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be an ILIKE pattern", r.name)
+		}
+		// PostgreSQL's ILIKE is lower(value) LIKE lower(pattern)
+		return a.like(sc, n, l, op == "!~~*", conj, likeCase{col: "lower", pat: "lower", what: "ILIKE"})
 	}
 	c := l
 	if c == nil {
 		c = r
-	}
-	if e.Kind == pg.A_Expr_Kind_AEXPR_ILIKE {
-		return refuse("Use LIKE with the exact case, or keep a case-folded copy of the value in a column of its own (bound MATCH) and search that.",
-			"pgcipher: ILIKE on encrypted column %q is refused: its MATCH tokens are of the exact value, so a case-insensitive search cannot be served", c.name)
 	}
 	return refuse(hintAllowed, "pgcipher: operator %s cannot be computed on encrypted column %q", op, c.name)
 }
@@ -616,21 +624,107 @@ func (a *analyzer) param(c *col, num int, pattern, array, operand bool) error {
 // like rewrites LIKE on a MATCH column into the Bloom-filter candidate
 // test @> and asks the proxy to recheck the rows on their plaintext;
 // NOT LIKE leaves the server no test and is rechecked alone.
-func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
+// likeCase: how a pattern search treats case.  col and pat: the function
+// ("upper", "lower" or "") PostgreSQL applies to the column's value and
+// to the pattern before it matches (ILIKE: lower both); literal: the
+// pattern is a value to be equal to, its % and _ literal (upper(c) =
+// upper($1), Django's iexact); what names the search in messages.
+type likeCase struct {
+	col, pat string
+	literal  bool
+	what     string
+}
+
+// caseCall reads upper(c) or lower(c) of an encrypted column c (a no-op
+// cast of c allowed): the column and the function's name.
+func (a *analyzer) caseCall(sc *scope, n *pg.Node) (*col, string, error) {
+	fn := caseFunc(n)
+	if fn == "" {
+		return nil, "", nil
+	}
+	arg := n.GetFuncCall().Args[0]
+	c, err := a.encCol(sc, arg)
+	if err != nil || c == nil {
+		return nil, "", err
+	}
+	return c, fn, nil
+}
+
+// caseFunc is "upper" or "lower" for a plain call of either on one
+// argument, else "".
+func caseFunc(n *pg.Node) string {
+	f := n.GetFuncCall()
+	if f == nil || len(f.Args) != 1 || f.AggStar || f.AggDistinct || f.Over != nil || f.AggFilter != nil || len(f.AggOrder) > 0 {
+		return ""
+	}
+	switch name := strings.ToLower(funcName(f)); name {
+	case "upper", "lower":
+		return name
+	}
+	return ""
+}
+
+// caseSearch: fn(c) LIKE p, fn(c) = v or fn(c) <> v with fn upper or
+// lower of encrypted column c: searches of a case-insensitive MATCH
+// column, candidates by the folded filters, rechecked by the proxy.
+func (a *analyzer) caseSearch(sc *scope, n *pg.Node, c *col, fn, op string, conj bool) error {
 	e := n.GetAExpr()
+	e.Lexpr = n.GetAExpr().Lexpr.GetFuncCall().Args[0] // c itself, its no-op cast gone
+	a.changed = true
+	switch {
+	case e.Kind == pg.A_Expr_Kind_AEXPR_LIKE:
+		return a.like(sc, n, c, op == "!~~", conj, likeCase{col: fn, what: fn + "() LIKE"})
+	case e.Kind == pg.A_Expr_Kind_AEXPR_OP && (op == "=" || op == "<>" || op == "!="):
+		return a.like(sc, n, c, op != "=", conj, likeCase{col: fn, literal: true, what: fn + "() " + op})
+	}
+	return refuse("Compare the exact value, or search a MATCH column bound case-insensitive with upper() or lower() on both sides of LIKE or =, or with ILIKE.",
+		"pgcipher: %s() of encrypted column %q cannot be computed by the server for operator %s", fn, c.name, op)
+}
+
+// escapeLike writes s as a LIKE pattern (backslash escapes) that matches s
+// alone.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
+}
+
+// applyCase applies "upper", "lower" or "" to s, as the proxy computes
+// them in select lists (Unicode's mappings).
+func applyCase(fn, s string) string {
+	switch fn {
+	case "upper":
+		return strings.ToUpper(s)
+	case "lower":
+		return strings.ToLower(s)
+	}
+	return s
+}
+
+func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool, lc likeCase) error {
+	e := n.GetAExpr()
+	if lc.what == "" {
+		lc.what = "LIKE"
+	}
 	if level(c) != colcrypt.MATCH {
+		if lc.col != "" {
+			return refuse("Bind the column at level MATCH with case_insensitive => true (pgcipher.encrypt_column) to search it so.",
+				"pgcipher: %s on encrypted column %q needs level MATCH, case-insensitive; it is %s", lc.what, c.name, level(c))
+		}
 		return refuse("Bind the column at level MATCH to search it with LIKE.",
 			"pgcipher: LIKE on encrypted column %q needs level MATCH; it is %s", c.name, level(c))
 	}
 	if !conj || a.cur == nil {
-		return refuse("Put LIKE at the top level of the WHERE clause (ANDed), in a query without GROUP BY, DISTINCT, aggregates, LIMIT or OFFSET.",
-			"pgcipher: LIKE on encrypted column %q is allowed only where the proxy can recheck the rows it returns", c.name)
+		return refuse("Put the search at the top level of the WHERE clause (ANDed), in a query without GROUP BY, DISTINCT or aggregates.",
+			"pgcipher: %s on encrypted column %q is allowed only where the proxy can recheck the rows it returns", lc.what, c.name)
 	}
 	cc, err := a.crypt(c)
 	if err != nil {
 		return err
 	}
-	f := Filter{Hidden: a.plan.Hidden, Column: cc, Not: not}
+	if lc.col != "" && !cc.Spec().CaseInsensitive {
+		return refuse("Bind the column with pgcipher.encrypt_column(table, column, key, 'MATCH', case_insensitive => true): its filters are then of the case-folded text (docs/design.md, 13.5a).",
+			"pgcipher: %s on encrypted column %q is refused: its MATCH filters are of the exact text, so a case-insensitive search cannot find its candidates", lc.what, c.name)
+	}
+	f := Filter{Hidden: a.plan.Hidden, Column: cc, Not: not, ColCase: lc.col}
 	pat := e.Rexpr
 	if fc := pat.GetFuncCall(); fc != nil && strings.ToLower(funcName(fc)) == "like_escape" && len(fc.Args) == 2 {
 		// LIKE p ESCAPE e: the pattern is read with e, and sent as the
@@ -646,9 +740,18 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 		f.Escape = &esc
 		pat = fc.Args[0]
 	}
+	if fn := caseFunc(pat); fn != "" {
+		// upper($1), lower('%x%'): the proxy applies it to the pattern
+		if lc.pat != "" {
+			return refuse("Write the pattern without the case function: ILIKE folds it.",
+				"pgcipher: %s on encrypted column %q with %s() of the pattern is not served", lc.what, c.name, fn)
+		}
+		lc.pat, pat = fn, pat.GetFuncCall().Args[0]
+	}
 	if tc := pat.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		pat = tc.Arg
 	}
+	f.Case, f.Literal = lc.pat, lc.literal
 	if pat.GetAExpr() != nil {
 		// '%' || $1 || '%' (SQLAlchemy's contains, startswith): the
 		// pattern is the literals and at most one parameter joined
@@ -660,10 +763,10 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 	switch {
 	case pat.GetAConst() != nil && pat.GetAConst().GetSval() != nil:
 		var err error
-		if f.Pattern, err = LikePattern(pat.GetAConst().GetSval().Sval, f.Escape); err != nil {
+		if f.Pattern, err = f.ParamPattern(pat.GetAConst().GetSval().Sval); err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
-		f.Escape = nil
+		f.Escape, f.Case, f.Literal, f.Prefix, f.Suffix = nil, "", false, "", ""
 		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
@@ -681,12 +784,12 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool) error {
 			return err
 		}
 		prm := a.plan.Params[f.Param-1]
-		if prm.Prefix != "" || prm.Suffix != "" || f.Prefix != "" || f.Suffix != "" {
+		if prm.Prefix != "" || prm.Suffix != "" || f.Prefix != "" || f.Suffix != "" || prm.Case != f.Case || prm.Literal != f.Literal {
 			if len(a.plan.Filters) > 0 && a.usedAsPattern(f.Param) {
 				return refuse("Use a separate parameter for each LIKE.", "pgcipher: parameter $%d is the pattern of two LIKEs", f.Param)
 			}
 		}
-		prm.Escape, prm.Prefix, prm.Suffix = f.Escape, f.Prefix, f.Suffix
+		prm.Escape, prm.Prefix, prm.Suffix, prm.Case, prm.Literal = f.Escape, f.Prefix, f.Suffix, f.Case, f.Literal
 		if !not {
 			e.Rexpr = pat
 		}

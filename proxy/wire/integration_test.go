@@ -119,7 +119,8 @@ func setup(t *testing.T) *env {
 const encSchema = `SELECT pgcipher.add_column_key('k1');
 CREATE TABLE enc_c (id int PRIMARY KEY, i4 enc_int4, i4o enc_int4_ord, i8 enc_int8, i8o enc_int8_ord,
   f8 enc_float8_ord, num enc_numeric, numo enc_numeric_ord, t enc_text, tm enc_text, tr enc_text,
-  to2 enc_text_ord, b enc_bytea, d enc_date_ord, ts enc_timestamptz_ord, bo enc_bool, g1 enc_int4, g2 enc_int4);
+  to2 enc_text_ord, b enc_bytea, d enc_date_ord, ts enc_timestamptz_ord, bo enc_bool, g1 enc_int4, g2 enc_int4,
+  ti enc_text);
 SELECT pgcipher.encrypt_column('enc_c', 'i4', 'k1', 'EQ');
 SELECT pgcipher.encrypt_column('enc_c', 'i4o', 'k1', 'ORD');
 SELECT pgcipher.encrypt_column('enc_c', 'i8', 'k1', 'EQ');
@@ -136,11 +137,12 @@ SELECT pgcipher.encrypt_column('enc_c', 'd', 'k1', 'ORD');
 SELECT pgcipher.encrypt_column('enc_c', 'ts', 'k1', 'ORD');
 SELECT pgcipher.encrypt_column('enc_c', 'bo', 'k1', 'EQ');
 SELECT pgcipher.encrypt_column('enc_c', 'g1', 'k1', 'EQ', 'g');
-SELECT pgcipher.encrypt_column('enc_c', 'g2', 'k1', 'EQ', 'g')`
+SELECT pgcipher.encrypt_column('enc_c', 'g2', 'k1', 'EQ', 'g');
+SELECT pgcipher.encrypt_column('enc_c', 'ti', 'k1', 'MATCH', case_insensitive => true)`
 
 const plainSchema = `CREATE TABLE plain_c (id int PRIMARY KEY, i4 int4, i4o int4, i8 int8, i8o int8,
   f8 float8, num numeric, numo numeric, t text COLLATE "C", tm text COLLATE "C", tr text COLLATE "C",
-  to2 text COLLATE "C", b bytea, d date, ts timestamptz, bo bool, g1 int4, g2 int4)`
+  to2 text COLLATE "C", b bytea, d date, ts timestamptz, bo bool, g1 int4, g2 int4, ti text COLLATE "C")`
 
 // rows are the corpus data; NULLs every few rows; to2 values share a
 // 16-byte prefix, which only the proxy's sort orders right.
@@ -153,13 +155,15 @@ func rows() []string {
 			}
 			return s
 		}
-		out = append(out, fmt.Sprintf("(%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", i,
+		out = append(out, fmt.Sprintf("(%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", i,
 			v(5, fmt.Sprint(i%9)), v(6, fmt.Sprint(i*3-20)), v(7, fmt.Sprint(int64(i)*-1000000000)), v(5, fmt.Sprint(i*i*i-50)),
 			v(8, fmt.Sprintf("%g", float64(i)*37.5-200)), v(6, fmt.Sprintf("'%d.%d0'", i%4*5, i%10)), v(9, fmt.Sprintf("%d.%d", i%6, i)),
 			v(11, fmt.Sprintf("'MARKER-t-%02d'", i%8)), v(13, fmt.Sprintf("'MARKER-tm-%02d text'", i)), v(4, fmt.Sprintf("'MARKER-tr-%02d'", i)),
 			v(10, fmt.Sprintf("'same-prefix-0123456789-%c'", 'z'-i%7)), v(6, fmt.Sprintf("'\\x%02x0b'", i%5+9)),
 			v(7, fmt.Sprintf("'2024-%02d-%02d'", i%12+1, i%27+1)), v(9, fmt.Sprintf("'2024-%02d-01 %02d:00:00+00'", i%5+1, i%24)),
-			v(3, fmt.Sprint(i%2 == 0)), v(4, fmt.Sprint(i%3)), v(5, fmt.Sprint(i%4))))
+			v(3, fmt.Sprint(i%2 == 0)), v(4, fmt.Sprint(i%3)), v(5, fmt.Sprint(i%4)),
+			// ti: mixed case, for the case-insensitive searches
+			v(12, fmt.Sprintf("'%s-%02d Text'", []string{"MARKER-Ti", "marker-ti", "Marker-TI"}[i%3], i))))
 	}
 	return out
 }
@@ -322,7 +326,7 @@ func TestCorpus(t *testing.T) {
 	// the capture: markers written to the encrypted table never reached
 	// the server; the control table's did, so the scan can fail
 	enc, plain := encRec.Bytes(), plainRec.Bytes()
-	for _, m := range []string{"MARKER-t-0", "MARKER-tm-", "MARKER-tr-", "MARKER-ins-", "MARKER-upd-", "MARKER-ups-", "MARKER-cmp-", "same-prefix-0123"} {
+	for _, m := range []string{"MARKER-t-0", "MARKER-tm-", "MARKER-tr-", "MARKER-ins-", "MARKER-upd-", "MARKER-ups-", "MARKER-cmp-", "same-prefix-0123", "MARKER-Ti-", "marker-ti-", "Marker-TI-"} {
 		if bytes.Contains(enc, []byte(m)) {
 			t.Errorf("marker %q reached the server through the proxy", m)
 		}
@@ -633,4 +637,85 @@ func withColumnKey(t *testing.T, key string) (*env, *pgx.Conn, *syncBuffer) {
 	mustExec(t, conn, "CREATE EXTENSION IF NOT EXISTS pgcipher_columns")
 	mustExec(t, conn, "SELECT pgcipher.add_column_key('"+key+"')")
 	return e, conn, rec
+}
+
+// TestCaseInsensitiveMatch: searches of a MATCH column bound
+// case-insensitive with parameters (patterns encrypted at Bind) as ORMs
+// write them — ILIKE, upper()/lower() of both sides of LIKE, Django's
+// iexact (upper(c::text) = upper($1)), SQLAlchemy's '%' || $1 || '%' —
+// answered as on a plaintext twin; an exact MATCH column refuses them,
+// naming the binding that would serve them.
+func TestCaseInsensitiveMatch(t *testing.T) {
+	e, conn, rec := withColumnKey(t, "kc")
+	ctx := context.Background()
+	mustExec(t, conn, "CREATE TABLE ci (id int, s enc_text, x enc_text)")
+	mustExec(t, conn, "SELECT pgcipher.encrypt_column('ci', 's', 'kc', 'MATCH', case_insensitive => true)")
+	mustExec(t, conn, "SELECT pgcipher.encrypt_column('ci', 'x', 'kc', 'MATCH')")
+	direct := connect(t, e.upstream+" dbname="+e.db)
+	mustExec(t, direct, `CREATE TABLE ci_plain (id int, s text COLLATE "C", x text COLLATE "C")`)
+	words := []string{"PGCI-Alpha_one", "pgci-ALPHA%two", "Pgci-beta", "PGCI-BETA", "pgci-gamma", "other"}
+	for i, w := range words {
+		for tbl, c := range map[string]*pgx.Conn{"ci": conn, "ci_plain": direct} {
+			if _, err := c.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1, $2, $3)", i, w, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{"SELECT id FROM %s WHERE s ILIKE $1 ORDER BY id", []any{"%alpha%"}},
+		{"SELECT id FROM %s WHERE s NOT ILIKE $1 ORDER BY id", []any{"%BETA"}},
+		{"SELECT id FROM %s WHERE upper(s::text) LIKE upper($1) ORDER BY id", []any{"%beta%"}},
+		{"SELECT id FROM %s WHERE lower(s) LIKE lower($1) ESCAPE '!' ORDER BY id", []any{"%alpha!%%"}},
+		{"SELECT id FROM %s WHERE upper(s::text) = upper($1) ORDER BY id", []any{"pgci-beta"}},
+		{"SELECT id FROM %s WHERE upper(s) = upper($1) ORDER BY id", []any{"pgci-alpha%two"}},
+		{"SELECT id FROM %s WHERE lower(s) <> lower($1) ORDER BY id", []any{"PGCI-BETA"}},
+		{"SELECT id FROM %s WHERE s ILIKE '%%' || $1 || '%%' ORDER BY id LIMIT 2", []any{"PGCI"}},
+		{"SELECT id FROM %s WHERE lower(s) LIKE $1 ORDER BY id", []any{"pgci-%a"}},
+		{"SELECT id FROM %s WHERE s LIKE $1 ORDER BY id", []any{"%-beta"}},
+	} {
+		var got [2][]int
+		for k, tbl := range []string{"ci", "ci_plain"} {
+			c := conn
+			if k == 1 {
+				c = direct
+			}
+			rows, err := c.Query(ctx, fmt.Sprintf(q.sql, tbl), q.args...)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", q.sql, tbl, err)
+			}
+			for rows.Next() {
+				var id int
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = append(got[k], id)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("%s on %s: %v", q.sql, tbl, err)
+			}
+		}
+		if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) || len(got[1]) == 0 {
+			t.Errorf("%s %v: encrypted %v, plaintext %v", q.sql, q.args, got[0], got[1])
+		}
+	}
+	for _, sql := range []string{
+		"SELECT id FROM ci WHERE x ILIKE $1",
+		"SELECT id FROM ci WHERE upper(x) = upper($1)",
+	} {
+		_, err := conn.Exec(ctx, sql, "%alpha%")
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "PC001" || !strings.Contains(pe.Hint, "case_insensitive => true") {
+			t.Errorf("%s on an exact MATCH column: %v, want PC001 naming case_insensitive", sql, err)
+		}
+	}
+	if bytes.Contains(bytes.ToLower(rec.Bytes()), []byte("pgci-")) || bytes.Contains(bytes.ToLower(rec.Bytes()), []byte("alpha")) {
+		t.Error("a value or pattern of an encrypted column reached the server in plaintext")
+	}
+	mustExec(t, conn, "SELECT 'PGCI-control'")
+	if !bytes.Contains(rec.Bytes(), []byte("PGCI-control")) {
+		t.Error("control: a plaintext literal is not in what the proxy sent")
+	}
 }

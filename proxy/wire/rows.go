@@ -267,7 +267,7 @@ func (rs *rowState) recheck(k int, payload []byte) (bool, error) {
 	if f.Op != "" {
 		return rs.inRange(k, f, payload)
 	}
-	ok, err := like(string(payload), rs.patterns[k])
+	ok, err := like(f.Subject(string(payload)), rs.patterns[k])
 	if err != nil {
 		return false, err
 	}

@@ -57,7 +57,8 @@ func TestVectorsDecrypt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		query := r[1] == patternLevel
+		query := r[1] == patternLevel || r[1] == foldedPatternLevel
+		folded := r[1] == foldedLevel || r[1] == foldedPatternLevel
 		l := colcrypt.MATCH
 		format := ""
 		switch r[1] {
@@ -66,7 +67,7 @@ func TestVectorsDecrypt(t *testing.T) {
 		case ore12Level:
 			l, format = colcrypt.ORD, "1+2"
 		}
-		if !query && format == "" {
+		if !query && !folded && format == "" {
 			if l, err = colcrypt.ParseLevel(r[1]); err != nil {
 				t.Fatal(err)
 			}
@@ -77,6 +78,7 @@ func TestVectorsDecrypt(t *testing.T) {
 		}
 		col, err := colcrypt.NewColumn(vectorCEK(uint32(keyID)), colcrypt.Spec{
 			KeyID: uint32(keyID), Type: ty, Level: l, Label: r[4], Group: r[3], OREFormat: format,
+			CaseInsensitive: folded,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +87,7 @@ func TestVectorsDecrypt(t *testing.T) {
 		ct, _ := base64.StdEncoding.DecodeString(r[7])
 		want := col.Header()
 		if query || r[1] == ore2QLevel {
-			want.Flags = colcrypt.FlagQuery
+			want.Flags |= colcrypt.FlagQuery
 		}
 		if x, err := colcrypt.Parse(ct); err != nil || x.Header != want {
 			t.Errorf("row %d: header %+v, %v", i+1, x, err)
@@ -177,6 +179,7 @@ func TestVectorMatchRows(t *testing.T) {
 	var values, patterns []vectorRow
 	for _, r := range rows {
 		switch {
+		case r.tag == foldedLevel || r.tag == foldedPatternLevel:
 		case r.query:
 			patterns = append(patterns, r)
 		case r.level == colcrypt.MATCH:
@@ -204,6 +207,48 @@ func TestVectorMatchRows(t *testing.T) {
 		}
 	}
 	if checked < 10 {
+		t.Errorf("only %d pairs checked", checked)
+	}
+}
+
+// TestVectorFoldedRows: every folded pattern selects every folded value
+// that ILIKE (lower case on both sides) matches, and no exact row.
+func TestVectorFoldedRows(t *testing.T) {
+	rows, err := vectorRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values, patterns, exact []vectorRow
+	for _, r := range rows {
+		switch {
+		case r.tag == foldedLevel:
+			values = append(values, r)
+		case r.tag == foldedPatternLevel:
+			patterns = append(patterns, r)
+		case r.level == colcrypt.MATCH && !r.query:
+			exact = append(exact, r)
+		}
+	}
+	if len(values) != len(foldedPlains) || len(patterns) != len(foldedPatterns) {
+		t.Fatalf("%d folded values, %d folded patterns", len(values), len(patterns))
+	}
+	checked := 0
+	for _, q := range patterns {
+		lit := strings.Trim(q.plain, "%")
+		for _, v := range values {
+			if strings.ContainsAny(lit, `%_\`) || !strings.Contains(strings.ToLower(v.plain), strings.ToLower(lit)) {
+				continue
+			}
+			checked++
+			if ok, err := colcrypt.MayMatch(v.ct, q.ct); err != nil || !ok {
+				t.Errorf("%q ILIKE %q: MayMatch = %v, %v", v.plain, q.plain, ok, err)
+			}
+		}
+		if _, err := colcrypt.MayMatch(exact[0].ct, q.ct); err == nil {
+			t.Errorf("a folded query tested an exact filter")
+		}
+	}
+	if checked < 8 {
 		t.Errorf("only %d pairs checked", checked)
 	}
 }

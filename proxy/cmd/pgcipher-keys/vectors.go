@@ -166,7 +166,47 @@ func vectorRows() ([]vectorRow, error) {
 		}
 		rows = append(rows, vectorRow{colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, p, ct, true, ""})
 	}
-	return ore2Rows(rows)
+	if rows, err = ore2Rows(rows); err != nil {
+		return nil, err
+	}
+	return foldedRows(rows)
+}
+
+// Case-insensitive MATCH (design 13.5a), after every row before it:
+// values of a column bound case-insensitive (level written MATCHCI) and
+// its queries (PATTERNCI), in mixed case.
+const (
+	foldedLevel        = "MATCHCI"
+	foldedPatternLevel = "PATTERNCI"
+)
+
+var (
+	foldedPlains   = []string{"Zebra Crossing", "ZEBRA", "zebra", "The Quick Brown Fox", "quick BROWN", "Ab", "", "Straße", "ÉCOLE élève"}
+	foldedPatterns = []string{`%zebra%`, `%QUICK brown%`, `ab`, `%`, `%STRASSE%`, `%école%`, `%XYZ%`}
+)
+
+func foldedRows(rows []vectorRow) ([]vectorRow, error) {
+	random := mrand.NewChaCha8(seed("pgcipher vector folded randomness"))
+	col, err := colcrypt.NewColumn(vectorCEK(1), colcrypt.Spec{KeyID: 1, Type: colcrypt.Text, Level: colcrypt.MATCH,
+		Label: vectorLabel, Group: vectorLabel, CaseInsensitive: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range foldedPlains {
+		ct, err := col.Encrypt(p, random)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, vectorRow{colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, p, ct, false, foldedLevel})
+	}
+	for _, p := range foldedPatterns {
+		ct, err := col.EncryptPattern(p, random)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, vectorRow{colcrypt.Text, colcrypt.MATCH, 1, vectorLabel, vectorLabel, p, ct, true, foldedPatternLevel})
+	}
+	return rows, nil
 }
 
 // Order format 2 (design 13.5b), after every format-1 row so that those
