@@ -198,7 +198,7 @@ rm -rf "$root"/{pgcipher,stock}/{include,share/doc,share/man} "$root"/{pgcipher,
 find "$root"/{pgcipher,stock}/lib -name '*.a' -delete
 
 # the harness: the suite's Python, the sysbench script, TPROC-C's SQL, this directory's
-(cd "$top" && tar -cf - bench/__init__.py bench/*.py bench/scenarios/*.py bench/sysbench/alibaba.lua \
+(cd "$top" && tar -cf - bench/__init__.py bench/*.py bench/peer/*.py bench/scenarios/*.py bench/sysbench/alibaba.lua \
     bench/sql/tprocc/*.sql bench/device/*.py) \
     | tar -xf - -C "$root/harness"
 

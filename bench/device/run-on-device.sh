@@ -76,6 +76,10 @@ else unxz=(python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sy
 fi
 "${unxz[@]}" | tar -xf - -C / || { say "could not unpack $carry"; exit 1; }
 say "unpacked $(du -sh "$prefix" | cut -f1) into $prefix"
+# the harness's Python from this working tree, over the carry's (which
+# may be older than the tree the device received)
+(cd "$top" && tar -cf - bench/__init__.py bench/*.py bench/peer/*.py bench/scenarios/*.py bench/device/*.py) \
+    | tar -xf - -C "$prefix/harness" && chmod -R a+rX "$prefix/harness"
 sed -n '1,3p' "$prefix/MANIFEST"
 ok=1
 for b in "$prefix"/pgcipher/bin/postgres "$prefix"/stock/bin/postgres "$prefix"/pgcipher/bin/psql "$prefix"/stock/bin/pgbench; do
