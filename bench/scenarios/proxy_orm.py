@@ -222,7 +222,14 @@ def run(run, p):
             got = psql_tcp(c, px.port, f"SELECT id, city, name, v FROM {t} WHERE id = {rows[0][0]} LIMIT 1")
             if n == 0 or n % p["batch"] or got != first:
                 raise RuntimeError(f"{NAME}: {t} holds {n} rows, its first {got!r}, not batches of {first!r}")
-            run.record(NAME, "enc-proxy" if t.startswith("enc") else "plain-proxy", 0, "bulk_check", 1, detail=f"{n} rows")
+            run.record(
+                NAME,
+                "enc-proxy" if t.startswith("enc") else "plain-proxy",
+                0,
+                "bulk_check",
+                1,
+                detail=f"{n} rows",
+            )
     finally:
         for d in daemons:
             d.stop()

@@ -30,8 +30,8 @@
 #define ENC_FLAG_ORE1		0x02	/* version 2: the version-1 ORE part
 									 * follows (a column being moved) */
 #define ENC_FLAG_FOLDED		0x04	/* version 1, MATCH: the Bloom filter is
-									 * of the case-folded text (a column
-									 * bound case-insensitive) */
+									 * of the case-folded text (a column bound
+									 * case-insensitive) */
 
 typedef enum EncType
 {

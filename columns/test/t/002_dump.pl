@@ -76,8 +76,10 @@ is($ret, 0, 'values of the column still pass its CHECK');
 # An installed 0.2 updated in place to 0.3 (case-insensitive MATCH): its
 # MATCH column keeps its binding and its values, and new columns may be
 # bound case-insensitive.
-my @match = map { (split /,/)[7] } grep { /^text,MATCH,1,/ } split /\n/, $vectors;
-my @folded = map { (split /,/)[7] } grep { /^text,MATCHCI,1,/ } split /\n/, $vectors;
+my @match = map { (split /,/)[7] } grep { /^text,MATCH,1,/ } split /\n/,
+  $vectors;
+my @folded = map { (split /,/)[7] } grep { /^text,MATCHCI,1,/ } split /\n/,
+  $vectors;
 ok(@match >= 10 && @folded >= 5, 'MATCH and MATCHCI vectors found');
 $node->safe_psql('postgres', 'CREATE DATABASE d3 OWNER alice');
 $node->safe_psql(
@@ -86,8 +88,7 @@ $node->safe_psql(
 	SELECT pgcipher.add_column_key('k1', 'cmk', decode(repeat('01', 61), 'hex'));
 	CREATE TABLE public.vec (v enc_text);
 	SELECT pgcipher.encrypt_column('public.vec', 'v', 'k1', 'MATCH');
-} . join('', map { "INSERT INTO public.vec VALUES ('$_');\n" } @match)
-	  . q{
+} . join('', map { "INSERT INTO public.vec VALUES ('$_');\n" } @match) . q{
 	ALTER EXTENSION pgcipher_columns UPDATE;
 	CREATE TABLE public.ci (v enc_text);
 	SELECT pgcipher.encrypt_column('public.ci', 'v', 'k1', 'MATCH', 'public.vec.v', case_insensitive => true);
@@ -96,15 +97,18 @@ $node->safe_psql(
 is( $node->safe_psql(
 		'd3',
 		q{SELECT e.extversion, string_agg(c.table_name || ':' || c.case_insensitive, ',' ORDER BY c.table_name)
-		  FROM pg_extension e, pgcipher.columns c WHERE e.extname = 'pgcipher_columns' GROUP BY 1}),
+		  FROM pg_extension e, pgcipher.columns c WHERE e.extname = 'pgcipher_columns' GROUP BY 1}
+	),
 	'0.3|ci:true,vec:false',
 	'0.2 updated to 0.3: the old binding case-sensitive, the new one not');
 ($ret, $out, $err) = $node->psql('d3',
 	"INSERT INTO public.vec SELECT v FROM public.vec LIMIT 1");
 is($ret, 0, 'the updated column still takes its own values');
-($ret, $out, $err) = $node->psql('d3',
-	"INSERT INTO public.vec SELECT v FROM public.ci LIMIT 1");
-like($err, qr/has a case-folded filter, the column is bound case-sensitive/,
+($ret, $out, $err) =
+  $node->psql('d3', "INSERT INTO public.vec SELECT v FROM public.ci LIMIT 1");
+like(
+	$err,
+	qr/has a case-folded filter, the column is bound case-sensitive/,
 	'and refuses case-folded ones');
 
 $node->stop;

@@ -14,7 +14,7 @@ CREATE TABLE patient (
     active boolean NOT NULL,
     ward_id int REFERENCES ward);
 SELECT pgcipher.encrypt_column('patient', 'city', 'k1', 'EQ');
-SELECT pgcipher.encrypt_column('patient', 'name', 'k1', 'MATCH');
+SELECT pgcipher.encrypt_column('patient', 'name', 'k1', 'MATCH', case_insensitive => true);
 SELECT pgcipher.encrypt_column('patient', 'ssn', 'k1', 'EQ');
 SELECT pgcipher.encrypt_column('patient', 'born', 'k1', 'ORD');
 SELECT pgcipher.encrypt_column('patient', 'balance', 'k1', 'ORD');

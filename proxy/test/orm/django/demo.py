@@ -53,9 +53,10 @@ print("Patient.objects.bulk_create(40 patients)                ->", Patient.obje
 p = Patient.objects.get(ssn="SSN-107-49")
 print('Patient.objects.get(ssn="SSN-107-49")                  ->', p.name, p.city, p.born, p.balance)
 print(
-    'filter(name__contains="Ola", born__lt=1970)            ->',
+    'filter(name__icontains="ola", born__lt=1970)           ->',
+    # name is MATCH, case-insensitive: Django's UPPER(name) LIKE UPPER(%s)
     list(
-        Patient.objects.filter(name__contains="Ola", born__lt=datetime.date(1970, 1, 1)).values_list(
+        Patient.objects.filter(name__icontains="ola", born__lt=datetime.date(1970, 1, 1)).values_list(
             "ssn", flat=True
         )
     ),

@@ -146,6 +146,16 @@ def _(M, db):
     return qs(M, db).filter(name__icontains="smith")
 
 
+@op("filter iexact (MATCH)")
+def _(M, db):
+    return qs(M, db).filter(name__iexact="pgcm-e-name-04 smith")
+
+
+@op("filter istartswith (MATCH)")
+def _(M, db):
+    return qs(M, db).filter(name__istartswith="pgcm-e-name-1")
+
+
 @op("filter contains and exact")
 def _(M, db):
     return qs(M, db).filter(name__contains="Jones", city="PGCM-E-Rome")
@@ -466,7 +476,9 @@ def declaring(results):
         with enc.schema_editor(atomic=False) as se:
             se.create_model(Visit)
             for col, level in (("reason", "MATCH"), ("cost", "ORD"), ("day", "ORD")):
-                EncryptColumn("visit", col, "k1", level).database_forwards("patients", se, None, None)
+                EncryptColumn("visit", col, "k1", level, case_insensitive=col == "reason").database_forwards(
+                    "patients", se, None, None
+                )
         with enc.cursor() as c:
             c.execute(
                 "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'visit'::regclass AND attnum > 0 ORDER BY attnum"
@@ -475,10 +487,12 @@ def declaring(results):
         return types, ["integer", "enc_text", "enc_numeric_ord", "enc_date_ord", "character varying"]
 
     def use():
-        Visit.objects.using("enc").bulk_create(Visit(**{k: v for k, v in r.items() if k != "id"}) for r in rows)
+        Visit.objects.using("enc").bulk_create(
+            Visit(**{k: v for k, v in r.items() if k != "id"}) for r in rows
+        )
         got = [
             sorted(
-                Visit.objects.using("enc").filter(reason__contains="flu").values_list("reason", flat=True)
+                Visit.objects.using("enc").filter(reason__icontains="FLU").values_list("reason", flat=True)
             ),
             [
                 str(c)

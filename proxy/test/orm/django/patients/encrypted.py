@@ -7,7 +7,7 @@ pgcipher enc_* type at a level, and the migration operations that bind it
         cost = EncryptedDecimalField(max_digits=9, decimal_places=2, level="ORD")
 
     # in a migration, after the field is added (through pgcipher-proxy):
-    EncryptColumn("visit", "reason", key="k1", level="MATCH")
+    EncryptColumn("visit", "reason", key="k1", level="MATCH", case_insensitive=True)
     # an existing plaintext column: add the encrypted one, copy, swap
     EncryptExistingColumn("visit", "email", key="k1", level="EQ")
 
@@ -73,11 +73,17 @@ class EncryptedDateField(EncryptedMixin, models.DateField):
     pass
 
 
-def EncryptColumn(table, column, key, level, join_group=None):
+def EncryptColumn(table, column, key, level, join_group=None, case_insensitive=False):
     """Binds an enc_* column to a column key at a level (run through the
-    proxy, which holds the key)."""
+    proxy, which holds the key); case_insensitive (MATCH): iexact,
+    icontains and istartswith are served too."""
     return migrations.RunSQL(
-        [("SELECT pgcipher.encrypt_column(%s, %s, %s, %s, %s)", [table, column, key, level, join_group])],
+        [
+            (
+                "SELECT pgcipher.encrypt_column(%s, %s, %s, %s, %s, %s)",
+                [table, column, key, level, join_group, case_insensitive],
+            )
+        ],
         reverse_sql=migrations.RunSQL.noop,
     )
 
