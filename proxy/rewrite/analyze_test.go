@@ -129,6 +129,18 @@ func TestAnalyze(t *testing.T) {
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%' || 'ab' || '%'", want: []string{"@>) '"}},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE $1 || $2", refused: true},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%' || upper($1)", refused: true},
+		// case-insensitive MATCH (ti): the candidate test on the column
+		// itself, the function kept for the recheck
+		{sql: "SELECT id FROM enc_t WHERE ti ILIKE '%ab%'", want: []string{"ti OPERATOR(public.@>) '", "SELECT id, ti FROM"}},
+		{sql: "SELECT id FROM enc_t WHERE upper(ti::text) LIKE upper($1)", want: []string{"ti OPERATOR(public.@>) $1"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE upper(ti) = upper($1) ORDER BY id LIMIT 3", want: []string{"ti OPERATOR(public.@>) $1"}, params: 1},
+		{sql: "SELECT id FROM enc_t WHERE lower(ti) <> 'x'", want: []string{"WHERE true"}},
+		{sql: "SELECT id FROM enc_t WHERE tm ILIKE '%ab%'", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE upper(tm) = upper($1)", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE lower(t) = 'x'", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE upper(ti) < 'X'", refused: true},
+		{sql: "SELECT id FROM enc_t WHERE ti ILIKE upper($1)", refused: true},
+		{sql: "SELECT count(*) FROM enc_t WHERE ti ILIKE '%ab%'", refused: true},
 		// LIKE with LIMIT/OFFSET: the proxy counts what the recheck keeps
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' ORDER BY id LIMIT 21", want: []string{"ORDER BY id"}},
 		{sql: "SELECT id FROM enc_t WHERE tm LIKE '%ab%' LIMIT $2 OFFSET $1", want: []string{"@>"}},
@@ -232,6 +244,33 @@ func TestCastModifiers(t *testing.T) {
 		}
 		if got := plaintexts(p.SQL); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: sent %q, want %q", tc.sql, got, tc.want)
+		}
+	}
+}
+
+// TestWholePattern: a parameter's whole pattern with a case function, a
+// value compared whole (its wildcards escaped), literals around it and an
+// ESCAPE character, in the order the server would apply them.
+func TestWholePattern(t *testing.T) {
+	esc := "!"
+	for _, tc := range []struct {
+		p    Param
+		in   string
+		want string
+	}{
+		{Param{}, "a%b", "a%b"},
+		{Param{Case: "upper"}, "straße%", "STRAßE%"}, // simple mappings, as libc
+		{Param{Case: "lower", Literal: true}, `50%_OFF\`, `50\%\_off\\`},
+		{Param{Prefix: "%", Suffix: "%", Case: "upper"}, "ab", "%AB%"},
+		{Param{Case: "lower", Escape: &esc}, "A!%B", `a\%b`},
+	} {
+		got, err := tc.p.ParamPattern(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("%+v %q: %q, %v; want %q", tc.p, tc.in, got, err, tc.want)
+		}
+		f := Filter{Prefix: tc.p.Prefix, Suffix: tc.p.Suffix, Case: tc.p.Case, Literal: tc.p.Literal, Escape: tc.p.Escape}
+		if fg, _ := f.ParamPattern(tc.in); fg != got {
+			t.Errorf("%+v %q: the filter's pattern %q, the parameter's %q", tc.p, tc.in, fg, got)
 		}
 	}
 }

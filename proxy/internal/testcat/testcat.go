@@ -11,7 +11,8 @@ import (
 // New returns enc_t(id int4, i4 enc_int4 EQ, i4o enc_int4_ord ORD,
 // i8o enc_int8_ord ORD, t enc_text EQ, tm enc_text MATCH, tr enc_text RND,
 // to2 enc_text_ord ORD, j enc_int4 EQ in group "g", k enc_int4 EQ in
-// group "g") and other(id int4, j enc_int4 EQ in group "g").
+// group "g", ti enc_text MATCH case-insensitive) and other(id int4, j
+// enc_int4 EQ in group "g").
 func New(t testing.TB) (*catalog.Catalog, *catalog.Keys) {
 	t.Helper()
 	k := newKeyring(t)
@@ -26,7 +27,9 @@ func New(t testing.TB) (*catalog.Catalog, *catalog.Keys) {
 		k.bind("enc_t", "to2", "enc_text_ord", colcrypt.ORD, ""),
 		k.bind("enc_t", "j", "enc_int4", colcrypt.EQ, "g"),
 		k.bind("enc_t", "k", "enc_int4", colcrypt.EQ, "g"),
+		k.bind("enc_t", "ti", "enc_text", colcrypt.MATCH, ""),
 	}}
+	enc.Attrs[len(enc.Attrs)-1].Binding.Spec.CaseInsensitive = true
 	other := &catalog.Relation{OID: 16500, Schema: "public", Name: "other", Attrs: []*catalog.Attr{
 		{Name: "id", TypeOID: 23},
 		k.bind("other", "j", "enc_int4", colcrypt.EQ, "g"),
@@ -41,6 +44,8 @@ type Col struct {
 	Plain   colcrypt.Type
 	Level   colcrypt.Level
 	TypeOID uint32
+	// CaseInsensitive: a MATCH column bound case-insensitive
+	CaseInsensitive bool
 }
 
 // Table is a table that Build makes.
@@ -69,7 +74,9 @@ func Build(t testing.TB, tables ...Table) (*catalog.Catalog, *catalog.Keys) {
 			if c.Level == colcrypt.ORD {
 				typ += "_ord"
 			}
-			r.Attrs = append(r.Attrs, k.bind(tb.Name, c.Name, typ, c.Level, ""))
+			a := k.bind(tb.Name, c.Name, typ, c.Level, "")
+			a.Binding.Spec.CaseInsensitive = c.CaseInsensitive
+			r.Attrs = append(r.Attrs, a)
 			enc = true
 		}
 		if enc {
