@@ -52,15 +52,18 @@ def facts(top):
     patches = series("17")
     with open(os.path.join(top, "test/extensions/run.sh")) as f:
         run_sh = f.read()
-    # the counts of the pin for 17 (major_pins: the first with numbers)
-    regress = int(re.search(r"\bPGVECTOR_REGRESS_COUNT=(\d+)", run_sh).group(1))
-    tap = int(re.search(r"\bPGVECTOR_TAP_COUNT=(\d+)", run_sh).group(1))
+    # the counts of every major's pin (major_pins), which the docs state
+    # once: they must agree
+    regress = {int(n) for n in re.findall(r"\bPGVECTOR_REGRESS_COUNT=(\d+)", run_sh)}
+    tap = {int(n) for n in re.findall(r"\bPGVECTOR_TAP_COUNT=(\d+)", run_sh)}
+    regress = regress.pop() if len(regress) == 1 else None
+    tap = tap.pop() if len(tap) == 1 else None
     return [
         ("corpus statements", r"corpus of (\d+) statements", corpus),
         ("corpus statements", r"(\d+)-statement corpus", corpus),
         ("patches", r"(?<!on 18 )applies ([\w-]+)\s+small patches", patches),
         ("patches on 18", r"on 18 applies ([\w-]+)\s+small patches", series("18")),
-        ("pgvector regression tests", r"pgvector [\d.]+'s (\d+) regression tests", regress),
+        ("pgvector regression tests", r"pgvector(?: [\d.]+)?'s (\d+) regression tests", regress),
         ("pgvector TAP tests", r"TAP files \((\d+) tests", tap),
     ]
 

@@ -275,10 +275,11 @@ if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
 fi
 
 step "4h. Scale out: Citus on three encrypted nodes, TLS between them, an encrypted column distributed"
-# Citus comes from ../shared/vendor (test/citus/run.sh): skipped, saying so, where it is absent
+# Citus comes from ../shared/vendor or its release tag (scripts/vendor.tsv):
+# skipped, saying so, where neither can be had
 "$top/test/citus/run.sh" build > "$demo/citus-build.log" 2>&1 || { tail -5 "$demo/citus-build.log"; exit 1; }
 if grep -q SKIPPED "$demo/citus-build.log"; then
-    sed -n 's/^citus: /   skipped: /p' "$demo/citus-build.log"
+    sed -n 's/^citus: SKIPPED: /   skipped: /p' "$demo/citus-build.log"
 else
     cit=$demo/citus
     mkdir -p "$cit"

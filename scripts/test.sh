@@ -8,6 +8,11 @@
 #   doc-facts          every number the docs state about the proxy's corpus,
 #                      the patch series and pgvector's tests matches the code
 #                      (scripts/check-doc-facts.py)
+#   vendor             scripts/vendor.py, the third-party sources (Citus,
+#                      pgBackRest, pgvector and TimescaleDB for 18, open_pg_tde)
+#                      from ../shared/vendor or their upstream tags: a local
+#                      HTTP server's archive downloaded and checked by tree
+#                      hash, a changed one refused, none a plain skip
 #   lint               scripts/lint.sh: gofmt, go mod tidy, go vet and
 #                      staticcheck (proxy/), pgindent (our C), shellcheck,
 #                      ruff check and format (bench/, scripts/), perltidy
@@ -126,19 +131,20 @@
 #                      cluster keyed by kmip (KMIP Encrypt/Decrypt, AES-256-GCM)
 #                      refused while the KMIP server is down, byte-identical,
 #                      with a control, and rotated from a file key to kmip
-#   pgvector           test/extensions: Debian's pgvector (trixie's on 17, sid's
-#                      on 18) built against our server; its 14 regression
-#                      tests and 6 TAP files (370 tests) on aes-256 clusters,
-#                      and a marker scan of a vector table (data directory and
-#                      WAL) with a control; skipped, saying so, where the
-#                      mirror does not serve the pinned version
-#   timescaledb        Debian's TimescaleDB (Apache edition; trixie's on 17,
-#                      sid's on 18): hypertable,
+#   pgvector           test/extensions: pgvector (Debian trixie's 0.8.0 on 17,
+#                      upstream's 0.8.6 on 18: scripts/vendor.tsv) built
+#                      against our server; its 14 regression tests and 6 TAP
+#                      files (370 tests) on aes-256 clusters, and a marker
+#                      scan of a vector table (data directory and WAL) with
+#                      a control; skipped, saying so, where the source
+#                      cannot be had
+#   timescaledb        TimescaleDB, Apache edition (Debian trixie's 2.19.3 on
+#                      17, upstream's 2.29.2 on 18): hypertable,
 #                      chunks, drop_chunks, crash and recovery on aes-256, and a
 #                      marker scan with an unencrypted control
 #
-#   citus              test/citus: Citus 14.0.1 (../shared/vendor; skipped where
-#                      absent) built unchanged with pg_config's compiler; an
+#   citus              test/citus: Citus 14.0.1 (scripts/vendor.tsv; skipped
+#                      where it cannot be had) built unchanged with pg_config's compiler; an
 #                      aes-256 node holding its own shards answers as without
 #                      Citus; a coordinator and two aes-256 workers over TLS
 #                      (verify-full): markers through distributed, reference
@@ -153,8 +159,8 @@
 #                      first part of multi) on aes-256 and on unencrypted
 #                      nodes: every test ends the same way on both, each
 #                      failure explained in test/citus/regress-expected-failures
-#   pgbackrest         test/tools: pgBackRest 2.59.1 (../shared/vendor; skipped
-#                      where absent) with archive-async, archive-header-check
+#   pgbackrest         test/tools: pgBackRest 2.59.1 (scripts/vendor.tsv;
+#                      skipped where it cannot be had) with archive-async, archive-header-check
 #                      and checksum-page on: stanza-create, check, full, diff
 #                      and incr backups, verify, restore and point-in-time
 #                      recovery of an aes-256 cluster, each check shown to
@@ -320,6 +326,7 @@ design_refs() {
 }
 sel design-refs        && suite design-refs        design_refs
 sel doc-facts          && suite doc-facts          python3 "$top/scripts/check-doc-facts.py" "$top"
+sel vendor             && suite vendor             python3 "$top/test/vendor/test_vendor.py"
 sel lint               && suite lint               "$top/scripts/lint.sh"
 patches_check() { PGCIPHER_PG=17 "$top/server/patches.sh" check && PGCIPHER_PG=18 "$top/server/patches.sh" check; }
 sel patches            && suite patches            patches_check

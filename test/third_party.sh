@@ -3,21 +3,16 @@
 # test/citus/run.sh (and scripts/test.sh, for test_kek): what building someone else's source against our tree
 # and running its tests on encrypted clusters needs in each of them.
 #
-# vendored TAG FILE SHA256 HOW: the pinned tarball FILE from ../shared/vendor
-# ($PGCIPHER_VENDOR), checked; prints its path.  Returns 2 (a skip, said
-# plainly on stdout with HOW, where a user gets the same file) when absent,
-# 1 when its sha256 differs.
+# vendored TAG NAME: the pinned source NAME of scripts/vendor.tsv, checked
+# by its tree hash (scripts/vendor.py): ../shared/vendor's copy
+# ($PGCIPHER_VENDOR), else one downloaded before into
+# $PGCIPHER_BUILD/source, else downloaded now from its upstream URL (or
+# $PGCIPHER_VENDOR_MIRROR), with progress; prints its path.  Its top
+# directory is upstream's or the vendored copy's: unpack it with
+# --strip-components=1.  Returns 2 (a skip, said in one line beginning
+# "TAG: SKIPPED:") where it cannot be had, 1 when a hash differs.
 vendored() {
-    local tag=$1 file=$2 sha=$3 how=$4
-    local tarball=${PGCIPHER_VENDOR:-${PGCIPHER_TOP:?}/../shared/vendor}/$file
-    if [ ! -f "$tarball" ]; then
-        echo "$tag: SKIPPED: $tarball is not here (a clone has no ../shared);" >&2
-        echo "$tag: $how" >&2
-        return 2
-    fi
-    echo "$sha  $tarball" | sha256sum --quiet -c - \
-        || { echo "$tag: sha256 mismatch for $tarball" >&2; return 1; }
-    echo "$tarball"
+    python3 "${PGCIPHER_TOP:?}/scripts/vendor.py" get "$2" --tag "$1" --dest "${PGCIPHER_BUILD:?}/source"
 }
 
 # use_ccache BUILD_DIR: the server's compiler cache for PGXS and cmake

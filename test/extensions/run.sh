@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run.sh — third-party extensions on encrypted clusters: the ABI rule of
 # docs/design.md section 12 (extensions built for stock PostgreSQL load and
-# work unchanged), tested with two of Debian's extension source packages
-# (trixie's on 17, sid's on 18: major_pins below), built from source against
-# the build's install tree.
+# work unchanged), tested with pgvector and TimescaleDB (Debian trixie's
+# source packages on 17, upstream's release tags on 18: major_pins below),
+# built from source against the build's install tree.
 #
 #   run.sh pgvector     build and install pgvector (PGXS); its 14 regression
 #                       tests (installcheck) on an aes-256 cluster made here,
@@ -16,7 +16,8 @@
 #                       t/timescaledb_smoke.pl: hypertable, chunks, aggregates,
 #                       drop_chunks, crash and recovery, marker scan with control
 #
-# Sources: the pinned source packages below; scripts/fetch-debian-source.sh
+# Sources: on 17 the pinned source packages below (on 18 upstream's tags,
+# below); scripts/fetch-debian-source.sh
 # fetches and verifies each orig tarball into $PGCIPHER_BUILD/source (a
 # private apt configuration, as for PostgreSQL).  Each is unpacked afresh
 # into $PGCIPHER_BUILD/ext/NAME when the tarball or its build options change,
@@ -33,8 +34,10 @@ set -euo pipefail
 # what is unpacked, built and installed must not depend on the caller's umask
 umask 022
 
-PGVECTOR_PACKAGE=pgvector
-TIMESCALEDB_PACKAGE=timescaledb
+# Debian's source package names; these and major_pins' variables are read
+# by ext_source, through ${!name}
+# shellcheck disable=SC2034
+PGVECTOR_PACKAGE=pgvector TIMESCALEDB_PACKAGE=timescaledb
 # pgvector's TAP tests run here (issue 13: 6 files, 370 tests): WAL replay
 # of both index types on a streaming standby (001, 010), HNSW VACUUM (011),
 # concurrent HNSW inserts of duplicates from pgbench (015), TOAST storage
@@ -44,18 +47,19 @@ TIMESCALEDB_PACKAGE=timescaledb
 # new pin or a skipped file cannot pass unnoticed.
 PGVECTOR_TAP="001_ivfflat_wal 010_hnsw_wal 011_hnsw_vacuum 015_hnsw_vector_duplicates 019_storage 037_inputs"
 
-# One pin per PostgreSQL major: trixie's versions know 17 but not 18
-# (pgvector 0.8.0 calls vacuum_delay_point() without 18's argument,
-# TimescaleDB 2.19 refuses 18), so 18 takes sid's, which support it.
-# This machine's mirror lists sid's sources but answers 404 for their files
-# (November 2026), so on 18 both suites skip, saying so, and CI runs them
-# on 17 (.ci/run).  Debian's binary packages built for stock 18
-# (postgresql-18-pgvector 0.8.7-1, postgresql-18-timescaledb 2.31.0+dfsg-1)
-# are served, but were built on sid's glibc: they need GLIBC_2.38
-# (__isoc23_strtol, strlcpy) and Debian 12 has 2.36, so they cannot load
-# here either.
+# One pin per PostgreSQL major.  On 17, trixie's source packages (a
+# private apt configuration, as for PostgreSQL).  trixie's versions know 17
+# but not 18 (pgvector 0.8.0 calls vacuum_delay_point() without 18's
+# argument, TimescaleDB 2.19 refuses 18), and sid's, which do, are listed
+# by this machine's mirror but not served (November 2026); Debian's binary
+# packages built for 18 need sid's glibc (2.38; Debian 12 has 2.36).  So on
+# 18 both come from their upstream release tags, pgvector 0.8.6 and
+# TimescaleDB 2.29.2: ../shared/vendor's copy where it is there, else the
+# tag's archive downloaded from GitHub, checked by the tree hash pinned in
+# scripts/vendor.tsv (test/third_party.sh's vendored, NAME_VENDORED below).
 # PGVECTOR_TAP_COUNT is empty where it has not been counted yet: then only
 # the file count and "All tests successful" are checked.
+# shellcheck disable=SC2034
 major_pins() {
     case $1 in
         17)
@@ -68,13 +72,9 @@ major_pins() {
             TIMESCALEDB_SHA256=09fd11191768c220b071f61a108df9bd1df5522fbe4e7c2229f30f69b195454a
             ;;
         18)
-            PGVECTOR_VERSION=0.8.7-1 PGVECTOR_SUITE=sid
-            PGVECTOR_ORIG=pgvector_0.8.7.orig.tar.gz
-            PGVECTOR_SHA256=b028949dce65a39818cf2bccd64c0a2abc68262a2079f598b161de9c82c9510e
-            PGVECTOR_REGRESS_COUNT='' PGVECTOR_TAP_COUNT=''
-            TIMESCALEDB_VERSION=2.31.0+dfsg-1 TIMESCALEDB_SUITE=sid
-            TIMESCALEDB_ORIG=timescaledb_2.31.0+dfsg.orig.tar.xz
-            TIMESCALEDB_SHA256=24e1ec78667361e88e1d29307ffbdd99608e54396c06471888aa531d836699a0
+            PGVECTOR_VERSION=0.8.6 PGVECTOR_VENDORED=pgvector
+            PGVECTOR_REGRESS_COUNT=14 PGVECTOR_TAP_COUNT=370
+            TIMESCALEDB_VERSION=2.29.2 TIMESCALEDB_VENDORED=timescaledb
             ;;
         *) echo "extensions: no pinned extension sources for PostgreSQL $1" >&2; exit 1 ;;
     esac
@@ -99,9 +99,11 @@ use_ccache "$build"
 kek=$(test_kek "$build")
 aes256_opts="--encryption=aes-256 --encryption-key-command='cat $kek'"
 
-# unpack NAME ORIG SHA256 STAMP: a fresh $ext/NAME when tarball or stamp changed
+# unpack NAME TARBALL SHA256 STAMP: a fresh $ext/NAME when tarball or stamp
+# changed (TARBALL: a path, or a file name in $build/source)
 unpack() {
-    local name=$1 orig=$build/source/$2 stamp
+    local name=$1 orig=$2 stamp
+    [[ $orig == /* ]] || orig=$build/source/$orig
     stamp=$(echo "$3 $4" | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$ext/$name/.pgcipher-ext" 2>/dev/null)" != "$stamp" ]; then
         echo "extensions: unpacking $(basename "$orig") into $ext/$name"
@@ -139,9 +141,26 @@ fetch() {
     return 1
 }
 
+# ext_source NAME: the pinned source of extension NAME (pgvector, timescaledb)
+# on this major into SOURCE and SOURCE_ID: a vendored tarball's path and the
+# version, or the Debian orig tarball fetched into $build/source and its
+# sha256; returns 2 (a skip) where it cannot be had
+ext_source() {
+    local up=${1^^} path
+    local vendored_name=${up}_VENDORED version=${up}_VERSION
+    if [ -n "${!vendored_name:-}" ]; then
+        path=$(vendored extensions "${!vendored_name}") || return
+        SOURCE=$path SOURCE_ID=${!version}
+        return 0
+    fi
+    local pkg=${up}_PACKAGE orig=${up}_ORIG sha=${up}_SHA256 suite=${up}_SUITE
+    fetch "${!pkg}" "${!version}" "${!orig}" "${!sha}" "${!suite}" || return
+    SOURCE=${!orig} SOURCE_ID=${!sha}
+}
+
 build_pgvector() {
-    fetch "$PGVECTOR_PACKAGE" "$PGVECTOR_VERSION" "$PGVECTOR_ORIG" "$PGVECTOR_SHA256" "$PGVECTOR_SUITE" || return
-    unpack pgvector "$PGVECTOR_ORIG" "$PGVECTOR_SHA256" "${pgvector_make[*]}"
+    ext_source pgvector || return
+    unpack pgvector "$SOURCE" "$SOURCE_ID" "${pgvector_make[*]}"
     echo "extensions: building pgvector $PGVECTOR_VERSION"
     make -C "$ext/pgvector" -s -j"$jobs" "${pgvector_make[@]}" all
     make -C "$ext/pgvector" -s "${pgvector_make[@]}" install
@@ -184,7 +203,7 @@ test_pgvector() {
 }
 
 build_timescaledb() {
-    fetch "$TIMESCALEDB_PACKAGE" "$TIMESCALEDB_VERSION" "$TIMESCALEDB_ORIG" "$TIMESCALEDB_SHA256" "$TIMESCALEDB_SUITE" || return
+    ext_source timescaledb || return
     local cc=gcc launcher=()
     command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
     # Apache edition only; no tests of its own (they need its source tree's
@@ -195,7 +214,7 @@ build_timescaledb() {
         -DCMAKE_C_COMPILER="$cc" "${launcher[@]}"
         -DAPACHE_ONLY=ON -DREGRESS_CHECKS=OFF -DTAP_CHECKS=OFF -DWARNINGS_AS_ERRORS=OFF
         -DSEND_TELEMETRY_DEFAULT=OFF -DUSE_TELEMETRY=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Git=ON)
-    unpack timescaledb "$TIMESCALEDB_ORIG" "$TIMESCALEDB_SHA256" "${cmake_opts[*]}"
+    unpack timescaledb "$SOURCE" "$SOURCE_ID" "${cmake_opts[*]}"
     local dir=$ext/timescaledb
     if [ ! -f "$dir/build/Makefile" ]; then
         echo "extensions: cmake ${cmake_opts[*]}"
@@ -210,7 +229,7 @@ build_timescaledb() {
 }
 
 test_timescaledb() {
-    prove_tap "$ext/tap/timescaledb_smoke" "$here/t/timescaledb_smoke.pl"
+    TIMESCALEDB_EXTVERSION=${TIMESCALEDB_VERSION%%+*} prove_tap "$ext/tap/timescaledb_smoke" "$here/t/timescaledb_smoke.pl"
 }
 
 # a skip (2) ends the suite with success, its reason printed

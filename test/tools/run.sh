@@ -22,22 +22,20 @@
 #
 # pgBackRest is in no registry this machine reaches in a version that knows
 # PostgreSQL 17 (Debian bookworm's 2.45 predates it), so its source comes
-# from ../shared/vendor beside the checkout, pinned by the sha256 below.  A
-# clone without ../shared says so and skips.  The same file is made from
-# upstream's tag (https://github.com/pgbackrest/pgbackrest, release/2.59.1)
-# with "git archive --format=tar.gz --prefix=pgbackrest-2.59.1/
-# release/2.59.1"; put it at ../shared/vendor/pgbackrest-2.59.1.tar.gz, or
-# point PGCIPHER_VENDOR at its directory.  It is built with meson into
-# $PGCIPHER_BUILD/tools; nothing is written into the checkout.
+# from ../shared/vendor beside the checkout where that is there, else from
+# upstream's archive of tag release/2.59.1
+# (https://github.com/pgbackrest/pgbackrest), downloaded into
+# $PGCIPHER_BUILD/source; either is checked against the tree hash pinned in
+# scripts/vendor.tsv.  Where neither can be had, the suite says so and
+# skips.  It is built with meson into $PGCIPHER_BUILD/tools; nothing is
+# written into the checkout.
 #
 # Usage: test/tools/run.sh pgbackrest|barman   (PGCIPHER_TOP, PGCIPHER_BUILD as for
 #                                               scripts/test.sh)
 set -euo pipefail
 umask 022
 
-PGBACKREST_VERSION=2.59.1
-PGBACKREST_TARBALL=pgbackrest-$PGBACKREST_VERSION.tar.gz
-PGBACKREST_SHA256=469bdef59b06d5c6bf9ac004e0330f0499169f8f0d9c914311f71668d848d31f
+PGBACKREST_VERSION=2.59.1	# scripts/vendor.tsv pins its source
 
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
@@ -49,12 +47,11 @@ export PATH=$prefix/bin:$PATH
 
 build_pgbackrest() {
     local tarball src=$tools/pgbackrest-$PGBACKREST_VERSION
-    tarball=$(vendored tools "$PGBACKREST_TARBALL" "$PGBACKREST_SHA256" \
-        "make it from pgBackRest's tag release/$PGBACKREST_VERSION with git archive (see test/tools/run.sh)") || return
+    tarball=$(vendored tools pgbackrest) || return
     if [ ! -x "$src/build/src/pgbackrest" ]; then
         echo "tools: building pgBackRest $PGBACKREST_VERSION (meson, about half a minute)"
-        rm -rf "$src"; mkdir -p "$tools"
-        tar -xzf "$tarball" -C "$tools" --no-same-owner
+        rm -rf "$src"; mkdir -p "$src"
+        tar -xzf "$tarball" -C "$src" --strip-components=1 --no-same-owner
         (cd "$src" && meson setup build --buildtype=release -Dlibssh2=disabled -Dlibsystemd=disabled \
             > "$tools/pgbackrest-meson.log" 2>&1 && ninja -C build > "$tools/pgbackrest-ninja.log" 2>&1) \
             || { tail -30 "$tools"/pgbackrest-*.log >&2; return 1; }
