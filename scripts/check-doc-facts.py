@@ -12,6 +12,12 @@ Checked, in README.md, docs/design.md, proxy/README.md and server/README.md:
 - "pgvector ... N regression tests" and "(N tests": the counts that
   test/extensions/run.sh checks (PGVECTOR_REGRESS_COUNT, PGVECTOR_TAP_COUNT).
 
+And the wording of every README and design document: no sentence promises
+work as if it were to come ("is planned", "to come", "a later piece of
+work", "not yet written/built/implemented", a table cell ending in
+"later") outside the design's section of known limitations and open
+questions, where the docs say what is not done.
+
 Usage: check-doc-facts.py [TOP]   (prints each finding as FILE:LINE: ...;
 exit status 1 if any)
 """
@@ -85,9 +91,40 @@ def check(top):
     return problems
 
 
+# documents whose wording is checked, and phrases that announce work as
+# if it were to come
+WORDING_DOCS = DOCS + ["columns/README.md", "bench/README.md", "docs/operations.md", "packaging/README.md"]
+STALE = re.compile(
+    r"\bis planned\b|\bto come\b|\blater piece of work\b|\bnot yet (?:written|built|implemented)\b|\blater\s*\|",
+    re.I,
+)
+LIMITS_HEADING = "## 14. Known limitations and open questions"
+
+
+def wording(top):
+    problems = []
+    for doc in WORDING_DOCS:
+        path = os.path.join(top, doc)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            text = f.read()
+        skip = None
+        if LIMITS_HEADING in text:  # that section, up to the next "## "
+            a = text.index(LIMITS_HEADING)
+            b = text.find("\n## ", a + len(LIMITS_HEADING))
+            skip = (a, b if b >= 0 else len(text))
+        for m in STALE.finditer(text):
+            if skip and skip[0] <= m.start() < skip[1]:
+                continue
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{doc}:{line}: {m.group(0)!r} announces work as if to come: say what is done, or move it to design section 14")
+    return problems
+
+
 def main():
     top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    problems = check(top)
+    problems = check(top) + wording(top)
     for p in problems:
         print(p)
     print(f"check-doc-facts: {len(problems)} problem(s)")

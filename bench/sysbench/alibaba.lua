@@ -1,5 +1,7 @@
 -- The statement templates of Alibaba Cloud's Always-confidential sysbench
--- report (shared/seeds/003), as a sysbench 1.0 script for its pgsql
+-- report (https://www.alibabacloud.com/help/en/rds/apsaradb-rds-for-postgresql/
+-- performance-testing-reports-of-fully-encrypted-databases; bench/vendor_reports.py),
+-- as a sysbench 1.0 script for its pgsql
 -- driver, unchanged whether it talks to the server or to pgcipher-proxy:
 --
 --   point     SELECT c FROM t WHERE id = ?

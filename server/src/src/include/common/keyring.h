@@ -63,8 +63,8 @@
 
 /* Purposes of the data keys; each is two AES keys long (XTS-sized) */
 #define KEY_RELATION		1	/* relation files (all forks) */
-#define KEY_WAL				2	/* write-ahead log (reserved) */
-#define KEY_TEMPFILE		3	/* temporary and spill files (reserved) */
+#define KEY_WAL				2	/* write-ahead log */
+#define KEY_TEMPFILE		3	/* temporary and spill files (design 7) */
 #define KEYRING_MAX_KEYS	8
 
 /* Longest output accepted from the key command */
