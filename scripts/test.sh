@@ -22,7 +22,8 @@
 #   patches            server/patches.sh check, both series (17 and 18): the
 #                      patches come back byte-identical from their git form,
 #                      and every hook in an upstream C file carries a
-#                      "pgcipher" marker
+#                      "pgcipher" marker; each 17/18 pair makes the same
+#                      change but those server/patches/pairs-differ names
 #   install-modes      the build run again under umask 077 leaves install trees
 #                      every user can read (a server run by another OS user)
 #   encryption-tap     our TAP tests: crypto vectors and key ring (001), no
@@ -328,7 +329,10 @@ sel design-refs        && suite design-refs        design_refs
 sel doc-facts          && suite doc-facts          python3 "$top/scripts/check-doc-facts.py" "$top"
 sel vendor             && suite vendor             python3 "$top/test/vendor/test_vendor.py"
 sel lint               && suite lint               "$top/scripts/lint.sh"
-patches_check() { PGCIPHER_PG=17 "$top/server/patches.sh" check && PGCIPHER_PG=18 "$top/server/patches.sh" check; }
+patches_check() {
+    PGCIPHER_PG=17 "$top/server/patches.sh" check && PGCIPHER_PG=18 "$top/server/patches.sh" check &&
+        "$top/server/patches.sh" pairs
+}
 sel patches            && suite patches            patches_check
 minor_release() {
     # the build says when Debian names a newer release than a pin: the

@@ -20,6 +20,11 @@
 #                                  the patches onto it; on a conflict git stops:
 #                                  resolve, "git rebase --continue", then export
 #   patches.sh diffstat            upstream lines added and removed by the series
+#   patches.sh pairs               each pair of 17/18 patches of one number
+#                                  makes the same change (the lines added and
+#                                  removed in each file, blank ones aside),
+#                                  but the pairs server/patches/pairs-differ
+#                                  names with why, which must differ
 #
 # MAJOR is $PGCIPHER_PG (default 18): each major has its own series.  DIR
 # defaults to $PGCIPHER_BUILD/patches-git-MAJOR (./build/patches-git-17).
@@ -146,6 +151,48 @@ $unmarked"
     echo "patches: $(find "$patches" -maxdepth 1 -name '*.patch' | wc -l) patches come back byte-identical from git"
 }
 
+# change PATCH: what a patch adds and removes, file by file, without
+# context, positions or blank lines
+change() {
+    awk '/^diff --git /{ print; next } /^(\+\+\+|---) /{ next } /^[-+][ \t]*$/{ next } /^[-+]/{ print }' "$1"
+}
+
+pairs() {
+    local allow=$here/patches/pairs-differ p n why bad=0 same=0 differ=0
+    declare -A allowed=()
+    while read -r n why; do
+        [[ -z $n || $n == \#* ]] && continue
+        allowed[$n]=$why
+    done < "$allow"
+    for p in "$here"/patches/17/*.patch "$here"/patches/18/*.patch; do
+        n=$(basename "$p"); n=${n%%-*}
+        local other=$here/patches/18
+        [[ $p == */patches/18/* ]] && other=$here/patches/17
+        if ! compgen -G "$other/$n-*.patch" > /dev/null; then
+            echo "patches: $p has no patch $n in $other"; bad=1
+        fi
+    done
+    for p in "$here"/patches/17/*.patch; do
+        n=$(basename "$p"); n=${n%%-*}
+        local q
+        q=$(compgen -G "$here/patches/18/$n-*.patch" | head -1) || continue
+        if diff -q <(change "$p") <(change "$q") > /dev/null; then
+            same=$((same + 1))
+            [ -z "${allowed[$n]:-}" ] || { echo "patches: $n is the same change on 17 and 18: take it out of $allow"; bad=1; }
+        else
+            differ=$((differ + 1))
+            if [ -z "${allowed[$n]:-}" ]; then
+                echo "patches: $n makes another change on 18 than on 17 (not in $allow):"
+                diff <(change "$p") <(change "$q") | head -20; bad=1
+            else
+                echo "patches: $n differs on purpose: ${allowed[$n]}"
+            fi
+        fi
+    done
+    [ $bad = 0 ] || die "the 17 and 18 series are not in step"
+    echo "patches: $same pairs make the same change on 17 and 18, $differ differ on purpose"
+}
+
 diffstat() {
     unpack_scratch
     g diff --shortstat upstream HEAD
@@ -176,6 +223,7 @@ case "$cmd" in
     export)   dir=${1:-$build/patches-git-$major}; export_patches "$patches" ;;
     check)    check ;;
     diffstat) diffstat ;;
+    pairs)    pairs ;;
     rebase)   dir=${2:-$build/patches-git-$major}; rebase "${1:-}" ;;
-    *)        sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
+    *)        sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 1 ;;
 esac
