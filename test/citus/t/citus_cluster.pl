@@ -32,8 +32,6 @@
 # (pg_stat_ssl), and a coordinator that trusts another CA is refused.
 use strict;
 use warnings FATAL => 'all';
-use FindBin;
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

@@ -22,8 +22,6 @@
 # (the control).
 use strict;
 use warnings FATAL => 'all';
-use FindBin;
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

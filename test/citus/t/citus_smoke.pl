@@ -17,8 +17,6 @@
 # are the next step (issue 27, section 3).
 use strict;
 use warnings FATAL => 'all';
-use FindBin;
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

@@ -17,8 +17,6 @@
 use strict;
 use warnings FATAL => 'all';
 use Cwd qw(realpath);
-use FindBin;
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

@@ -23,11 +23,8 @@
 use strict;
 use warnings FATAL => 'all';
 use File::Copy;
-use FindBin;
 use IO::Socket::INET;
 use Time::HiRes qw(usleep);
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
-use lib "$FindBin::RealBin";
 use LeakScan;
 use KmsTap;
 use KeyRotationTap;

@@ -20,10 +20,7 @@
 # aes-256 no marker, on the control every one, each where it belongs.
 use strict;
 use warnings FATAL => 'all';
-use FindBin;
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
-use lib "$FindBin::RealBin";
 use BackupTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

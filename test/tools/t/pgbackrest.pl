@@ -31,10 +31,7 @@
 use strict;
 use warnings FATAL => 'all';
 use File::Copy qw(copy);
-use FindBin;
-use lib "$FindBin::RealBin/../../../server/src/src/test/encryption";
 use LeakScan;
-use lib "$FindBin::RealBin";
 use BackupTap;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
