@@ -119,7 +119,12 @@ def main(argv=None):
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the benchmarks and write results and report")
-    r.add_argument("--profile", choices=["quick", "full"], default="quick")
+    r.add_argument(
+        "--profile",
+        choices=["demo", "quick", "full"],
+        default="quick",
+        help="demo: the demo's few minutes, the scenarios that have that profile (default for it)",
+    )
     r.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default: all")
     r.add_argument(
         "--out",
@@ -178,7 +183,14 @@ def main(argv=None):
     if args.cmd == "needs-stock":
         return 0 if "stock" in needed_installs(args.scenario or list(SCENARIOS)) else 1
 
-    names = args.scenario or list(SCENARIOS)
+    names = args.scenario or [
+        n for n in SCENARIOS if args.profile != "demo" or "demo" in getattr(SCENARIOS[n], "PROFILES", {})
+    ]
+    missing = [
+        n for n in names if args.profile not in getattr(SCENARIOS[n], "PROFILES", {args.profile: None})
+    ]
+    if missing:
+        ap.error(f"no {args.profile} profile in scenario(s) {', '.join(missing)}")
     installs = {"pgcipher": Install("pgcipher", args.pgcipher)}
     if "stock" in needed_installs(names):
         installs["stock"] = Install("stock", args.stock)

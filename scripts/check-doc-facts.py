@@ -118,7 +118,9 @@ def wording(top):
             if skip and skip[0] <= m.start() < skip[1]:
                 continue
             line = text.count("\n", 0, m.start()) + 1
-            problems.append(f"{doc}:{line}: {m.group(0)!r} announces work as if to come: say what is done, or move it to design section 14")
+            problems.append(
+                f"{doc}:{line}: {m.group(0)!r} announces work as if to come: say what is done, or move it to design section 14"
+            )
     return problems
 
 

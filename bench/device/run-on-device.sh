@@ -15,7 +15,7 @@
 #      select-only and TPC-B-like at 16-64 clients for stock, aes-256 and
 #      stock-2; options pick other parts (TPROC-C: --parts tprocc), runs and
 #      sizes (many_cores.py --help; the second run's line is in
-#      bench/reports/2026-11-26-many-cores/README.md); the server on the
+#      bench/reports/2026-11-26-many-cores/report.md); the server on the
 #      first half of the CPUs, the clients and the proxy on the other half;
 #      results.json, results.csv and summary.md into $OUT, the whole log
 #      into $OUT/log.txt.

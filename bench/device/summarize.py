@@ -4,7 +4,9 @@ from its results.json: TPS per round, medians, ratios with the suite's
 the per-round ratios (round r of one configuration over round r of the
 other).
 
-Usage: python3 bench/device/summarize.py RESULTS_DIR_OR_JSON   (markdown on stdout)
+Usage: python3 bench/device/summarize.py RESULTS_DIR_OR_JSON [--plot DIR]
+  (markdown on stdout; --plot: many-cores-alibaba.png into DIR, which needs
+  matplotlib: the bench suite's venv)
 """
 
 import json
@@ -276,12 +278,88 @@ def summary(data):
     return "\n".join(md) + "\n"
 
 
+def plot_alibaba(rows, out_dir):
+    """many-cores-alibaba.png: per scenario and workload, against threads,
+    the server CPU ratio plain ÷ enc-proxy (a) and the TPS ratio
+    enc-proxy / plain-direct (b, with its 95 % CI); None where nothing ran."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["scenario"] == "alibaba-sysbench" and r.get("part") == "timed"]
+    pairs = []
+    for r in rows:
+        if (
+            r["config"] == "enc-proxy"
+            and r["workload"] != "write"
+            and (r["case"], r["workload"]) not in pairs
+        ):
+            pairs.append((r["case"], r["workload"]))
+    if not pairs:
+        return None
+    threads = sorted({r["threads"] for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for i, (s, w) in enumerate(pairs):
+        a, b, lo, hi = [], [], [], []
+        for t in threads:
+            spl = _per_round(
+                rows,
+                config="plain-direct",
+                case="plain",
+                workload=w,
+                threads=t,
+                metric="server_cpu_us_per_tx",
+            )
+            sen = _per_round(
+                rows, config="enc-proxy", case=s, workload=w, threads=t, metric="server_cpu_us_per_tx"
+            )
+            a.append(
+                stats.median(list(spl.values())) / stats.median(list(sen.values()))
+                if spl and sen
+                else float("nan")
+            )
+            pl = _per_round(rows, config="plain-direct", case="plain", workload=w, threads=t, metric="tps")
+            en = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="tps")
+            sm = stats.summarize(list(en.values()), list(pl.values())) if en and pl else None
+            b.append(sm["ratio"] if sm else float("nan"))
+            lo.append(sm["ratio"] - sm["ci_low"] if sm else 0)
+            hi.append(sm["ci_high"] - sm["ratio"] if sm else 0)
+        color = f"C{i}"
+        axes[0].plot(threads, a, marker="o", color=color, label=f"{s} {w}")
+        axes[1].errorbar(threads, b, yerr=[lo, hi], marker="o", color=color, capsize=3, label=f"{s} {w}")
+    for ax, title in zip(
+        axes,
+        [
+            "(a) server CPU per transaction, plain ÷ encrypted",
+            "(b) TPS, encrypted through the proxy ÷ plain (95% CI)",
+        ],
+    ):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(threads, [str(t) for t in threads])
+        ax.set_xlabel("sysbench threads")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("ratio (1.0 = as plaintext)")
+    axes[1].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    name = "many-cores-alibaba.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
 def main(argv):
     path = argv[1]
     if os.path.isdir(path):
         path = os.path.join(path, "results.json")
     with open(path) as f:
-        print(summary(json.load(f)), end="")
+        data = json.load(f)
+    if len(argv) > 3 and argv[2] == "--plot":
+        print(plot_alibaba(data["results"], argv[3]) or "(no alibaba-sysbench measurements to plot)")
+        return
+    print(summary(data), end="")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ instructions scenario."""
 import os
 import subprocess
 
+from bench import plots
 from bench.cluster import Config
 from bench.interleave import interleaved
 from bench.scenarios import alibaba_sysbench as ali
@@ -382,20 +383,32 @@ def report(rows, p, out_dir):
         f"{p['join_queries']} times per measurement.  {p['repetitions']} interleaved rounds (ABBA); "
         "medians; ratios to `stock` with 95% bootstrap CIs (for ms per query, lower is better).\n"
     ]
+    # the run's own baseline and noise floor: runs before 2026-11-26 named
+    # them off and off-2 (pgcipher's binaries, encryption off)
+    base = p["configs"][0] if p.get("configs") else BASELINE
+    noise = next((c for c in p.get("configs", []) if c.endswith("-2")), NOISE)
+    speed = {}  # ((workload,), config): each workload's ratio as speed (higher is faster)
     for w in WORKLOADS:
         md.append(f"\n**{w}** ({UNITS[w]})\n")
-        t, _ = common.ratio_table(
+        t, sums = common.ratio_table(
             [r for r in rows if r.get("workload") == w],
-            BASELINE,
+            base,
             p["configs"],
             ["workload"],
             metric=UNITS[w],
             fmt_value="{:,.0f}" if UNITS[w] != "ms_per_query" else "{:,.1f}",
             verdicts=True,
-            noise=NOISE,
+            noise=noise,
             higher_is_better=UNITS[w] != "ms_per_query",
         )
         md.append(t)
+        for (_, cfg), sm in sums.items():
+            if cfg == base:
+                continue
+            if UNITS[w] == "ms_per_query" and sm["ratio"] == sm["ratio"] and sm["ci_low"] > 0:
+                # time per query: its inverse is the speed ratio
+                sm = dict(sm, ratio=1 / sm["ratio"], ci_low=1 / sm["ci_high"], ci_high=1 / sm["ci_low"])
+            speed[((w,), cfg)] = sm
     sb = [r for r in rows if str(r.get("workload", "")).startswith("sysbench-")]
     if sb:
         md.append(
@@ -413,4 +426,11 @@ def report(rows, p, out_dir):
         "\nNo instruction counts: callgrind follows one process, and these workloads run in many "
         "backends on three servers; the cipher's code paths are counted by the `instructions` scenario."
     )
-    return "\n".join(md), []
+    pngs = []
+    if plots.overhead_bars(
+        speed,
+        os.path.join(out_dir, f"{NAME}-overhead.png"),
+        f"Citus, three nodes: speed vs {base} (TPS; 1 / ms per query), 95% CI",
+    ):
+        pngs.append(f"{NAME}-overhead.png")
+    return "\n".join(md), pngs

@@ -111,6 +111,21 @@ PROFILES = {
         shared_buffers_mb=128,
         jobs=2,
     ),
+    # demo: the demo's headline, the quick sizes with half the work
+    "demo": dict(
+        configs=["stock", "aes-256"],
+        repetitions=1,
+        scale=2,
+        seq_scans=2,
+        select_queries=1000,
+        tpcb_transactions=150,
+        copy_mb=5,
+        insert_rows=10000,
+        sort_rows=25000,
+        work_mem="1MB",
+        shared_buffers_mb=128,
+        jobs=2,
+    ),
     "full": dict(
         configs=["stock", "aes-256", "aes-128"],
         repetitions=2,

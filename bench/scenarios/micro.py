@@ -21,7 +21,11 @@ NAME = "micro"
 TITLE = "Page encryption per 8 kB page vs openssl speed"
 SEED = None
 
-PROFILES = {"quick": dict(seconds=1.0, repetitions=3), "full": dict(seconds=2.0, repetitions=5)}
+PROFILES = {
+    "demo": dict(seconds=0.5, repetitions=3),
+    "quick": dict(seconds=1.0, repetitions=3),
+    "full": dict(seconds=2.0, repetitions=5),
+}
 
 
 def plan(profile, overrides=None):
