@@ -58,7 +58,8 @@ for p in "${parts[@]}"; do
 done
 printf '   %-8s %4ss  (%d min)\n' total "$total" $(((total + 30) / 60))
 
-current= current_start=$SECONDS
+current=""
+current_start=$SECONDS
 declare -A now=()
 # step_end: the current part's time, printed and kept
 step_end() {
