@@ -65,20 +65,16 @@ KEY = "bench-principal"
 KEYRING_FILE = "open_pg_tde-keyring.per"  # in the cluster's directory, beside (not in) its data
 
 
-def vendor_dir():
-    return os.environ.get("PGCIPHER_VENDOR", os.path.join(TOP, "..", "shared", "vendor"))
-
-
-def absent_line(vendor=None):
-    """The one line, the build script's too, where the tarball is absent."""
-    path = os.path.join(vendor or vendor_dir(), TARBALL)
+def not_built_line(prefix):
+    """The one line where the peer is not built: how to build it, and where
+    its source comes from."""
     return (
-        f"open_pg_tde is not built: {path} is absent (get open_pg_tde {VERSION} from {URL}, "
-        f"tag {VERSION}, as {TARBALL} into ../shared/vendor)"
+        f"open_pg_tde is not built in {prefix} (build it: su pgcipher -c {BUILD_SCRIPT}; its source is "
+        f"../shared/vendor's {TARBALL} or tag {VERSION}'s archive from {URL}, pinned in scripts/vendor.tsv)"
     )
 
 
-def status(prefix, stock_prefix=None, vendor=None):
+def status(prefix, stock_prefix=None):
     """(True, None) where the peer is built in prefix (on the stock build's
     major, where that is built), else (False, the one line that says why)."""
     # pkglibdir: lib/postgresql, or lib where the prefix names postgres or pgsql
@@ -86,9 +82,7 @@ def status(prefix, stock_prefix=None, vendor=None):
         os.path.exists(os.path.join(prefix, lib, "open_pg_tde.so")) for lib in ("lib/postgresql", "lib")
     )
     if not built:
-        if not os.path.exists(os.path.join(vendor or vendor_dir(), TARBALL)):
-            return False, absent_line(vendor)
-        return False, f"open_pg_tde is not built in {prefix} (build it: su pgcipher -c {BUILD_SCRIPT})"
+        return False, not_built_line(prefix)
     if stock_prefix:
         majors = [_major(p) for p in (prefix, stock_prefix)]
         if None not in majors and majors[0] != majors[1]:

@@ -23,19 +23,16 @@
 # (buildtype debugoptimized: -O2 -g, as the server's CFLAGS), against the
 # pinned OpenSSL, installed into the same prefix.
 #
-# Needs the vendored tarball ../shared/vendor/open_pg_tde-2.4.0.tar.gz
-# (sha256 pinned below).  Where it is absent (a user's clone), says so in
-# one line, with where to get it, and exits 0 without building: the bench
-# then runs without the peer and says why.
-#
-# That tarball is a `git archive` of tag 2.4.0, which leaves out the
-# contents of the one submodule, src/libkmip (github.com/Percona-Lab/libkmip
-# at the commit the tag pins, below), and meson refuses to configure without
-# it (open_pg_tde builds its KMIP key provider into the extension, used or
-# not).  So it also needs libkmip-COMMIT12.tar.gz, a `git archive` of that
-# commit (made as said in the line printed where it is absent), in
-# ../shared/vendor or in BUILD_DIR/open_pg_tde/vendor; its uncompressed tar
-# stream's sha256 is pinned below.  Where it is absent: one line, exit 0.
+# Its source is open_pg_tde's tag 2.4.0 (scripts/vendor.tsv, pin
+# open_pg_tde: ../shared/vendor's copy, else the tag's archive downloaded
+# from GitHub into BUILD_DIR/source; scripts/vendor.py checks either by
+# its tree hash).  A tag's archive leaves out the contents of the one
+# submodule, src/libkmip (github.com/Percona-Lab/libkmip at the commit the
+# tag pins), and meson refuses to configure without it (open_pg_tde builds
+# its KMIP key provider into the extension, used or not), so that commit's
+# archive comes the same way (pin libkmip).  Where either cannot be had,
+# says so in one line and exits 0 without building: the bench then runs
+# without the peer and says why.
 #
 # Idempotent: skipped when the install exists and the hash of its inputs
 # (both tarballs, the OpenSSL build, the configure options, this script)
@@ -49,27 +46,28 @@ umask 022	# the install is read by whoever runs the servers
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
 name=open_pg_tde-2.4.0
-sha256=e641b9be64daf80fe918e3f8793698ccb624da89c2a3f0c1f9d2ec5f0af9c554
-vendor=${PGCIPHER_VENDOR:-$top/../shared/vendor}
-tarball=$vendor/$name.tar.gz
-# src/libkmip as tag 2.4.0 pins it (git ls-tree 2.4.0 src/libkmip)
-libkmip_commit=f3f21ceb32bef8ce8fb36e25c6ae4831f7689e02
-libkmip_file=libkmip-${libkmip_commit:0:12}.tar.gz
-# sha256 of `git archive --format=tar --prefix=libkmip/ $libkmip_commit`
-libkmip_tar_sha256=61b74634d10ee20780bebe9c140b324724bb2e955a5dee51f42ec779370f0289
+# the pins' lines (name, file, tree hash, URL): part of the build's inputs
+pins=$(grep -E '^(open_pg_tde|libkmip)\b' "$top/scripts/vendor.tsv")
 
 say() { echo "build-open-pg-tde: $*"; }
 die() { echo "build-open-pg-tde: $*" >&2; exit 1; }
 
-if [ ! -f "$tarball" ]; then
-    say "open_pg_tde is not built: $tarball is absent (get open_pg_tde 2.4.0 from https://github.com/commandprompt/open_pg_tde, tag 2.4.0, as $name.tar.gz into ../shared/vendor)"
-    exit 0
-fi
 [ "$(id -u)" != 0 ] || die "run as the user who owns the build directory (su pgcipher -c ...), not as root"
-
 build=${1:-${PGCIPHER_BUILD:-$top/build}}
 mkdir -p "$build"
 build=$(cd "$build" && pwd -P)	# physical: run paths and /proc/PID/maps agree
+
+# a source by its pin: its path; where it cannot be had (vendor.py says so
+# in one line), exit 0 without building
+source_of() { python3 "$top/scripts/vendor.py" get "$1" --tag build-open-pg-tde --dest "$build/source"; }
+rc=0
+tarball=$(source_of open_pg_tde) || rc=$?
+if [ $rc = 0 ]; then libkmip=$(source_of libkmip) || rc=$?; fi
+case $rc in
+    0) ;;
+    2) exit 0 ;;
+    *) die "a source does not match its pin in scripts/vendor.tsv (above)" ;;
+esac
 major=${PGCIPHER_PG:-18}
 dir=$build/open_pg_tde
 prefix=$dir/install
@@ -78,8 +76,6 @@ stamp_file=$prefix/.open_pg_tde-stamp
 jobs=${JOBS:-$(nproc)}
 start=$(date +%s)
 
-got=$(sha256sum "$tarball" | cut -d' ' -f1)
-[ "$got" = "$sha256" ] || die "$tarball: sha256 $got, expected $sha256"
 
 # The stock build's major and configure options, where it is built
 stock=$build/stock/install
@@ -131,7 +127,7 @@ fi
 { command -v meson && command -v ninja; } >/dev/null || die "meson and ninja are needed (apt-get install meson ninja-build)"
 pkg-config --exists libcurl || die "libcurl's headers are needed by open_pg_tde's key providers (apt-get install libcurl4-openssl-dev)"
 
-inputs=$( { echo "$sha256 $libkmip_tar_sha256 $pg_sha256 $major"; cat "$openssl/.pgcipher-openssl"; echo "$configure_line";
+inputs=$( { echo "$pins $pg_sha256 $major"; cat "$openssl/.pgcipher-openssl"; echo "$configure_line";
             sha256sum "$0" | cut -d' ' -f1; } | sha256sum | cut -d' ' -f1)
 if [ -x "$prefix/bin/postgres" ] && [ -f "$("$prefix/bin/pg_config" --pkglibdir)/open_pg_tde.so" ] \
    && [ "$(cat "$stamp_file" 2>/dev/null)" = "$inputs" ]; then
@@ -139,23 +135,12 @@ if [ -x "$prefix/bin/postgres" ] && [ -f "$("$prefix/bin/pg_config" --pkglibdir)
     exit 0
 fi
 
-libkmip=
-for f in "$vendor/$libkmip_file" "$dir/vendor/$libkmip_file"; do
-    [ -f "$f" ] && { libkmip=$f; break; }
-done
-if [ -z "$libkmip" ]; then
-    say "open_pg_tde is not built: $vendor/$libkmip_file is absent, the libkmip submodule that $name.tar.gz (a git archive) leaves out (make it in a clone of https://github.com/Percona-Lab/libkmip: git archive --format=tar.gz --prefix=libkmip/ $libkmip_commit > $libkmip_file; into ../shared/vendor or $dir/vendor)"
-    exit 0
-fi
-[ "$(gzip -dc "$libkmip" | sha256sum | cut -d' ' -f1)" = "$libkmip_tar_sha256" ] \
-    || die "$libkmip is not libkmip $libkmip_commit (its tar stream's sha256 is not $libkmip_tar_sha256)"
-
 say "building $name on PostgreSQL $major ($(basename "$pg_orig")) into $prefix"
-# everything but vendor/ (a libkmip tarball may live there)
 rm -rf "$tree" "$dir/src" "$dir/extension-build" "$prefix" "$dir"/*.log
-mkdir -p "$dir/src" "$tree"
-tar -xzf "$tarball" -C "$dir/src"
 ext=$dir/src/$name
+mkdir -p "$ext" "$tree"
+tar -xzf "$tarball" -C "$ext" --strip-components=1
+mkdir -p "$ext/src/libkmip"
 tar -xzf "$libkmip" -C "$ext/src/libkmip" --strip-components=1
 tar -xjf "$pg_orig" -C "$tree" --strip-components=1
 patches=$ext/patches/postgresql/$major
