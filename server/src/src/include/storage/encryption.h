@@ -105,6 +105,13 @@ extern ssize_t WriteEncryptedTempFile(File file, const struct iovec *iov,
 									  uint32 wait_event_info);
 extern int	TruncateEncryptedTempFile(File file, off_t offset,
 									  uint32 wait_event_info);
+
+/* ... and what scratchfile.c asks of it */
+extern void RegisterEncryptedTempFileNamed(File file, const char *path,
+										   bool shared);
+extern void SetEncryptedTempFileWriteBehind(File file, bool on);
+
+/* scratchfile.c: fd.c's hooks for extensions' temporary files */
 extern bool IsEncryptedScratchPath(const char *path);
 extern int	EncryptedScratchFileFlags(const char *path, int flags);
 extern void RegisterEncryptedScratchFile(File file, const char *path);
