@@ -70,11 +70,11 @@ except ImportError:
 
     bench.plots = sys.modules["bench.plots"] = types.ModuleType("bench.plots")
 
+from bench import procs  # noqa: E402
 from bench.cluster import STANDARD_CONFIGS, Install  # noqa: E402
 from bench.interleave import interleaved  # noqa: E402
 from bench.runner import Progress, Run, save_results, timestamp  # noqa: E402
 from bench.scenarios import alibaba_sysbench as ali  # noqa: E402
-from bench.scenarios import proxy as px  # noqa: E402
 from bench.scenarios import tprocc as tp  # noqa: E402
 
 # (scenario or None for the plaintext table, workload, configuration), one
@@ -217,7 +217,7 @@ def libcrypto_of(pid):
 
 def _ppid(pid):
     try:
-        return int(px.stat_fields(pid)[1])
+        return int(procs.stat_fields(pid)[1])
     except (OSError, ValueError, IndexError):
         return -1
 
@@ -314,9 +314,9 @@ class Alibaba(Part):
         self.runs = parse_runs(a.runs)
         self.proxy = None
         c = self.new_cluster(p["config"], self.settings, "alibaba-many")
-        self.pm = px.postmaster_pid(c)
-        cmk = px.new_cmk(a.keys, c)
-        self.proxy = px.start_proxy(a.proxy, c, "sysbench", cmk)
+        self.pm = procs.postmaster_pid(c)
+        cmk = procs.new_cmk(a.keys, c)
+        self.proxy = procs.start_proxy(a.proxy, c, "sysbench", cmk)
 
     def load(self):
         c = self.clusters[self.p["config"]]
@@ -347,7 +347,7 @@ class Alibaba(Part):
             for s, w, cfg in self.runs:
                 ali.sysbench(run, ports[cfg], ali._table(s, w), w, max(p["threads"]), a.warmup, p["rows"])
             run.progress.note("alibaba: warm-up done")
-        server = px.ServerCPU(pm)
+        server = procs.ServerCPU(pm)
         for rep, threads, (s, w, cfg) in interleaved(self.runs, p["repetitions"], p["threads"]):
             if self.out_of_time(round=rep, threads=threads, run=f"{s or 'plain'}:{w}:{cfg}"):
                 break
@@ -355,13 +355,13 @@ class Alibaba(Part):
             if w == "write" and a.vacuum_before_write:
                 c.psql(f"VACUUM {table}")  # the dead rows of the runs before
             server0, settled0 = server.read(), server.settled
-            proxy0 = px.process_cpu_s(self.proxy.pid)
+            proxy0 = procs.process_cpu_s(self.proxy.pid)
             m = ali.sysbench(run, ports[cfg], table, w, threads, p["seconds"], p["rows"])
             tx = max(m["transactions"], 1)
             m["server_cpu_us_per_tx"] = (server.read() - server0) * 1e6 / tx
             m["server_cpu_settled"] = 1 if settled0 and server.settled else 0
             if cfg != "plain-direct":
-                m["proxy_cpu_us_per_tx"] = (px.process_cpu_s(self.proxy.pid) - proxy0) * 1e6 / tx
+                m["proxy_cpu_us_per_tx"] = (procs.process_cpu_s(self.proxy.pid) - proxy0) * 1e6 / tx
             for metric, value in m.items():
                 run.record(
                     "alibaba-sysbench",
@@ -442,7 +442,7 @@ class TProcC(Part):
         for n, c in self.clusters.items():
             if a.warmup:
                 tp.measure(run, c, max(ints(a.tpcc_clients)), max(a.warmup, 2), a.warehouses)
-            servers[n] = px.ServerCPU(px.postmaster_pid(c))
+            servers[n] = procs.ServerCPU(procs.postmaster_pid(c))
         meta["tprocc_placement"] = {n: cpus_allowed(s.pid) for n, s in servers.items()}
         for rep, vus, cfg in interleaved(cfgs, a.tpcc_rounds, ints(a.tpcc_clients)):
             if self.out_of_time(round=rep, vus=vus, config=cfg.name):
@@ -528,7 +528,7 @@ class Pgbench(Part):
         run, a, place, meta = self.run, self.a, self.place, self.meta
         configs = [STANDARD_CONFIGS[n] for n in a.pgb_configs.split(",")]
         clusters = self.clusters
-        pm = {n: px.postmaster_pid(c) for n, c in clusters.items()}
+        pm = {n: procs.postmaster_pid(c) for n, c in clusters.items()}
         meta["pgbench_placement"] = {n: cpus_allowed(p) for n, p in pm.items()}
         meta["pgbench_libcrypto"] = {n: libcrypto_of(p) for n, p in pm.items()}
         meta["pgbench"] = dict(
@@ -544,7 +544,7 @@ class Pgbench(Part):
         for c in clusters.values():  # warm-up: caches
             if a.warmup:
                 c.pgbench(["-S", "-n", "-T", str(a.warmup), "-c", "16", "-j", str(min(16, ncl))])
-        servers = {n: px.ServerCPU(p) for n, p in pm.items()}
+        servers = {n: procs.ServerCPU(p) for n, p in pm.items()}
         points = [(w, n) for w in a.workloads.split(",") for n in ints(a.clients)]
         for rep, (w, n), cfg in interleaved(configs, a.pgb_rounds, points):
             if self.out_of_time(round=rep, workload=w, clients=n):

@@ -31,10 +31,9 @@ nothing and its report says so."""
 import os
 import re
 
-from bench import plots, stats
+from bench import plots, procs, stats
 from bench.interleave import interleaved
 from bench.scenarios import common
-from bench.scenarios import proxy as px
 
 NAME = "aio"
 TITLE = "PostgreSQL 18 asynchronous I/O: io_method sync, worker 1-3, io_uring; stock vs aes-256"
@@ -160,7 +159,7 @@ def _restart(c, settings):
 def _quiet_cpu(c, settle=0.3):
     # the backends that just exited are gone and reaped: the postmaster's
     # children stayed the same for `settle` seconds, none of them a zombie
-    px.settle_children(_postmaster(c), quiet=settle)
+    procs.settle_children(_postmaster(c), quiet=settle)
     return cluster_cpu(c)
 
 

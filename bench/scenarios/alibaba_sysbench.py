@@ -41,9 +41,8 @@ import re
 import subprocess
 import time
 
-from bench import plots, stats
+from bench import plots, procs, stats
 from bench.cluster import STANDARD_CONFIGS
-from bench.scenarios import proxy as px
 
 NAME = "alibaba-sysbench"
 TITLE = "Alibaba's Always-confidential sysbench report through pgcipher-proxy (SUM and k=k+1 computed by the proxy)"
@@ -186,16 +185,16 @@ def _load(run, c, proxy, p):
         )
         c.psql(f"\\copy {table} FROM '{data}'")
         c.psql(f"CREATE INDEX ON {table} (k)")
-    px.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
+    procs.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
     for s, (base, cols, binds, ws) in SCENARIOS.items():
         for table in [base] + ([base + WRITTEN] if "write" in ws else []):
-            px.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
+            procs.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
             for col, level in binds.items():
-                px.psql_tcp(
+                procs.psql_tcp(
                     c, proxy.port, f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')"
                 )
             t0 = time.perf_counter()
-            px.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
+            procs.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
             if table == base:
                 run.record(
                     NAME,
@@ -212,8 +211,8 @@ def _load(run, c, proxy, p):
     # the answers through the proxy are the plaintext's
     for s, (table, _, _, _) in SCENARIOS.items():
         q = "SELECT sum(k), count(*), min(c) FROM {} WHERE id BETWEEN 10 AND 60"
-        got = px.psql_tcp(c, proxy.port, q.format(table))
-        want = px.psql_tcp(c, proxy.port, q.format(PLAIN))
+        got = procs.psql_tcp(c, proxy.port, q.format(table))
+        want = procs.psql_tcp(c, proxy.port, q.format(PLAIN))
         ok = got == want
         run.record(NAME, "enc-proxy", 0, "answers_ok", 1 if ok else 0, part="load", case=s)
         if not ok:
@@ -273,7 +272,7 @@ def place(server_pid, proxy_pid, placement):
     """Move the server's processes and the proxy; returns the CPUs that
     sysbench is to run on."""
     server_cpus, client_cpus = placement_cpus(placement)
-    for pid in [server_pid, *px.settle_children(server_pid)[0]]:
+    for pid in [server_pid, *procs.settle_children(server_pid)[0]]:
         _set_affinity(pid, server_cpus)
     _set_affinity(proxy_pid, client_cpus)
     return client_cpus
@@ -324,7 +323,7 @@ def _table(s, w):
 
 
 def run(run, p):
-    proxy_bin, keys_bin, _ = px.find_tools(run)
+    proxy_bin, keys_bin, _ = procs.find_tools(run)
     if subprocess.run(["sysbench", "--version"], capture_output=True).returncode != 0:
         raise RuntimeError(
             "sysbench is not installed (sudo ./pgcipher deps installs Debian's sysbench 1.0.20)"
@@ -334,9 +333,9 @@ def run(run, p):
     try:
         c.initdb()
         c.start()
-        server = px.ServerCPU(px.postmaster_pid(c))
-        cmk = px.new_cmk(keys_bin, c)
-        proxy = px.start_proxy(proxy_bin, c, "sysbench", cmk)
+        server = procs.ServerCPU(procs.postmaster_pid(c))
+        cmk = procs.new_cmk(keys_bin, c)
+        proxy = procs.start_proxy(proxy_bin, c, "sysbench", cmk)
         run.command(
             "pgcipher-proxy --listen 127.0.0.1:$PORT --upstream 'host=$CLUSTER port=$PORT' "
             "--cmk-file cmk.hex --cmk-name bench"
@@ -361,7 +360,7 @@ def run(run, p):
                 for s, w, cfg in plan_runs:
                     table = _table(s, w)
                     server0 = server.read()
-                    proxy0 = px.process_cpu_s(proxy.pid)
+                    proxy0 = procs.process_cpu_s(proxy.pid)
                     m = sysbench(
                         run, ports[cfg], table, w, threads, p["seconds"], p["rows"], cpus=client_cpus
                     )
@@ -369,7 +368,7 @@ def run(run, p):
                     # once the run's backends have exited and been reaped
                     m["server_cpu_us_per_tx"] = (server.read() - server0) * 1e6 / tx
                     if cfg != "plain-direct":
-                        m["proxy_cpu_us_per_tx"] = (px.process_cpu_s(proxy.pid) - proxy0) * 1e6 / tx
+                        m["proxy_cpu_us_per_tx"] = (procs.process_cpu_s(proxy.pid) - proxy0) * 1e6 / tx
                     scen = [s] if s else [x for x, v in SCENARIOS.items() if w in v[3]]
                     for sc in scen:
                         for metric, value in m.items():

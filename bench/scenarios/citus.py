@@ -45,12 +45,11 @@ instructions scenario."""
 import os
 import subprocess
 
-from bench import plots
+from bench import plots, procs
 from bench.cluster import Config
 from bench.interleave import interleaved
 from bench.scenarios import alibaba_sysbench as ali
 from bench.scenarios import common
-from bench.scenarios import proxy as px
 
 NAME = "citus"
 TITLE = "Citus: a coordinator and two workers, stock vs aes-256 on every node"
@@ -250,12 +249,12 @@ def measure(run, cc, p, workload, scripts, copy_file):
 def sysbench_part(run, p, cc):
     """Alibaba's sysbench statements on distributed tables of the aes-256
     cluster: plaintext direct, plaintext and encrypted through the proxy."""
-    proxy_bin, keys_bin, _ = px.find_tools(run)
+    proxy_bin, keys_bin, _ = procs.find_tools(run)
     if subprocess.run(["sysbench", "--version"], capture_output=True).returncode != 0:
         raise RuntimeError("sysbench is not installed (sudo ./pgcipher deps installs Debian's sysbench)")
     c = cc.coord
-    cmk = px.new_cmk(keys_bin, c)
-    proxy = px.start_proxy(proxy_bin, c, "citus", cmk)
+    cmk = procs.new_cmk(keys_bin, c)
+    proxy = procs.start_proxy(proxy_bin, c, "citus", cmk)
     try:
         data = os.path.join(c.dir, "test1.tsv")
         with open(data, "w") as f:
@@ -264,7 +263,7 @@ def sysbench_part(run, p, cc):
             )
         _, cols, binds, _ = ali.SCENARIOS["s1"]
         tables = {"plain": ali.PLAIN, "enc": ali.SCENARIOS["s1"][0]}
-        px.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
+        procs.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
         for kind, base in tables.items():
             for table in (base, base + ali.WRITTEN):
                 if kind == "plain":
@@ -272,20 +271,20 @@ def sysbench_part(run, p, cc):
                         f"CREATE TABLE {table} (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)"
                     )
                 else:
-                    px.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
+                    procs.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
                     for col, level in binds.items():
-                        px.psql_tcp(
+                        procs.psql_tcp(
                             c,
                             proxy.port,
                             f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')",
                         )
                 c.psql(f"SELECT create_distributed_table('{table}', 'id')")
-                px.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
+                procs.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
                 c.psql(f"CREATE INDEX ON {table} (k)")
         os.remove(data)
         c.psql("VACUUM ANALYZE")
         q = "SELECT sum(k), count(*), min(c) FROM {} WHERE id BETWEEN 10 AND 60"
-        got, want = (px.psql_tcp(c, proxy.port, q.format(t)) for t in (tables["enc"], tables["plain"]))
+        got, want = (procs.psql_tcp(c, proxy.port, q.format(t)) for t in (tables["enc"], tables["plain"]))
         if got != want:
             raise RuntimeError(f"{tables['enc']} through the proxy answers {got!r}, the plaintext {want!r}")
         run.progress.note(

@@ -33,8 +33,8 @@ import random
 
 from bench import plots, stats
 from bench.cluster import STANDARD_CONFIGS
+from bench.procs import Daemon, find_tools, new_cmk, pgbench, process_cpu_s, psql_tcp, start_proxy
 from bench.scenarios import common
-from bench.scenarios.proxy import Daemon, find_tools, new_cmk, pgbench, process_cpu_s, psql_tcp, start_proxy
 
 NAME = "proxy-orm"
 TITLE = "pgcipher-proxy on ORMs' SQL: array encryption, per-group aggregation, rechecked LIMIT"

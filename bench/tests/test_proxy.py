@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from bench import cli
+from bench import cli, procs
 from bench.report import write_report
 from bench.runner import save_results
 from bench.scenarios import SCENARIOS, proxy
@@ -72,12 +72,12 @@ def test_settings_listen_on_tcp_for_direct_clients():
 
 
 def test_proc_readings_of_this_process():
-    f = proxy.stat_fields(os.getpid())
+    f = procs.stat_fields(os.getpid())
     assert int(f[1]) == os.getppid()
     sum(range(2_000_000))  # burn a little CPU
-    assert proxy.process_cpu_s(os.getpid()) > 0
-    assert proxy.tree_cpu_s(os.getpid()) >= proxy.process_cpu_s(os.getpid())
-    assert proxy.rss_kib(os.getpid()) > 1000
+    assert procs.process_cpu_s(os.getpid()) > 0
+    assert procs.tree_cpu_s(os.getpid()) >= procs.process_cpu_s(os.getpid())
+    assert procs.rss_kib(os.getpid()) > 1000
 
 
 def test_tree_cpu_s_counts_a_child_reaped_while_the_children_are_listed(monkeypatch):
@@ -94,11 +94,11 @@ def test_tree_cpu_s_counts_a_child_reaped_while_the_children_are_listed(monkeypa
         state["reaped"] = True  # reaped after the postmaster was read
         return []
 
-    monkeypatch.setattr(proxy, "stat_fields", stat_fields)
-    monkeypatch.setattr(proxy, "_children", children)
+    monkeypatch.setattr(procs, "stat_fields", stat_fields)
+    monkeypatch.setattr(procs, "_children", children)
     # its 50 ticks are neither lost (read before the reaping, gone from
     # the listing) nor counted twice
-    assert proxy.tree_cpu_s(1) == pytest.approx(160 / os.sysconf("SC_CLK_TCK"))
+    assert procs.tree_cpu_s(1) == pytest.approx(160 / os.sysconf("SC_CLK_TCK"))
 
 
 # a stand-in postmaster: on each line it forks a "backend" that works for
@@ -127,7 +127,7 @@ def test_server_cpu_waits_for_the_runs_backends_to_exit_and_be_reaped():
     )
     try:
         assert pm.stdout.readline() == "ready\n"
-        server = proxy.ServerCPU(pm.pid)
+        server = procs.ServerCPU(pm.pid)
         cpu0 = server.read()
         assert server.settled and server.pids == set()
         pm.stdin.write("go\n")
@@ -135,7 +135,7 @@ def test_server_cpu_waits_for_the_runs_backends_to_exit_and_be_reaped():
         backend = int(pm.stdout.readline())  # the run is over; its backend still works
         cpu1 = server.read()
         assert server.settled
-        assert backend not in proxy.child_states(pm.pid)  # exited and reaped
+        assert backend not in procs.child_states(pm.pid)  # exited and reaped
         # all of the backend's CPU is in this run's reading (read at once, it was ~0)
         assert cpu1 - cpu0 >= 0.28
     finally:
@@ -148,13 +148,13 @@ def test_settle_children_times_out_on_a_zombie():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = time.time() + 30
-        while proxy.child_states(me).get(child.pid) != "Z" and time.time() < deadline:
+        while procs.child_states(me).get(child.pid) != "Z" and time.time() < deadline:
             time.sleep(0.01)
-        pids, settled = proxy.settle_children(me, timeout=0.3)
+        pids, settled = procs.settle_children(me, timeout=0.3)
         assert not settled and child.pid not in pids
     finally:
         child.wait()
-    pids, settled = proxy.settle_children(me, timeout=5)
+    pids, settled = procs.settle_children(me, timeout=5)
     assert settled and child.pid not in pids
 
 
@@ -168,9 +168,9 @@ def test_stat_fields_with_spaces_and_parentheses_in_the_name(tmp_path, monkeypat
         ),
     )
     (tmp_path / "stat").write_text(line)
-    f = proxy.stat_fields(42)
+    f = procs.stat_fields(42)
     assert f[0] == "S" and f[1] == "1" and f[11:15] == ["7", "3", "11", "13"]
-    assert proxy.process_cpu_s(42) == pytest.approx(10 / os.sysconf("SC_CLK_TCK"))
+    assert procs.process_cpu_s(42) == pytest.approx(10 / os.sysconf("SC_CLK_TCK"))
 
 
 def _echo_server():
@@ -201,7 +201,7 @@ def _echo_server():
 
 def test_counting_relay_counts_both_directions():
     srv = _echo_server()
-    relay = proxy.CountingRelay(srv.getsockname()[1])
+    relay = procs.CountingRelay(srv.getsockname()[1])
     try:
         for payload in (b"hello", b"x" * 100_000):
             s = socket.create_connection(("127.0.0.1", relay.port))
@@ -251,8 +251,8 @@ def test_idle_connection_reaches_ready_for_query():
     srv, seen = _fake_postgres(
         [_msg(b"R", struct.pack("!I", 0)), _msg(b"S", b"a\0b\0"), _msg(b"K", bytes(8)), _msg(b"Z", b"I")]
     )
-    s = proxy.idle_connection(srv.getsockname()[1])
-    proxy.close_connection(s)
+    s = procs.idle_connection(srv.getsockname()[1])
+    procs.close_connection(s)
     srv.close()
     assert seen["startup"] == struct.pack("!I", 196608) + b"user\0postgres\0database\0postgres\0\0"
 
@@ -260,7 +260,7 @@ def test_idle_connection_reaches_ready_for_query():
 def test_idle_connection_refuses_passwords():
     srv, _ = _fake_postgres([_msg(b"R", struct.pack("!I", 3))])
     with pytest.raises(RuntimeError, match="password"):
-        proxy.idle_connection(srv.getsockname()[1])
+        procs.idle_connection(srv.getsockname()[1])
     srv.close()
 
 
@@ -271,7 +271,7 @@ class FakeCluster:
 
 
 def test_pgbouncer_ini_session_trust_socket(tmp_path):
-    ini = proxy.pgbouncer_ini(FakeCluster(str(tmp_path / "c")), 6544, str(tmp_path), 54)
+    ini = procs.pgbouncer_ini(FakeCluster(str(tmp_path / "c")), 6544, str(tmp_path), 54)
     text = open(ini).read()
     for line in (
         "pool_mode = session",
@@ -287,7 +287,7 @@ def test_pgbouncer_ini_session_trust_socket(tmp_path):
 
 
 def test_proxy_args():
-    args = proxy.proxy_args("/b/pgcipher-proxy", FakeCluster("/w/c"), 7000, "/w/c/cmk.hex", record="/w/r")
+    args = procs.proxy_args("/b/pgcipher-proxy", FakeCluster("/w/c"), 7000, "/w/c/cmk.hex", record="/w/r")
     assert args == [
         "/b/pgcipher-proxy",
         "--listen",
@@ -319,10 +319,10 @@ def test_missing_proxy_is_a_clear_error(tmp_path):
     with pytest.raises(
         RuntimeError, match=r"pgcipher-proxy not found at .*pgcipher-proxy \(./pgcipher build"
     ):
-        proxy.find_tools(FakeRun({"pgcipher": inst}))
+        procs.find_tools(FakeRun({"pgcipher": inst}))
     inst.proxy, inst.pgbouncer = "/bin/true", str(tmp_path / "pgbouncer")
     with pytest.raises(RuntimeError, match="pgbouncer not found .*Debian package pgbouncer"):
-        proxy.find_tools(FakeRun({"pgcipher": inst}))
+        procs.find_tools(FakeRun({"pgcipher": inst}))
 
 
 # ---------------------------------------------------------------- report
