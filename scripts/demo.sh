@@ -21,25 +21,26 @@ build=${PGCIPHER_BUILD:?}
 demo=$build/demo
 times=$build/demo-times
 
-# The parts, and their seconds on the reference machine (2 vCPUs, Debian 12,
-# 2026-11-27; the build's parts with warm caches): the plan printed first
-# when this machine has no times of its own yet.
+# The parts, and their seconds on the reference machine (the development
+# VM: 2 vCPUs, AMD EPYC, Debian 12; 2026-11-27, the preparation rebuilding
+# the server with a warm ccache): the plan printed first when this machine
+# has no times of its own yet.
 parts=(
-    "prepare|REF_PREPARE|build what the demo runs: the server, the stock baseline, Citus, Python environments"
-    "1|REF_1|an aes-256 cluster keyed by a passphrase"
-    "2|REF_2|load and query a table of card numbers"
-    "3|REF_3|grep the data directory and WAL for them"
-    "4|REF_4|always-encrypted columns"
-    "4b|REF_4B|the wire proxy, psql unchanged; an ORD column moved online"
-    "4c|REF_4C|sums and updates computed by the proxy, Alibaba's sysbench statements"
-    "4c'|REF_4C2|a Django application, unchanged"
-    "4d|REF_4D|the key-encryption key changed online"
-    "4e|REF_4E|pg_upgrade from Debian's stock 15"
-    "4f|REF_4F|stock tools on an encrypted cluster"
-    "4g|REF_4G|io_method on 18"
-    "4h|REF_4H|Citus on three encrypted nodes"
-    "4i|REF_4I|keys in OpenBao, the unwrap mode"
-    "5|REF_5|what it costs: the benchmark headline"
+    "prepare|53|build what the demo runs: the server, the stock baseline, Citus, Python environments"
+    "1|2|an aes-256 cluster keyed by a passphrase"
+    "2|0|load and query a table of card numbers"
+    "3|0|grep the data directory and WAL for them"
+    "4|1|always-encrypted columns"
+    "4b|1|the wire proxy, psql unchanged; an ORD column moved online"
+    "4c|9|sums and updates computed by the proxy, Alibaba's sysbench statements"
+    "4c'|1|a Django application, unchanged"
+    "4d|0|the key-encryption key changed online"
+    "4e|6|pg_upgrade from Debian's stock 15"
+    "4f|0|stock tools on an encrypted cluster"
+    "4g|1|io_method on 18"
+    "4h|7|Citus on three encrypted nodes"
+    "4i|6|keys in OpenBao, the unwrap mode"
+    "5|226|what it costs: the benchmark headline"
 )
 declare -A took=()
 if [ -f "$times" ]; then
