@@ -50,6 +50,19 @@ def _med(d, fmt="{:,.0f}"):
     return fmt.format(stats.median(list(d.values()))) if d else "–"
 
 
+def _alibaba_point(rows, s, w, t):
+    """Per round at one point (scenario s, workload w, t threads): TPS
+    plain-direct and enc-proxy, the server's µs/tx of each, the proxy's."""
+    pl = _per_round(rows, config="plain-direct", case="plain", workload=w, threads=t, metric="tps")
+    en = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="tps")
+    spl = _per_round(
+        rows, config="plain-direct", case="plain", workload=w, threads=t, metric="server_cpu_us_per_tx"
+    )
+    sen = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="server_cpu_us_per_tx")
+    prx = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="proxy_cpu_us_per_tx")
+    return pl, en, spl, sen, prx
+
+
 def alibaba_table(rows):
     rows = [r for r in rows if r["scenario"] == "alibaba-sysbench" and r.get("part") == "timed"]
     if not rows:
@@ -67,25 +80,10 @@ def alibaba_table(rows):
     ]
     for s, w in pairs:
         for t in threads:
-            pl = _per_round(rows, config="plain-direct", case="plain", workload=w, threads=t, metric="tps")
-            en = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="tps")
+            pl, en, spl, sen, prx = _alibaba_point(rows, s, w, t)
             if not pl and not en:
                 continue
             ratio, rng = _ratio_cols(en, pl)
-            spl = _per_round(
-                rows,
-                config="plain-direct",
-                case="plain",
-                workload=w,
-                threads=t,
-                metric="server_cpu_us_per_tx",
-            )
-            sen = _per_round(
-                rows, config="enc-proxy", case=s, workload=w, threads=t, metric="server_cpu_us_per_tx"
-            )
-            prx = _per_round(
-                rows, config="enc-proxy", case=s, workload=w, threads=t, metric="proxy_cpu_us_per_tx"
-            )
             cpu_ratio = (
                 f"{stats.median(list(spl.values())) / stats.median(list(sen.values())):.3f}"
                 if spl and sen
@@ -303,24 +301,12 @@ def plot_alibaba(rows, out_dir):
     for i, (s, w) in enumerate(pairs):
         a, b, lo, hi = [], [], [], []
         for t in threads:
-            spl = _per_round(
-                rows,
-                config="plain-direct",
-                case="plain",
-                workload=w,
-                threads=t,
-                metric="server_cpu_us_per_tx",
-            )
-            sen = _per_round(
-                rows, config="enc-proxy", case=s, workload=w, threads=t, metric="server_cpu_us_per_tx"
-            )
+            pl, en, spl, sen, _ = _alibaba_point(rows, s, w, t)
             a.append(
                 stats.median(list(spl.values())) / stats.median(list(sen.values()))
                 if spl and sen
                 else float("nan")
             )
-            pl = _per_round(rows, config="plain-direct", case="plain", workload=w, threads=t, metric="tps")
-            en = _per_round(rows, config="enc-proxy", case=s, workload=w, threads=t, metric="tps")
             sm = stats.summarize(list(en.values()), list(pl.values())) if en and pl else None
             b.append(sm["ratio"] if sm else float("nan"))
             lo.append(sm["ratio"] - sm["ci_low"] if sm else 0)
