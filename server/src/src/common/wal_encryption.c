@@ -80,8 +80,22 @@ wal_crypt_range(const char *in, char *out, XLogRecPtr pageptr, uint32 epoch,
 }
 
 /*
- * Install the WAL key: the key ring holds 2 x AES key length bytes for
- * every purpose; CTR uses the first half.  False if OpenSSL fails.
+ * Install the WAL cipher, made from the key ring's WAL key (the server's
+ * start_modules() makes it with the others); the previous one, if any, is
+ * freed.
+ */
+void
+wal_encryption_set_cipher(CtrCipher *ctr)
+{
+	if (wal_cipher != NULL && wal_cipher != ctr)
+		ctr_cipher_free(wal_cipher);
+	wal_cipher = ctr;
+}
+
+/*
+ * Install the WAL key (the frontend tools': pg_waldump, pg_rewind): the
+ * key ring holds 2 x AES key length bytes for every purpose; CTR uses the
+ * first half.  False if OpenSSL fails.
  */
 bool
 wal_encryption_set_key(int cipher, const unsigned char *key)
@@ -90,9 +104,7 @@ wal_encryption_set_key(int cipher, const unsigned char *key)
 
 	if (ctr == NULL)
 		return false;
-	if (wal_cipher != NULL)
-		ctr_cipher_free(wal_cipher);
-	wal_cipher = ctr;
+	wal_encryption_set_cipher(ctr);
 	return true;
 }
 

@@ -52,8 +52,6 @@
 #include "storage/checksum.h"
 #include "storage/checksum_impl.h"
 
-/* Pages per SLRU segment file (access/slru.h, a backend header) */
-#define SLRU_PAGES_PER_SEGMENT	32
 /*
  * Pages per read and write: 256 kB stays in the CPU's L2 cache between
  * read(), the cipher and write() (with 1 MB the kernel's copies took twice
@@ -493,7 +491,7 @@ transform_slru_files(const char *path, const char *subdir)
 		while ((nread = pg_pread(fd, page.data, BLCKSZ, off)) > 0)
 		{
 			unsigned char tweak[XTS_TWEAK_LEN];
-			int64		pageno = segno * SLRU_PAGES_PER_SEGMENT + off / BLCKSZ;
+			int64		pageno = segno * ENCRYPTION_SLRU_PAGES_PER_SEGMENT + off / BLCKSZ;
 
 			if (nread != BLCKSZ)
 				pg_fatal("file \"%s\" has a partial page at offset %lld",

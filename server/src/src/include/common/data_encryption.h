@@ -52,6 +52,13 @@ extern bool xts_encrypt(XtsCipher *xts, const unsigned char *tweak,
 extern bool xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
 						const unsigned char *in, unsigned char *out, int len);
 
+/*
+ * Pages per SLRU segment file: access/slru.h's SLRU_PAGES_PER_SEGMENT, a
+ * backend header, for pg_upgrade's transform of SLRU files (slrucrypt.c
+ * checks at compile time that the two agree)
+ */
+#define ENCRYPTION_SLRU_PAGES_PER_SEGMENT	32
+
 /* AES-CTR (WAL): a context with its key schedule, reused for every call */
 typedef struct CtrCipher CtrCipher;
 

@@ -70,6 +70,9 @@
 /* Longest output accepted from the key command */
 #define KEY_COMMAND_MAX_OUTPUT	1024
 
+/* encryption_key_command_timeout's default, seconds (initdb's too) */
+#define KEY_COMMAND_TIMEOUT_DEFAULT	30
+
 /* What went wrong; the server maps each to its own SQLSTATE */
 typedef enum KeyringErrorKind
 {

@@ -26,6 +26,7 @@
 #define WAL_ENCRYPTION_H
 
 #include "access/xlogdefs.h"
+#include "common/data_encryption.h"
 
 /* xlp_info bit of an encrypted page; outside XLP_ALL_FLAGS on purpose */
 #define XLP_ENCRYPTED			0x0010
@@ -33,6 +34,7 @@
 /* where the epoch sits: the padding after xlp_rem_len (bytes 20..23) */
 #define WAL_PAGE_EPOCH_OFFSET	20
 
+extern void wal_encryption_set_cipher(CtrCipher *ctr);
 extern bool wal_encryption_set_key(int cipher, const unsigned char *key);
 extern bool wal_encryption_enabled(void);
 extern bool wal_page_is_encrypted(const char *page);

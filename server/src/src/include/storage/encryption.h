@@ -17,6 +17,7 @@
 
 #include "access/xlogdefs.h"
 #include "common/data_encryption.h"
+#include "common/keyring.h"
 #include "common/relpath.h"
 #include "port/pg_crc32c.h"
 #include "port/pg_iovec.h"
@@ -56,7 +57,7 @@ extern void CompleteKeyRotation(bool loaded_from_next);
  */
 extern void InitializePageEncryption(XtsCipher *cipher);
 extern void InitializeSlruEncryption(XtsCipher *cipher);
-extern void InitializeWALEncryption(const unsigned char *key);
+extern void InitializeWALEncryption(CtrCipher *wal);
 extern void InitializeTempFileEncryption(XtsCipher *units);
 extern void InitializeSpillFileEncryption(CtrCipher *cipher);
 extern void InitializeStatementTextEncryption(CtrCipher *cipher);

@@ -118,10 +118,11 @@ start_modules(void)
 	XtsCipher  *relation = set_up(xts_cipher_create(cipher, ring_key(KEY_RELATION)));
 	XtsCipher  *temp_units = set_up(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 	CtrCipher  *temp_stream = set_up(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
+	CtrCipher  *wal = set_up(ctr_cipher_create(cipher, ring_key(KEY_WAL)));
 
 	InitializePageEncryption(relation);
 	InitializeSlruEncryption(relation);
-	InitializeWALEncryption(ring_key(KEY_WAL));
+	InitializeWALEncryption(wal);
 	InitializeTempFileEncryption(temp_units);
 	InitializeSpillFileEncryption(temp_stream);
 	InitializeStatementTextEncryption(temp_stream);

@@ -31,7 +31,12 @@
  */
 #include "postgres.h"
 
+#include "access/slru.h"
 #include "storage/encryption.h"
+
+/* pg_upgrade's transform of SLRU files counts pages with our copy */
+StaticAssertDecl(ENCRYPTION_SLRU_PAGES_PER_SEGMENT == SLRU_PAGES_PER_SEGMENT,
+				 "ENCRYPTION_SLRU_PAGES_PER_SEGMENT must be access/slru.h's SLRU_PAGES_PER_SEGMENT");
 
 #define STATE_UNIT			8192
 

@@ -78,13 +78,9 @@ ChooseWALEncryptionEpoch(void)
  * written; children inherit the cipher, the epoch and the buffer.
  */
 void
-InitializeWALEncryption(const unsigned char *key)
+InitializeWALEncryption(CtrCipher *wal)
 {
-	if (!wal_encryption_set_key(data_encryption_cipher, key))
-		ereport(FATAL,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not set up the WAL cipher"),
-				 errdetail("%s", data_encryption_error_reason())));
+	wal_encryption_set_cipher(wal);
 	ChooseWALEncryptionEpoch();
 	if (wal_scratch == NULL)
 	{
