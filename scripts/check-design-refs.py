@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""check-design-refs.py — every reference to a section of docs/design.md names
-a heading that exists.
+"""check-design-refs.py — every reference to a section of the design names a
+heading that exists.
 
-docs/design.md is the project's source of truth; code comments, tests, READMEs
-and the document itself point into it by section number ("design 13.5a") or by
-title ("docs/design.md ("Key file")").  This script reads every file git
+The design is the project's source of truth: docs/design.md, its index (with
+sections 1, 2 and 14), and one file per part under docs/design/ (TDE, keys,
+upstream changes, columns, the proxy); section numbers are the design's,
+whichever file holds them.  Code comments, tests, READMEs and the design
+itself point into it by section number ("design 13.5a", "docs/design.md,
+section 9.2", "docs/design/columns.md, section 13.5a") or by title
+("docs/design.md ("Key file")").  This script reads every file git
 tracks (`git ls-files`, text files only) and prints each reference that does
 not resolve as
 
@@ -12,7 +16,7 @@ not resolve as
 
 and exits 1 if there is any (2 on a usage error), 0 otherwise.
 
-Sections.  A numbered heading of docs/design.md is "## N. Title" (section N)
+Sections.  A numbered heading of a design file is "## N. Title" (section N)
 or "### N.M[a] Title" (section N.M[a], which must sit under "## N.").
 Headings without a number ("### Format" under "## 6. WAL") are addressable
 only through their parent's number, or by their title (below).  Two headings
@@ -32,9 +36,9 @@ Which text counts as a reference to design.md (the rule):
          [docs/design.md](docs/design.md), section 7     design 13.3, 13.6
   2. Anywhere, "section N" or "§N" right before "of/in [the] [docs/]design":
          section 6 of the design     §9 of docs/design.md
-  3. Anywhere, a Markdown anchor such as "design.md#9-key-file": it must be
-     the GitHub anchor of a heading.
-  4. Inside docs/design.md itself, and inside any file with a line that
+  3. Anywhere, a Markdown anchor such as "design/keys.md#9-key-file": it
+     must be the GitHub anchor of a heading of that file.
+  4. Inside the design's files themselves, and inside any file with a line that
      reads, after its comment leader, only "§ means docs/design.md", a bare
      "section N", "sections N and M", "sections N–M" or "§N" — except where
      the same clause (back to the previous ".", ";", "(", ")" or "|") cites
@@ -67,7 +71,12 @@ import re
 import subprocess
 import sys
 
-DESIGN = "docs/design.md"
+DESIGN = "docs/design.md"  # the index; the parts are DESIGN_DIR/*.md
+DESIGN_DIR = "docs/design"
+
+
+def is_design_file(path):
+    return path == DESIGN or (path.startswith(DESIGN_DIR + "/") and path.endswith(".md"))
 
 NUM = r"(?>\d+(?:\.\d+[a-z]?)*)"  # 13, 13.5a, and N.M.K (which fails)
 # a list item must end the list or be followed by punctuation or a conjunction,
@@ -79,7 +88,7 @@ TITLE = r"(?:\s*\(\s*|\s*,\s*|\s+)[\"“](?P<title>[^\"”]{1,80})[\"”]"
 
 # the word design in its spellings: design, design.md, docs/design.md, `...`,
 # [docs/design.md](docs/design.md)
-ANCHOR = r"(?<![\w/-])(?:\.\./)?(?:docs/)?design(?:\.md)?(?![\w-])(?:`|\]\([^)\s]*\))?"
+ANCHOR = r"(?<![\w/-])(?:\.\./)?(?:docs/)?design(?:/[\w-]+)?(?:\.md)?(?![\w-])(?:`|\]\([^)\s]*\))?"
 AFTER_ANCHOR = r"(?:\s+doc(?:ument)?\b)?\s*[,:]?\s*"
 KIND = r"(?:§§?\s*|\bsections?\s+)"
 
@@ -93,7 +102,7 @@ RE_BACKWARD = re.compile(
 RE_TITLE_ONLY = re.compile(
     rf"{ANCHOR}`?(?:\s*\(\s*|\s*,\s*)[\"“](?P<title>[^\"”]{{1,80}})[\"”]", re.IGNORECASE
 )
-RE_SLUG = re.compile(r"design\.md#(?P<slug>[\w-]+)", re.IGNORECASE)
+RE_SLUG = re.compile(r"design(?:/(?P<part>[\w-]+))?\.md#(?P<slug>[\w-]+)", re.IGNORECASE)
 RE_BARE = re.compile(rf"(?<![\w.]){KIND}{NUMLIST}(?:{TITLE})?", re.IGNORECASE | re.MULTILINE)
 RE_DECLARES = re.compile(r"^\s*(?:#+|//+|--+|/?\*+)?\s*§ means docs/design\.md\.?\s*$", re.MULTILINE)
 RE_FOREIGN = re.compile(
@@ -108,16 +117,26 @@ def norm_title(t):
 
 
 class Design:
-    """Headings of docs/design.md: numbers, titles, line ranges."""
+    """Headings of the design (the index and its parts): numbers, titles,
+    line ranges, each in its file."""
 
-    def __init__(self, text):
-        self.errors = []  # (line, message)
-        self.numbers = {}  # "13.5a" -> (line, title)
-        self.sections = []  # [start, end, number or None, title, level]
-        self.slugs = set()
+    def __init__(self, files):
+        """files: [(path, text)], the index first."""
+        self.errors = []  # (path, line, message)
+        self.numbers = {}  # "13.5a" -> (path, line, title)
+        self.sections = []  # [path, start, end, number or None, title, level]
+        self.slugs = {}  # path -> set of anchors
+        self.lines = {}  # path -> lines
+        for path, text in files:
+            self._read(path, text)
+
+    def _read(self, path, text):
         in_fence = False
         top = None
         lines = text.split("\n")
+        self.lines[path] = lines
+        slugs = self.slugs.setdefault(path, set())
+        mine = []
         for i, line in enumerate(lines, 1):
             if line.startswith("```"):
                 in_fence = not in_fence
@@ -126,7 +145,7 @@ class Design:
             if in_fence or not m:
                 continue
             level, rest = len(m.group(1)), m.group(2)
-            self.slugs.add(self.slug(rest))
+            slugs.add(self.slug(rest))
             number = None
             if level == 2:
                 n = re.match(r"^(\d+)\.\s+(.*)$", rest)
@@ -139,22 +158,21 @@ class Design:
                 if n:
                     number, rest = n.group(1), n.group(2)
                     if number.split(".")[0] != top:
-                        self.errors.append((i, f"heading {number} is not under '## {number.split('.')[0]}.'"))
+                        self.errors.append((path, i, f"heading {number} is not under '## {number.split('.')[0]}.'"))
             if number is not None:
                 if number in self.numbers:
-                    self.errors.append((i, f"section {number} also at line {self.numbers[number][0]}"))
+                    at = self.numbers[number]
+                    self.errors.append((path, i, f"section {number} also at {at[0]}:{at[1]}"))
                 else:
-                    self.numbers[number] = (i, rest)
-            self.sections.append(
-                [i, len(lines), number if number else top if level > 2 else None, rest, level]
-            )
-        # a section runs to the next heading of its level or above
-        for k, s in enumerate(self.sections):
-            for t in self.sections[k + 1 :]:
-                if t[4] <= s[4]:
-                    s[1] = t[0] - 1
+                    self.numbers[number] = (path, i, rest)
+            mine.append([path, i, len(lines), number if number else top if level > 2 else None, rest, level])
+        # a section runs to the next heading of its level or above, in its file
+        for k, sec in enumerate(mine):
+            for t in mine[k + 1 :]:
+                if t[5] <= sec[5]:
+                    sec[2] = t[1] - 1
                     break
-        self.lines = lines
+        self.sections += mine
 
     @staticmethod
     def slug(title):
@@ -163,27 +181,31 @@ class Design:
         return s.replace(" ", "-")
 
     def span(self, number):
-        """First and last line of numbered section NUMBER, or None."""
+        """The file, first and last line of numbered section NUMBER, or None."""
         if number not in self.numbers:
             return None
-        line = self.numbers[number][0]
-        for s in self.sections:
-            if s[0] == line:
-                return s[0], s[1]
+        path, line, _ = self.numbers[number]
+        for sec in self.sections:
+            if sec[0] == path and sec[1] == line:
+                return path, sec[1], sec[2]
         return None
 
     def has_title(self, title, number=None):
         want = norm_title(title)
-        lo, hi = (1, len(self.lines)) if number is None else self.span(number)
-        for s in self.sections:
-            if lo <= s[0] <= hi:
-                t = norm_title(s[3])
-                if want in (t, re.split(r"\s*[(:]", t)[0]):
+        spans = (
+            [(p, 1, len(ls)) for p, ls in self.lines.items()] if number is None else [self.span(number)]
+        )
+        for path, lo, hi in spans:
+            for sec in self.sections:
+                if sec[0] == path and lo <= sec[1] <= hi:
+                    t = norm_title(sec[4])
+                    if want in (t, re.split(r"\s*[(:]", t)[0]):
+                        return True
+            lines = self.lines[path]
+            for i in range(lo, hi + 1):
+                m = re.match(r"^\s*(?:[*-]\s+)?\*\*([^*]+)\*\*", lines[i - 1])
+                if m and norm_title(m.group(1)).rstrip(".:") == want:
                     return True
-        for i in range(lo, hi + 1):
-            m = re.match(r"^\s*(?:[*-]\s+)?\*\*([^*]+)\*\*", self.lines[i - 1])
-            if m and norm_title(m.group(1)).rstrip(".:") == want:
-                return True
         return False
 
 
@@ -233,7 +255,7 @@ def check_file(path, text, design, is_design, found):
         found.append((path, line_of(starts, m.start("nums")), m.group(0)))
         for n in nums:
             if n not in design.numbers:
-                report(m.start("nums"), f"no section {n} in {DESIGN}")
+                report(m.start("nums"), f"no section {n} in the design ({DESIGN} and {DESIGN_DIR}/)")
         title = m.groupdict().get("title")
         if title and len(nums) == 1 and nums[0] in design.numbers:
             if not design.has_title(title, nums[0]):
@@ -260,11 +282,12 @@ def check_file(path, text, design, is_design, found):
     for m in RE_TITLE_ONLY.finditer(joined):
         found.append((path, line_of(starts, m.start("title")), m.group(0)))
         if not design.has_title(m.group("title")):
-            report(m.start("title"), f'no heading or bold lead "{m.group("title")}" in {DESIGN}')
+            report(m.start("title"), f'no heading or bold lead "{m.group("title")}" in the design')
     for m in RE_SLUG.finditer(joined):
         found.append((path, line_of(starts, m.start("slug")), m.group(0)))
-        if m.group("slug").lower() not in design.slugs:
-            report(m.start("slug"), f"no heading with anchor #{m.group('slug')} in {DESIGN}")
+        target = f"{DESIGN_DIR}/{m.group('part')}.md" if m.group("part") else DESIGN
+        if m.group("slug").lower() not in design.slugs.get(target, ()):
+            report(m.start("slug"), f"no heading with anchor #{m.group('slug')} in {target}")
     if is_design or RE_DECLARES.search(text):
         for m in RE_BARE.finditer(joined):
             if m.start("nums") in done:
@@ -288,8 +311,6 @@ SELF_TEST_DOC = """# design
 ### Format
 
 ## 7. Every file
-
-## 9. Key file
 
 ## 11. Room
 
@@ -315,6 +336,7 @@ SELF_TEST_DOC = """# design
 
 ### 15.8 Computed in the proxy
 """
+SELF_TEST_PART = "# design: keys\n\n## 9. Key file\n"
 # "@" stands for the word design and "~" for 99, a section design.md lacks:
 # this file, like any scan of the repository, finds no dangling reference in
 # them.
@@ -335,7 +357,9 @@ SELF_TEST = [
     ("@ 13.3, 16 bytes", False),
     ('docs/@.md ("Key file")', False),
     ('@ 13.3, "Plaintext encodings"', False),
-    ("@.md#9-key-file", False),
+    ("@/keys.md#9-key-file", False),
+    ("docs/@/keys.md, section 9", False),
+    ("@.md#9-key-file", True),
     ("docs/@.md\n ~. Next item", False),
     ("@ ~", True),
     ("@ 13.~", True),
@@ -372,7 +396,7 @@ SELF_TEST_DESIGN = [
 
 
 def self_test():
-    design = Design(SELF_TEST_DOC)
+    design = Design([(DESIGN, SELF_TEST_DOC), (f"{DESIGN_DIR}/keys.md", SELF_TEST_PART)])
     bad = len(design.errors)
     for cases, is_design in ((SELF_TEST, False), (SELF_TEST_DESIGN, True)):
         for text, dangling in cases:
@@ -416,13 +440,19 @@ def main(argv):
         print(f"check-design-refs: cannot list files of {root}: {why}", file=sys.stderr)
         return 2
     try:
-        with open(os.path.join(root, DESIGN), encoding="utf-8") as f:
-            design = Design(f.read())
+        parts = sorted(
+            f"{DESIGN_DIR}/{n}" for n in os.listdir(os.path.join(root, DESIGN_DIR)) if n.endswith(".md")
+        ) if os.path.isdir(os.path.join(root, DESIGN_DIR)) else []
+        texts = []
+        for path in [DESIGN, *parts]:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                texts.append((path, f.read()))
+        design = Design(texts)
     except OSError as e:
         print(f"check-design-refs: {e}", file=sys.stderr)
         return 2
 
-    problems = [(DESIGN, ln, design.lines[ln - 1].strip(), why) for ln, why in design.errors]
+    problems = [(path, ln, design.lines[path][ln - 1].strip(), why) for path, ln, why in design.errors]
     checked = 0
     found = []
     for path in files:
@@ -438,7 +468,7 @@ def main(argv):
         except (OSError, UnicodeDecodeError):
             continue
         checked += 1
-        problems += check_file(path, text, design, path == DESIGN, found)
+        problems += check_file(path, text, design, is_design_file(path), found)
 
     if verbose:
         for path, ln, text in found:

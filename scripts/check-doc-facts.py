@@ -2,7 +2,8 @@
 """check-doc-facts.py — every number the docs state about the test suites
 and the patch series matches the code it describes.
 
-Checked, in README.md, docs/design.md, proxy/README.md and server/README.md:
+Checked, in README.md, the design (docs/design.md and docs/design/*.md),
+proxy/README.md and server/README.md:
 
 - "a corpus of N statements" / "the N-statement corpus": the 'ok:' and
   'refuse:' lines of proxy/test/corpus.txt;
@@ -38,7 +39,13 @@ for i, w in enumerate(["one", "two", "three", "four", "five", "six", "seven", "e
     WORDS["thirty-" + w] = 30 + i
 WORDS["thirty"] = 30
 
-DOCS = ["README.md", "docs/design.md", "proxy/README.md", "server/README.md"]
+DOCS = [
+    "README.md",
+    "docs/design.md",
+    *(f"docs/design/{p}.md" for p in ("tde", "keys", "upstream", "columns", "proxy")),
+    "proxy/README.md",
+    "server/README.md",
+]
 
 
 def number(text):
