@@ -237,9 +237,14 @@ proxy-drivers | 2 | 18 | "$top/proxy/test/drivers/run.sh"
 TABLE
 )
 # suite_rows: NAME|LANE|MAJORS|COMMAND per suite, in order
+# (the first three fields trimmed, the command as written: it may hold "|")
 suite_rows() {
-    sed -n 's/^\([^ #][^|]*\)|\([^|]*\)|\([^|]*\)|\(.*\)$/\1|\2|\3|\4/p' <<< "$SUITES" |
-        sed 's/ *| */|/g; s/ *$//'
+    awk -F'|' '/^[^ #]/ && NF >= 4 {
+        cmd = $0
+        for (i = 1; i <= 3; i++) { sub(/^[^|]*\|/, "", cmd); gsub(/^ +| +$/, "", $i) }
+        gsub(/^ +| +$/, "", cmd)
+        print $1 "|" $2 "|" $3 "|" cmd
+    }' <<< "$SUITES"
 }
 if [ "${1:-}" = --list ]; then
     echo "$SUITES"

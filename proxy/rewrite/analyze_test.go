@@ -259,16 +259,16 @@ func TestWholePattern(t *testing.T) {
 		want string
 	}{
 		{Param{}, "a%b", "a%b"},
-		{Param{Case: "upper"}, "straße%", "STRAßE%"}, // simple mappings, as libc
-		{Param{Case: "lower", Literal: true}, `50%_OFF\`, `50\%\_off\\`},
-		{Param{Prefix: "%", Suffix: "%", Case: "upper"}, "ab", "%AB%"},
-		{Param{Case: "lower", Escape: &esc}, "A!%B", `a\%b`},
+		{Param{PatternForm: PatternForm{Case: "upper"}}, "straße%", "STRAßE%"}, // simple mappings, as libc
+		{Param{PatternForm: PatternForm{Case: "lower", Literal: true}}, `50%_OFF\`, `50\%\_off\\`},
+		{Param{PatternForm: PatternForm{Prefix: "%", Suffix: "%", Case: "upper"}}, "ab", "%AB%"},
+		{Param{PatternForm: PatternForm{Case: "lower", Escape: &esc}}, "A!%B", `a\%b`},
 	} {
 		got, err := tc.p.ParamPattern(tc.in)
 		if err != nil || got != tc.want {
 			t.Errorf("%+v %q: %q, %v; want %q", tc.p, tc.in, got, err, tc.want)
 		}
-		f := Filter{Prefix: tc.p.Prefix, Suffix: tc.p.Suffix, Case: tc.p.Case, Literal: tc.p.Literal, Escape: tc.p.Escape}
+		f := Filter{PatternForm: tc.p.PatternForm}
 		if fg, _ := f.ParamPattern(tc.in); fg != got {
 			t.Errorf("%+v %q: the filter's pattern %q, the parameter's %q", tc.p, tc.in, fg, got)
 		}

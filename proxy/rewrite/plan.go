@@ -53,18 +53,9 @@ type Param struct {
 	Column  *colcrypt.Column
 	EncType *catalog.EncType
 	Pattern bool // a LIKE pattern for a MATCH column: encrypted as a query
-	// Escape: the pattern's ESCAPE character ("" for none) when LIKE …
-	// ESCAPE named one; the proxy reads it as colcrypt.LikeEscape does
-	Escape *string
-	// Prefix and Suffix: literals the statement joins to the pattern
-	// ('%' || $1 || '%', SQLAlchemy's contains())
-	Prefix, Suffix string
-	// Case: "upper" or "lower" when the statement applies it to the
-	// pattern (upper(c) LIKE upper($1)), ILIKE's "lower"; Literal: the
-	// value is compared whole (upper(c) = upper($1)), its % and _ literal
-	Case    string
-	Literal bool
-	Array   bool // = ANY($n): an array of values
+	// PatternForm: how the statement makes the pattern of the value
+	PatternForm
+	Array bool // = ANY($n): an array of values
 	// Operand: only compared with, never stored: encrypted as a query
 	// operand where the column's order format has one (EncryptOperand)
 	Operand bool
@@ -158,12 +149,9 @@ type Filter struct {
 	Pattern string // the LIKE pattern of a literal
 	Param   int    // 1-based parameter holding the pattern, 0 for a literal
 	Not     bool
-	Escape  *string // a parameter's ESCAPE character, as Param.Escape
-	// a parameter's literals around it, as Param.Prefix and Suffix
-	Prefix, Suffix string
-	// a parameter's Case and Literal, as Param's
-	Case    string
-	Literal bool
+	// PatternForm: a parameter's, as its Param's (a literal's pattern is
+	// made whole at analysis, and its form left empty)
+	PatternForm
 	// ColCase: "upper" or "lower", applied to the decrypted value before
 	// it is matched (upper(c) LIKE …; ILIKE: "lower")
 	ColCase string
@@ -178,26 +166,40 @@ func LikePattern(s string, esc *string) (string, error) {
 	return colcrypt.LikeEscape(s, *esc)
 }
 
-// ParamPattern is the whole pattern of a parameter's value s: with the
-// statement's literals around it, in the default escape form.
-func (p *Param) ParamPattern(s string) (string, error) {
-	return wholePattern(p.Prefix+s+p.Suffix, p.Case, p.Literal, p.Escape)
+// PatternForm is how a statement makes a LIKE pattern of a value (a
+// parameter's, or a literal's at analysis): the parameter and the plan's
+// filter on it share one.
+type PatternForm struct {
+	// Escape: the pattern's ESCAPE character ("" for none) when LIKE …
+	// ESCAPE named one; the proxy reads it as colcrypt.LikeEscape does
+	Escape *string
+	// Prefix and Suffix: literals the statement joins to the pattern
+	// ('%' || $1 || '%', SQLAlchemy's contains())
+	Prefix, Suffix string
+	// Case: "upper" or "lower" when the statement applies it to the
+	// pattern (upper(c) LIKE upper($1)), ILIKE's "lower"; Literal: the
+	// value is compared whole (upper(c) = upper($1)), its % and _ literal
+	Case    string
+	Literal bool
 }
 
-// ParamPattern is the whole pattern of the filter's parameter value s.
-func (f *Filter) ParamPattern(s string) (string, error) {
-	return wholePattern(f.Prefix+s+f.Suffix, f.Case, f.Literal, f.Escape)
-}
-
-// wholePattern: the case function applied first (as the server would
-// evaluate upper($1) before LIKE reads it), then a value compared whole
-// written as a pattern, then the ESCAPE character read.
-func wholePattern(s, fn string, literal bool, esc *string) (string, error) {
-	s = applyCase(fn, s)
-	if literal {
+// ParamPattern is the whole pattern of a value s: the literals joined
+// around it, the case function applied (as the server would evaluate
+// upper($1) before LIKE reads it), a value compared whole written as a
+// pattern, then the ESCAPE character read (the default escape form).
+func (pf PatternForm) ParamPattern(s string) (string, error) {
+	s = applyCase(pf.Case, pf.Prefix+s+pf.Suffix)
+	if pf.Literal {
 		s = escapeLike(s)
 	}
-	return LikePattern(s, esc)
+	return LikePattern(s, pf.Escape)
+}
+
+// sharable: one parameter may be the pattern of two searches only where
+// neither joins literals to it and both treat case alike
+func (pf PatternForm) sharable(o PatternForm) bool {
+	return pf.Prefix == "" && pf.Suffix == "" && o.Prefix == "" && o.Suffix == "" &&
+		pf.Case == o.Case && pf.Literal == o.Literal
 }
 
 // Subject is what the filter's LIKE matches of a decrypted text value v:

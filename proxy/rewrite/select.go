@@ -591,8 +591,8 @@ func (a *analyzer) generic(sc *scope, n *pg.Node, what string) error {
 		if f := n.GetFuncCall(); len(f.Args) == 1 && (strings.EqualFold(name, "upper") || strings.EqualFold(name, "lower")) {
 			if c, err := a.encCol(sc, f.Args[0]); err != nil || c != nil {
 				if err == nil {
-					err = refuse("Compare the exact value, or keep a case-folded copy of the value in a column of its own (bound EQ or MATCH) and compare that.",
-						"pgcipher: %s() of encrypted column %q cannot be computed by the server: the column's tokens are of its exact value, so case-insensitive lookups (Django's iexact, icontains) cannot be served", name, c.name)
+					err = refuse("Search a MATCH column bound case_insensitive => true with upper() or lower() of it on the left of LIKE, = or <>, or with ILIKE; or compute it in the select list.",
+						"pgcipher: %s() of encrypted column %q cannot be computed by the server here: only a search of a case-insensitive MATCH column (%s(column) LIKE, = or <> a pattern) is served", name, c.name, name)
 				}
 				return err
 			}

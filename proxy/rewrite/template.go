@@ -237,7 +237,7 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 		if f.Pattern, err = f.ParamPattern(f.Pattern); err != nil {
 			return nil, err
 		}
-		f.Escape, f.Case, f.Literal, f.Prefix, f.Suffix = nil, "", false, "", ""
+		f.PatternForm = PatternForm{}
 		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
 			return nil, err
 		}

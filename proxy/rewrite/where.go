@@ -751,7 +751,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool, lc likeCa
 	if tc := pat.GetTypeCast(); tc != nil && (tc.Arg.GetAConst() != nil || tc.Arg.GetParamRef() != nil) {
 		pat = tc.Arg
 	}
-	f.Case, f.Literal = lc.pat, lc.literal
+	f.PatternForm.Case, f.PatternForm.Literal = lc.pat, lc.literal
 	if pat.GetAExpr() != nil {
 		// '%' || $1 || '%' (SQLAlchemy's contains, startswith): the
 		// pattern is the literals and at most one parameter joined
@@ -766,7 +766,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool, lc likeCa
 		if f.Pattern, err = f.ParamPattern(pat.GetAConst().GetSval().Sval); err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
-		f.Escape, f.Case, f.Literal, f.Prefix, f.Suffix = nil, "", false, "", ""
+		f.PatternForm = PatternForm{}
 		if _, err := colcrypt.LikeRuns(f.Pattern); err != nil {
 			return &Refusal{Code: CodeValue, Message: "pgcipher: invalid LIKE pattern", Detail: err.Error()}
 		}
@@ -784,12 +784,10 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool, lc likeCa
 			return err
 		}
 		prm := a.plan.Params[f.Param-1]
-		if prm.Prefix != "" || prm.Suffix != "" || f.Prefix != "" || f.Suffix != "" || prm.Case != f.Case || prm.Literal != f.Literal {
-			if len(a.plan.Filters) > 0 && a.usedAsPattern(f.Param) {
-				return refuse("Use a separate parameter for each LIKE.", "pgcipher: parameter $%d is the pattern of two LIKEs", f.Param)
-			}
+		if !prm.sharable(f.PatternForm) && len(a.plan.Filters) > 0 && a.usedAsPattern(f.Param) {
+			return refuse("Use a separate parameter for each LIKE.", "pgcipher: parameter $%d is the pattern of two LIKEs", f.Param)
 		}
-		prm.Escape, prm.Prefix, prm.Suffix, prm.Case, prm.Literal = f.Escape, f.Prefix, f.Suffix, f.Case, f.Literal
+		prm.PatternForm = f.PatternForm
 		if !not {
 			e.Rexpr = pat
 		}
