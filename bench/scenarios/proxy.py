@@ -43,6 +43,7 @@ import resource
 import subprocess
 import time
 import urllib.request
+from dataclasses import dataclass
 
 from bench import plots, stats
 from bench.cluster import STANDARD_CONFIGS, free_port
@@ -169,6 +170,50 @@ def point_select_script(c, table, rows):
     return path
 
 
+@dataclass(frozen=True)
+class Point:
+    """One measuring point of a round: pgbench with args (besides the
+    duration and the clients) over path (direct, proxy or pgbouncer),
+    recorded as config with params, named label in the progress lines."""
+
+    config: str
+    path: str
+    args: list
+    params: dict
+    label: str
+
+
+def points(p, scripts):
+    """The measuring points of one round, in the order a round runs them:
+    the hop (workloads × modes × PATHS, the paths of a workload and mode one
+    after the other), then the point selects (scripts: table -> its
+    pgbench script).  Config names, params and labels are those that
+    recorded runs and their reports have."""
+    hop = [
+        Point(
+            path,
+            path,
+            ["-n", *workload_args(w, mode)],
+            dict(part="hop", workload=w, mode=mode),
+            f"hop {w} -M {mode} {path}",
+        )
+        for w in p["workloads"]
+        for mode in p["modes"]
+        for path in PATHS
+    ]
+    ps = [
+        Point(
+            cfg,
+            PS[cfg][1],
+            ["-n", "-M", "prepared", "-f", scripts[PS[cfg][0]]],
+            dict(part="point-select", workload="point-select", mode="prepared"),
+            f"point-select {cfg}",
+        )
+        for cfg in p["ps_configs"]
+    ]
+    return hop + ps
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -214,67 +259,31 @@ def run(run, p):
 
         _load(run, c, px, p)
         scripts = {t: point_select_script(c, t, p["rows"]) for t in ("enc_ps", "plain_ps")}
+        round_points = points(p, scripts)
 
-        # warm-up: one short select-only run per path, one point-select run per table and path
-        for path in PATHS:
-            pgbench(
-                run,
-                c,
-                ports[path],
-                ["-n", "-S", "-T", str(p["warmup_seconds"]), "-c", str(p["clients"]), "-j", str(_threads(p))],
-                p["warmup_seconds"] * 10 + 60,
-            )
-        for cfg in p["ps_configs"]:
-            table, path = PS[cfg]
-            pgbench(
-                run,
-                c,
-                ports[path],
-                [
-                    "-n",
-                    "-M",
-                    "prepared",
-                    "-f",
-                    scripts[table],
-                    "-T",
-                    str(max(1, p["warmup_seconds"] // 2)),
-                    "-c",
-                    str(p["clients"]),
-                    "-j",
-                    str(_threads(p)),
-                ],
-                p["warmup_seconds"] * 10 + 60,
-            )
+        # warm-up: one short select-only run per path (the hop's workloads and
+        # modes read the same pgbench tables), one point-select run per table and path
+        warm = [(path, ["-n", "-S"], p["warmup_seconds"]) for path in PATHS]
+        warm += [
+            (point.path, point.args, max(1, p["warmup_seconds"] // 2))
+            for point in round_points
+            if point.params["part"] == "point-select"
+        ]
+        for path, args, seconds in warm:
+            pgbench(run, c, ports[path], [*args, *_clients(p, seconds)], p["warmup_seconds"] * 10 + 60)
         run.progress.step(
             f"{NAME} set-up: scale {p['scale']}, {p['rows']:,} rows per table, warm-up runs done",
             setup_seconds(p),
         )
 
+        # every point once per round, so that a drift of the machine spreads
+        # over all of them alike
         per_run = p["seconds"] + _RUN_OVERHEAD_S
         for rep in range(1, p["repetitions"] + 1):
-            for workload in p["workloads"]:
-                for mode in p["modes"]:
-                    for path in PATHS:
-                        args = ["-n", *workload_args(workload, mode)]
-                        m = _timed(run, c, server, ports[path], hop_pid.get(path), args, p)
-                        _record(run, path, rep, m, part="hop", workload=workload, mode=mode)
-                        run.progress.step(
-                            f"{NAME} hop {workload} -M {mode} {path} round {rep}: {_describe(m, path)}",
-                            per_run,
-                        )
-            for cfg in p["ps_configs"]:
-                table, path = PS[cfg]
-                m = _timed(
-                    run,
-                    c,
-                    server,
-                    ports[path],
-                    hop_pid.get(path),
-                    ["-n", "-M", "prepared", "-f", scripts[table]],
-                    p,
-                )
-                _record(run, cfg, rep, m, part="point-select", workload="point-select", mode="prepared")
-                run.progress.step(f"{NAME} point-select {cfg} round {rep}: {_describe(m, path)}", per_run)
+            for point in round_points:
+                m = _timed(run, c, server, ports[point.path], hop_pid.get(point.path), point.args, p)
+                _record(run, point.config, rep, m, **point.params)
+                run.progress.step(f"{NAME} {point.label} round {rep}: {_describe(m, point.path)}", per_run)
         for d in daemons:
             d.stop()
         daemons.clear()
@@ -317,6 +326,11 @@ def run(run, p):
 
 def _threads(p):
     return min(p["clients"], os.cpu_count() or 1)
+
+
+def _clients(p, seconds):
+    """pgbench's arguments for a run of seconds with the profile's clients."""
+    return ["-T", str(seconds), "-c", str(p["clients"]), "-j", str(_threads(p))]
 
 
 def _load(run, c, px, p):
@@ -376,13 +390,7 @@ def _timed(run, c, server, port, hop_pid, args, p):
     server0 = server.read()
     hop0 = process_cpu_s(hop_pid) if hop_pid else None
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    m, _ = pgbench(
-        run,
-        c,
-        port,
-        [*args, "-T", str(p["seconds"]), "-c", str(p["clients"]), "-j", str(_threads(p))],
-        p["seconds"] * 10 + 120,
-    )
+    m, _ = pgbench(run, c, port, [*args, *_clients(p, p["seconds"])], p["seconds"] * 10 + 120)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     tx = max(m.get("transactions", 0), 1)
     # once the backends of this run have exited and been reaped
@@ -552,22 +560,46 @@ def ps_summaries(rows, configs):
 
 
 def report(rows, p, out_dir):
-    from bench.scenarios.wal_heavy import verdict
-
-    hop_rows = [r for r in rows if r.get("part") == "hop"]
-    ps_rows = [r for r in rows if r.get("part") == "point-select"]
-    clients = p["clients"]
+    """The scenario's section: the hop, its CPU, the point selects, bytes
+    and memory, one table (or set of tables) each; the plot of TPS ratios."""
     md = [
         f"One pgcipher cluster ({p['config']}), pgbench scale {p['scale']} (fits in shared_buffers = "
-        f"{p['shared_buffers_mb']} MB), {clients} clients, {p['repetitions']} interleaved rounds of "
+        f"{p['shared_buffers_mb']} MB), {p['clients']} clients, {p['repetitions']} interleaved rounds of "
         f"{p['seconds']} s per point after warm-up runs of {p['warmup_seconds']} s per path.  Paths: "
         "**direct** (pgbench to the server over TCP on 127.0.0.1), **proxy** (pgbench to pgcipher-proxy "
         "over TCP, the proxy to the server over its Unix socket), **pgbouncer** (PgBouncer, pool_mode = "
         "session, likewise).  Every pgbench run opens its connections anew; PgBouncer keeps its server "
         "connections between runs (that is what it is for), the proxy opens one per client connection.  "
         "TPS medians; ratios to direct with 95% bootstrap CIs.\n",
-        "### The hop: plain pgbench tables\n",
     ]
+    hop, hop_sums = _hop_table(rows, p)
+    point_selects, sums = _point_select_tables(rows, p)
+    md += hop + _cpu_table(rows, p) + point_selects + _bytes_table(rows, p) + _memory_table(rows, p)
+    md.append(
+        "\nOn a 2-core machine pgbench, the proxy (or PgBouncer) and the server share the CPUs, so "
+        "every µs the middle process spends per transaction shows up in TPS; the CPU and byte counts "
+        "per transaction are the figures to compare across machines and runs."
+    )
+    pngs = []
+    part = {((g[0], g[1]), cfg): s for (g, cfg), s in hop_sums.items()}
+    part.update({(("point-select", f"vs {b}"), a): s for (a, b), s in sums.items()})
+    marks = {("point-select", f"vs {b}"): t for (a, b), t in TARGETS.items()}
+    if plots.overhead_bars(
+        part,
+        os.path.join(out_dir, f"{NAME}-tps.png"),
+        "pgcipher-proxy: TPS vs direct (hop) or as labelled, 95% CI, | = target",
+        targets=marks,
+    ):
+        pngs.append(f"{NAME}-tps.png")
+    return "\n".join(md), pngs
+
+
+def _hop_table(rows, p):
+    """TPS per workload, mode and path, the ratios to direct, proxy /
+    pgbouncer, PgBouncer's version and the proxy's warnings; with the
+    summaries of the ratios (for the plot)."""
+    hop_rows = [r for r in rows if r.get("part") == "hop"]
+    md = ["### The hop: plain pgbench tables\n"]
     table, hop_sums = common.ratio_table(hop_rows, "direct", PATHS, ["workload", "mode"])
     md.append(table)
     versus = []
@@ -587,13 +619,20 @@ def report(rows, p, out_dir):
         md.append(
             f"The proxy logged {warnings[0]:.0f} warnings or errors during the timed runs (see its log)."
         )
-    md.append(
+    return md, hop_sums
+
+
+def _cpu_table(rows, p):
+    """The hop's CPU per transaction: server, middle process and pgbench,
+    and the middle's share of the direct path's total."""
+    hop_rows = [r for r in rows if r.get("part") == "hop"]
+    md = [
         "\nCPU per transaction (median µs; `server`: the postmaster and all its processes, "
         "`middle`: the proxy or PgBouncer process, `pgbench`: the client; from /proc and getrusage "
-        "around each run):\n"
-    )
-    md.append("| workload | mode | path | server | middle | pgbench | total | middle / direct total |")
-    md.append("|---|---|---|---|---|---|---|---|")
+        "around each run):\n",
+        "| workload | mode | path | server | middle | pgbench | total | middle / direct total |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for w in p["workloads"]:
         for mode in p["modes"]:
             base_total = None
@@ -615,24 +654,30 @@ def report(rows, p, out_dir):
                     f"{_med(hop_rows, path, 'hop_cpu_us_per_tx', **sel)} | "
                     f"{_med(hop_rows, path, 'client_cpu_us_per_tx', **sel)} | {total:,.0f} | {share} |"
                 )
+    return md
 
-    # point selects
+
+def _point_select_tables(rows, p):
+    """The point selects: TPS, latency and CPU per configuration, the ratios
+    of TPS against their targets, the load and the answers checked; with the
+    summaries of the ratios (for the plot)."""
+    from bench.scenarios.wal_heavy import verdict
+
+    ps_rows = [r for r in rows if r.get("part") == "point-select"]
     cfgs = [c for c in p["ps_configs"] if c in PS]
     sums = ps_summaries(ps_rows, cfgs)
     enc_b = _vals(rows, "enc-direct", "datum_bytes")
     plain_b = _vals(rows, "plain-direct", "datum_bytes")
-    md.append(
+    md = [
         f"\n### Encrypted point selects\n\n`SELECT c FROM t WHERE id = :id` (`\\set id random(1, {p['rows']})`, "
-        f"-M prepared, {clients} clients) on {p['rows']:,} rows of {TEXT_LEN} random characters: `enc_ps.c` is "
-        f"`enc_text` at level {LEVEL} (stored "
+        f"-M prepared, {p['clients']} clients) on {p['rows']:,} rows of {TEXT_LEN} random characters: "
+        f"`enc_ps.c` is `enc_text` at level {LEVEL} (stored "
         f"{stats.median(enc_b) if enc_b else float('nan'):.0f} bytes per value against "
         f"{stats.median(plain_b) if plain_b else float('nan'):.0f} for `plain_ps.c` text), decrypted by the "
-        "proxy" + ("; enc-direct returns the ciphertext to pgbench" if "enc-direct" in cfgs else "") + ".\n"
-    )
-    md.append(
-        "| configuration | table | path | TPS | latency (ms) | server µs/tx | proxy µs/tx | pgbench µs/tx |"
-    )
-    md.append("|---|---|---|---|---|---|---|---|")
+        "proxy" + ("; enc-direct returns the ciphertext to pgbench" if "enc-direct" in cfgs else "") + ".\n",
+        "| configuration | table | path | TPS | latency (ms) | server µs/tx | proxy µs/tx | pgbench µs/tx |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for cfg in cfgs:
         table, path = PS[cfg]
         md.append(
@@ -662,87 +707,77 @@ def report(rows, p, out_dir):
             f"Answers through the proxy checked against the plaintext (and the stored values against "
             f"it): {'correct' if all(ok) else 'WRONG'}."
         )
+    return md, sums
 
-    # deterministic figures
+
+def _bytes_table(rows, p):
+    """Bytes per transaction and per connection set-up, client to proxy,
+    proxy to server and back (deterministic); nothing if not measured."""
     byte_rows = [r for r in rows if r.get("part") == "bytes"]
-    if byte_rows:
-        n1, n2 = p["probe_transactions"]
+    if not byte_rows:
+        return []
+    n1, n2 = p["probe_transactions"]
+    md = [
+        f"\n### Bytes per transaction (deterministic)\n\nOne client, `--random-seed 7`, runs of {n1} and "
+        f"{n2} transactions through a fresh proxy started with `--record`, a counting TCP relay between "
+        f"pgbench and the proxy; per transaction = difference of bytes / {n2 - n1}, so that "
+        "connection set-up cancels out.  client → proxy is what pgbench sends, the same bytes it "
+        "sends to the server directly.  Set-up = bytes of the longer run − its transactions × the "
+        "bytes per transaction (approximate where the parameters' digits vary): pgbench's two "
+        "connections (one reads the scale, one runs), each with an SSLRequest that the proxy "
+        "answers itself, and, through the proxy, a Describe after each Parse once the database "
+        "has encrypted columns.\n",
+        "| what | configuration | mode | client → proxy | proxy → server | proxy → server / client → proxy "
+        "| proxy → client | set-up: client → proxy | set-up: proxy → server |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    seen = []
+    for r in byte_rows:
+        key = (r["config"], r["workload"], r["mode"])
+        if key in seen:
+            continue
+        seen.append(key)
+        cfg, w, mode = key
+        sel = dict(part="bytes", workload=w, mode=mode)
+        up = _vals(byte_rows, cfg, "bytes_client_to_proxy_per_tx", **sel)
+        srv = _vals(byte_rows, cfg, "bytes_proxy_to_server_per_tx", **sel)
+        ratio = f"{stats.median(srv) / stats.median(up):.3f}" if up and srv and stats.median(up) else "–"
         md.append(
-            f"\n### Bytes per transaction (deterministic)\n\nOne client, `--random-seed 7`, runs of {n1} and "
-            f"{n2} transactions through a fresh proxy started with `--record`, a counting TCP relay between "
-            f"pgbench and the proxy; per transaction = difference of bytes / {n2 - n1}, so that "
-            "connection set-up cancels out.  client → proxy is what pgbench sends, the same bytes it "
-            "sends to the server directly.  Set-up = bytes of the longer run − its transactions × the "
-            "bytes per transaction (approximate where the parameters' digits vary): pgbench's two "
-            "connections (one reads the scale, one runs), each with an SSLRequest that the proxy "
-            "answers itself, and, through the proxy, a Describe after each Parse once the database "
-            "has encrypted columns.\n"
+            f"| {w} | {cfg} | {mode} | {_med(byte_rows, cfg, 'bytes_client_to_proxy_per_tx', '{:,.1f}', **sel)} | "
+            f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_tx', '{:,.1f}', **sel)} | {ratio} | "
+            f"{_med(byte_rows, cfg, 'bytes_proxy_to_client_per_tx', '{:,.1f}', **sel)} | "
+            f"{_med(byte_rows, cfg, 'bytes_client_to_proxy_per_connection', '{:,.0f}', **sel)} | "
+            f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_connection', '{:,.0f}', **sel)} |"
         )
-        md.append(
-            "| what | configuration | mode | client → proxy | proxy → server | proxy → server / client → proxy "
-            "| proxy → client | set-up: client → proxy | set-up: proxy → server |"
-        )
-        md.append("|---|---|---|---|---|---|---|---|---|")
-        seen = []
-        for r in byte_rows:
-            key = (r["config"], r["workload"], r["mode"])
-            if key in seen:
-                continue
-            seen.append(key)
-            cfg, w, mode = key
-            sel = dict(part="bytes", workload=w, mode=mode)
-            up = _vals(byte_rows, cfg, "bytes_client_to_proxy_per_tx", **sel)
-            srv = _vals(byte_rows, cfg, "bytes_proxy_to_server_per_tx", **sel)
-            ratio = f"{stats.median(srv) / stats.median(up):.3f}" if up and srv and stats.median(up) else "–"
-            md.append(
-                f"| {w} | {cfg} | {mode} | {_med(byte_rows, cfg, 'bytes_client_to_proxy_per_tx', '{:,.1f}', **sel)} | "
-                f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_tx', '{:,.1f}', **sel)} | {ratio} | "
-                f"{_med(byte_rows, cfg, 'bytes_proxy_to_client_per_tx', '{:,.1f}', **sel)} | "
-                f"{_med(byte_rows, cfg, 'bytes_client_to_proxy_per_connection', '{:,.0f}', **sel)} | "
-                f"{_med(byte_rows, cfg, 'bytes_proxy_to_server_per_connection', '{:,.0f}', **sel)} |"
-            )
+    return md
+
+
+def _memory_table(rows, p):
+    """Resident memory of the proxy and of PgBouncer with no client, 1 and k
+    idle connections, and per connection; nothing if not measured."""
     mem_rows = [r for r in rows if r.get("part") == "memory"]
-    if mem_rows:
-        k = mem_rows[0].get("connections", p["idle_connections"])
+    if not mem_rows:
+        return []
+    k = mem_rows[0].get("connections", p["idle_connections"])
+    md = [
+        f"\n### Memory per connection\n\nVmRSS of a fresh process (KiB) with no client, 1 and {k} idle "
+        "client connections (each through startup to its first ReadyForQuery, then idle); per "
+        f"connection = (RSS with {k} − RSS with 1) / {k - 1}: the proxy's or PgBouncer's own memory, "
+        "not the server backends behind the connections.  0 means that VmRSS did not grow "
+        "measurably (PgBouncer allocates its connection slots in slabs).  For the proxy, also what "
+        "stays per connection after a garbage collection (Go's heap in use and goroutine stacks, "
+        "from its profiler): RSS holds besides it the garbage of the startups not yet collected, "
+        "up to the collector's target (twice the live heap, at least 4 MB).  Target: 16 KiB per "
+        "idle connection.\n",
+        f"| process | no client | 1 connection | {k} connections | RSS KiB per connection | "
+        "live heap KiB per connection | stacks KiB per connection |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in ("proxy", "pgbouncer"):
+        live = [_med(mem_rows, name, f"live_{w}_kib_per_connection", "{:,.1f}") for w in ("heap", "stack")]
         md.append(
-            f"\n### Memory per connection\n\nVmRSS of a fresh process (KiB) with no client, 1 and {k} idle "
-            "client connections (each through startup to its first ReadyForQuery, then idle); per "
-            f"connection = (RSS with {k} − RSS with 1) / {k - 1}: the proxy's or PgBouncer's own memory, "
-            "not the server backends behind the connections.  0 means that VmRSS did not grow "
-            "measurably (PgBouncer allocates its connection slots in slabs).  For the proxy, also what "
-            "stays per connection after a garbage collection (Go's heap in use and goroutine stacks, "
-            "from its profiler): RSS holds besides it the garbage of the startups not yet collected, "
-            "up to the collector's target (twice the live heap, at least 4 MB).  Target: 16 KiB per "
-            "idle connection.\n"
+            f"| {name} | {_med(mem_rows, name, 'rss_kib_0')} | {_med(mem_rows, name, 'rss_kib_1')} | "
+            f"{_med(mem_rows, name, 'rss_kib_k')} | "
+            f"{_med(mem_rows, name, 'rss_kib_per_connection', '{:,.1f}')} | {live[0]} | {live[1]} |"
         )
-        md.append(
-            f"| process | no client | 1 connection | {k} connections | RSS KiB per connection | "
-            "live heap KiB per connection | stacks KiB per connection |"
-        )
-        md.append("|---|---|---|---|---|---|---|")
-        for name in ("proxy", "pgbouncer"):
-            live = [
-                _med(mem_rows, name, f"live_{w}_kib_per_connection", "{:,.1f}") for w in ("heap", "stack")
-            ]
-            md.append(
-                f"| {name} | {_med(mem_rows, name, 'rss_kib_0')} | {_med(mem_rows, name, 'rss_kib_1')} | "
-                f"{_med(mem_rows, name, 'rss_kib_k')} | "
-                f"{_med(mem_rows, name, 'rss_kib_per_connection', '{:,.1f}')} | {live[0]} | {live[1]} |"
-            )
-    md.append(
-        "\nOn a 2-core machine pgbench, the proxy (or PgBouncer) and the server share the CPUs, so "
-        "every µs the middle process spends per transaction shows up in TPS; the CPU and byte counts "
-        "per transaction are the figures to compare across machines and runs."
-    )
-    pngs = []
-    part = {((g[0], g[1]), cfg): s for (g, cfg), s in hop_sums.items()}
-    part.update({(("point-select", f"vs {b}"), a): s for (a, b), s in sums.items()})
-    marks = {("point-select", f"vs {b}"): t for (a, b), t in TARGETS.items()}
-    if plots.overhead_bars(
-        part,
-        os.path.join(out_dir, f"{NAME}-tps.png"),
-        "pgcipher-proxy: TPS vs direct (hop) or as labelled, 95% CI, | = target",
-        targets=marks,
-    ):
-        pngs.append(f"{NAME}-tps.png")
-    return "\n".join(md), pngs
+    return md
