@@ -28,7 +28,7 @@ times=$build/demo-times
 parts=(
     "prepare|53|build what the demo runs: the server, the stock baseline, Citus, Python environments"
     "1|2|an aes-256 cluster keyed by a passphrase"
-    "2|0|load and query a table of card numbers"
+    "2|1|load and query a table of card numbers; uuid-ossp, XML, PL/Python, JIT as on Debian"
     "3|0|grep the data directory and WAL for them"
     "4|1|always-encrypted columns"
     "4b|1|the wire proxy, psql unchanged; an ORD column moved online"
@@ -144,6 +144,25 @@ CREATE INDEX ON cards(number);
 CHECKPOINT;
 SQL
 psql_enc -c "SELECT id, holder, number FROM cards WHERE number = 'CARD-4111-00004242'"
+echo "configured like Debian's own PostgreSQL: what an application uses there works here"
+psql_enc -At <<'SQL'
+CREATE EXTENSION "uuid-ossp";
+CREATE EXTENSION plpython3u;
+CREATE FUNCTION luhn_sum(n text) RETURNS int LANGUAGE plpython3u AS $$
+d = [int(c) for c in n if c.isdigit()][::-1]
+return sum(x if i % 2 == 0 else (2 * x if x < 5 else 2 * x - 9) for i, x in enumerate(d))
+$$;
+SELECT 'uuid-ossp:  ' || uuid_generate_v5(uuid_ns_url(), 'https://example.net/cards/4242');
+SELECT 'XML:        ' || xmlelement(name card, xmlattributes(id), number) FROM cards WHERE id = 4242;
+SELECT 'PL/Python:  Luhn sum of ' || number || ' = ' || luhn_sum(number) FROM cards WHERE id = 4242;
+SET jit_above_cost = 0;
+CREATE FUNCTION jit_functions() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE p json; BEGIN
+    EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM cards WHERE id % 7 = 0' INTO p;
+    RETURN coalesce(p->0->'JIT'->>'Functions', 'none');
+END $$;
+SELECT 'LLVM JIT:   functions compiled for a scan of cards: ' || jit_functions();
+SQL
 psql_enc -At -c "SELECT 'table size: ' || pg_size_pretty(pg_total_relation_size('cards')) || ', file: ' || pg_relation_filepath('cards')"
 
 step "3. grep the data directory, WAL included, for the plaintext"

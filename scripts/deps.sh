@@ -8,6 +8,12 @@ packages=(build-essential ccache bison flex pkg-config perl
           libipc-run-perl debian-archive-keyring dpkg-dev ca-certificates
           # PostgreSQL 18's io_method=io_uring
           liburing-dev
+          # configured like Debian's own PostgreSQL (server/debian-options.sh):
+          # PL/Tcl, PL/Perl, PL/Python, PAM, XML, NLS, uuid-ossp, GSSAPI,
+          # LDAP, LLVM JIT, NUMA, systemd, SELinux, DTrace probes
+          tcl-dev libperl-dev python3-dev libpam0g-dev libxslt1-dev gettext
+          uuid-dev libkrb5-dev libldap2-dev llvm-dev clang libnuma-dev
+          libsystemd-dev libselinux1-dev systemtap-sdt-dev
           # the lint suite (scripts/lint.sh)
           shellcheck perltidy
           python3 python3-venv procps curl unzip pgbouncer

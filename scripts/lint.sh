@@ -11,7 +11,7 @@
 #           (extracted from our files); upstream files' hunks are left as
 #           the patches have them
 #   Shell   shellcheck, every finding fixed or annotated with why
-#   Python  ruff check and ruff format --check over bench/, scripts/, test/vendor/,
+#   Python  ruff check and ruff format --check over bench/, scripts/, test/vendor/, test/packages/,
 #           proxy/test/orm/ and proxy/test/drivers/
 #           (ruff.toml; ruff pinned in scripts/lint-requirements.txt)
 #   Perl    our TAP files and modules as perltidy formats them with
@@ -85,16 +85,17 @@ mapfile -t sh_files < <(our_files '*.sh' pgcipher .ci/run)
 shellcheck -f gcc "${sh_files[@]}" | findings
 
 # --- Python --------------------------------------------------------------
-section "python: ruff check, ruff format (bench/, scripts/, test/vendor/, proxy/test/orm/, proxy/test/drivers/)"
+py_dirs=(bench scripts test/vendor test/packages proxy/test/orm proxy/test/drivers)
+section "python: ruff check, ruff format (${py_dirs[*]})"
 "$top/scripts/venv.sh" "$top/scripts/lint-requirements.txt" "$build/lint-venv" || exit 1
 ruff=$build/lint-venv/bin/ruff
 export RUFF_NO_CACHE=true	# nothing written into the checkout
 if [ "$fix" = --fix ]; then
-    "$ruff" check --quiet --fix bench scripts test/vendor proxy/test/orm proxy/test/drivers > /dev/null
-    "$ruff" format --quiet bench scripts test/vendor proxy/test/orm proxy/test/drivers
+    "$ruff" check --quiet --fix "${py_dirs[@]}" > /dev/null
+    "$ruff" format --quiet "${py_dirs[@]}"
 fi
-"$ruff" check --output-format=concise --quiet bench scripts test/vendor proxy/test/orm proxy/test/drivers | findings
-"$ruff" format --check --quiet bench scripts test/vendor proxy/test/orm proxy/test/drivers 2>&1 | sed -n 's/^Would reformat: \(.*\)$/\1:1: ruff format: not formatted (.\/pgcipher fmt)/p' | findings
+"$ruff" check --output-format=concise --quiet "${py_dirs[@]}" | findings
+"$ruff" format --check --quiet "${py_dirs[@]}" 2>&1 | sed -n 's/^Would reformat: \(.*\)$/\1:1: ruff format: not formatted (.\/pgcipher fmt)/p' | findings
 
 # --- Perl ----------------------------------------------------------------
 section "perl: perltidy with PostgreSQL's perltidyrc"

@@ -7,6 +7,9 @@
 #                                      Replaces it, /usr/lib/postgresql/MAJOR
 #   pgcipher-postgresql-client-MAJOR   the client programs and PGXS
 #   pgcipher-postgresql-server-dev-MAJOR  the server's headers
+#   pgcipher-postgresql-MAJOR-jit      the LLVM JIT, as Debian's postgresql-MAJOR-jit
+#   pgcipher-postgresql-plperl-MAJOR, -plpython3-MAJOR, -pltcl-MAJOR
+#                                      the procedural languages, as Debian's
 #   postgresql-MAJOR-pgcipher-columns  the encrypted column types
 #   pgcipher-proxy                     the wire proxy: systemd unit, config
 #                                      in /etc/pgcipher, its own system user
@@ -66,8 +69,13 @@ extra=" (pgcipher $version, Debian $pgdebversion)"
 # --- the server, in Debian's layout ---------------------------------------
 
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-config=(--prefix=/usr
-        --mandir="/usr/share/postgresql/$major/man"
+# Debian's options and flags (server/debian-options.sh) in Debian's layout,
+# the pinned OpenSSL instead of the system's.  The packages suite compares
+# the result with Debian's (test/packages/like_debian.py).
+# shellcheck source=server/debian-options.sh
+. "$here/debian-options.sh"
+debian_options "$major" || die "cannot configure as Debian does"
+config=(--mandir="/usr/share/postgresql/$major/man"
         --docdir="/usr/share/doc/postgresql-doc-$major"
         --sysconfdir=/etc/postgresql-common
         --datarootdir=/usr/share/
@@ -76,17 +84,16 @@ config=(--prefix=/usr
         --libdir="/usr/lib/$multiarch/"
         --libexecdir=/usr/lib/postgresql/
         --includedir=/usr/include/postgresql/
+        --prefix=/usr
         --with-extra-version="$extra"
-        --enable-debug --disable-rpath --with-pgport=5432 --with-system-tzdata=/usr/share/zoneinfo
-        --with-ssl=openssl --with-lz4 --with-zstd --with-icu
+        "${debian_features[@]}" "${debian_tools[@]}"
         --with-includes="$openssl/include" --with-libraries="$openssl/lib")
-[ "$major" -ge 18 ] && config+=(--with-liburing)
-cflags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get CFLAGS)
-ldflags="$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get LDFLAGS) -Wl,-rpath,/usr/lib/pgcipher/openssl"
+cflags=$debian_cflags cppflags=$debian_cppflags cxxflags=$debian_cxxflags
+ldflags="$debian_ldflags -Wl,-rpath,/usr/lib/pgcipher/openssl"
 
 # (our test files do not go into the packages)
 stamp=$( (sha256sum "$orig" "$debian_tar"; find "$here/patches/$major" "$here/src" -type f ! -path '*/src/test/*' | sort | xargs cat | sha256sum
-          echo "${config[*]} $cflags $ldflags"; cat "$openssl/.pgcipher-openssl") | sha256sum | cut -d' ' -f1)
+          echo "${config[*]} $cflags $cppflags $cxxflags $ldflags"; cat "$openssl/.pgcipher-openssl") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
     echo "package: unpacking $(basename "$orig"), Debian's layout patches and ours"
     rm -rf "$tree" "$root" "$work/debian"
@@ -106,13 +113,23 @@ if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
         cp "$here/src/$f" "$tree/$f"
     done
     export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
-    [ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
+    # the LLVM bitcode through ccache too, given to make alone: the CLANG
+    # that pg_config records (and PGXS hands extensions) stays Debian's
+    makeflags=()
+    if [ -x /usr/lib/ccache/gcc ]; then
+        export PATH=/usr/lib/ccache:$PATH
+        for t in "${debian_tools[@]}"; do
+            case $t in CLANG=/usr/bin/*) [ -x "/usr/lib/ccache/${t#CLANG=/usr/bin/}" ] &&
+                makeflags+=("CLANG=/usr/lib/ccache/${t#CLANG=/usr/bin/}") ;; esac
+        done
+    fi
     echo "package: configure for Debian's layout (log: $work/configure.log)"
-    (cd "$tree" && ./configure CC=gcc CFLAGS="$cflags" LDFLAGS="$ldflags" "${config[@]}" > "$work/configure.log" 2>&1) \
+    (cd "$tree" && ./configure CC=gcc CFLAGS="$cflags" CPPFLAGS="$cppflags" CXXFLAGS="$cxxflags" \
+        LDFLAGS="$ldflags" "${config[@]}" > "$work/configure.log" 2>&1) \
         || { tail -30 "$work/configure.log" >&2; die "configure failed"; }
     echo "package: make -j$jobs (log: $work/make.log)"
-    (cd "$tree" && make -j"$jobs" -s > "$work/make.log" 2>&1 \
-        && make -C contrib -j"$jobs" -s >> "$work/make.log" 2>&1 \
+    (cd "$tree" && make -j"$jobs" -s "${makeflags[@]}" > "$work/make.log" 2>&1 \
+        && make -C contrib -j"$jobs" -s "${makeflags[@]}" >> "$work/make.log" 2>&1 \
         && make -s install DESTDIR="$root" >> "$work/make.log" 2>&1 \
         && make -C contrib -s install DESTDIR="$root" >> "$work/make.log" 2>&1) \
         || { grep -E 'error|Error' "$work/make.log" | head -30 >&2; die "make failed, see $work/make.log"; }
@@ -199,7 +216,12 @@ make_source() {
     fill "$name" "$debversion" < "$tmpl/copyright" > "$dir/debian/copyright"
     sed -n 's/^Package: //p' "$dir/debian/control" | while read -r pkg; do
         # templates are named for the package with the major left out
-        base=${pkg/pgcipher-postgresql-server-dev-$major/server-dev}
+        case $pkg in
+            pgcipher-postgresql-"$major"-jit) base=jit ;;
+            pgcipher-postgresql-pl*-"$major") base=${pkg#pgcipher-postgresql-}; base=${base%-"$major"} ;;
+            *) base=$pkg ;;
+        esac
+        base=${base/pgcipher-postgresql-server-dev-$major/server-dev}
         base=${base/pgcipher-postgresql-client-$major/client}
         base=${base/pgcipher-postgresql-$major/server}
         base=${base/postgresql-$major-pgcipher-columns/columns}
@@ -215,7 +237,7 @@ make_source() {
     rm -f "$work"/*.buildinfo "$work"/*.changes
 }
 
-rm -f "$out"/pgcipher-postgresql-*"$major"_*.deb "$out"/postgresql-"$major"-pgcipher-columns_*.deb
+rm -f "$out"/pgcipher-postgresql-*"$major"_*.deb "$out"/pgcipher-postgresql-"$major"-jit_*.deb "$out"/postgresql-"$major"-pgcipher-columns_*.deb
 make_source "pgcipher-postgresql-$major" "$pgdeb" control.in
 rm -f "$out"/pgcipher-proxy_*.deb "$out"/pgcipher-tools_*.deb "$out"/pgcipher-openssl_*.deb
 make_source pgcipher "$toolsdeb" control.tools.in

@@ -51,6 +51,11 @@ patches | 1 | 18 | patches_check
     byte-identical from their git form, and every hook in an upstream C file
     carries a "pgcipher" marker; each 17/18 pair makes the same change but those
     server/patches/pairs-differ names
+debian-options | 1 | 18 | python3 "$top/test/packages/like_debian.py" --options "$build" 17 18
+    server/debian-options.sh, the configure options and compiler flags of every
+    build (ours, stock, the peer, the packages), against the pg_config
+    --configure of Debian's own postgresql-client-17 and -18 of the pinned
+    uploads (sha256-pinned, test/packages/debian-reference.tsv)
 minor-release | 1 | 18 | minor_release
     the build warns when Debian trixie's index names a newer release than a pin
     (server/fetch-source.sh)
@@ -73,7 +78,9 @@ read-path | 1 | 17 18 | read_path
     our TAP test 012: every read path (sequential, bitmap, index and index-only
     scans, pg_prewarm, VACUUM, ANALYZE, local buffers) answers as a stock
     cluster, under every io_method on 18 (sync, worker with 1 and 3 workers,
-    io_uring); a flipped ciphertext byte is a damaged page
+    io_uring); a flipped ciphertext byte is a damaged page; the stock build
+    it compares with is configured as ours (pg_config --configure but for the
+    prefix)
 pg_upgrade | 1 | 17 18 | pg_upgrade_check
     our TAP test 008: pg_upgrade from Debian's PostgreSQL 15 and stock 17 (18)
     into aes-256 (copy encrypts), --link with the old relation key, the re-key
@@ -425,6 +432,17 @@ build_stock() {
     # patches (as for bench)
     "$top/server/build.sh" "$build" --stock > "$logs/stock-build.log" 2>&1 ||
         { tail -20 "$logs/stock-build.log"; return 1; }
+    # the benchmarks' baseline is configured as ours, Debian's options both
+    # (server/debian-options.sh): only the install prefix differs
+    local ours stock
+    ours=$("$build/install/bin/pg_config" --configure | sed "s|$build/install|PREFIX|g")
+    stock=$("$build/stock/install/bin/pg_config" --configure | sed "s|$build/stock/install|PREFIX|g")
+    if [ "$ours" != "$stock" ]; then
+        echo "the stock build is configured otherwise than ours:"
+        diff <(xargs -n1 <<< "$ours") <(xargs -n1 <<< "$stock")
+        return 1
+    fi
+    echo "the stock build's pg_config --configure is ours but for the prefix"
 }
 read_path() {
     # 012: every read path (every io_method on 18) against a stock cluster

@@ -7,8 +7,9 @@
 #   2. apply server/patches/MAJOR/*.patch (small hook patches, one per concern);
 #   3. overlay server/src/** into the tree as symbolic links, so editing one of
 #      our files and running this again rebuilds incrementally;
-#   4. configure (OpenSSL, lz4, zstd, ICU, TAP tests; liburing from 18 on) with
-#      ccache, make, make install.
+#   4. configure with the options of Debian's own package of the major
+#      (debian-options.sh: LLVM JIT, PL/Perl, PL/Python, PL/Tcl, uuid, XML,
+#      PAM, LDAP, GSSAPI, systemd, ...), with ccache; make, make install.
 #
 # OpenSSL is the pinned one openssl.sh builds into BUILD_DIR/openssl/install
 # (Debian 12's has no VAES path for AES-XTS), linked with a run path so every
@@ -91,24 +92,20 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASH
 # tree, and some (Citus's configure) take CC as one word.  ccache stays in
 # our own builds through its masquerade directory (Debian's ccache package:
 # /usr/lib/ccache/gcc -> ccache) first in PATH.
-cc=gcc
 if command -v ccache >/dev/null && [ -x /usr/lib/ccache/gcc ]; then
     export PATH=/usr/lib/ccache:$PATH
 fi
-# PGCIPHER_CONFIGURE_EXTRA: more configure options, split into words on purpose
-# shellcheck disable=SC2206
-config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
-        --with-includes="$openssl/include" --with-libraries="$openssl/lib"
-        --enable-tap-tests --enable-depend --enable-debug ${PGCIPHER_CONFIGURE_EXTRA:-})
-# 18's io_method=io_uring (liburing from Debian)
-[ "$major" -ge 18 ] && config+=(--with-liburing)
-ldflags="-Wl,-rpath,$openssl/lib"
-config_stamp=$(echo "$cc ${config[*]} CFLAGS=${CFLAGS:-} LDFLAGS=$ldflags $(cat "$openssl/.pgcipher-openssl")" | sha256sum | cut -d' ' -f1)
+# Debian's own options and compiler flags (server/debian-options.sh): the
+# benchmarks measure what a package runs
+# shellcheck source=server/debian-options.sh
+. "$here/debian-options.sh"
+dev_configure "$major" "$prefix" "$openssl"
+config_stamp=$(echo "${build_config[*]} $(cat "$openssl/.pgcipher-openssl")" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$tree/.pgcipher-config" 2>/dev/null)" != "$config_stamp" ]; then
-    echo "build: configure ${config[*]}"
+    echo "build: configure ${build_config[*]}"
     # objects built under other options (another OpenSSL's headers) go
     if [ -f "$tree/GNUmakefile" ]; then make -C "$tree" -s distclean > /dev/null 2>&1 || true; fi
-    (cd "$tree" && ./configure CC="$cc" LDFLAGS="$ldflags" "${config[@]}" > "$build/configure.log" 2>&1) \
+    (cd "$tree" && ./configure "${build_config[@]}" > "$build/configure.log" 2>&1) \
         || { tail -30 "$build/configure.log" >&2; echo "build: configure failed, see $build/configure.log" >&2; exit 1; }
     echo "$config_stamp" > "$tree/.pgcipher-config"
 fi

@@ -100,25 +100,23 @@ if [ ! -f "$openssl/.pgcipher-openssl" ]; then
 fi
 
 # server/build.sh's compiler and configure options, word for word
-cc=gcc
 if command -v ccache >/dev/null && [ -x /usr/lib/ccache/gcc ]; then
     export PATH=/usr/lib/ccache:$PATH
 fi
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$dir} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-# PGCIPHER_CONFIGURE_EXTRA: as server/build.sh, split into words on purpose
-# shellcheck disable=SC2206
-config=(--prefix="$prefix" --with-ssl=openssl --with-lz4 --with-zstd --with-icu
-        --with-includes="$openssl/include" --with-libraries="$openssl/lib"
-        --enable-tap-tests --enable-depend --enable-debug ${PGCIPHER_CONFIGURE_EXTRA:-})
-[ "$major" -ge 18 ] && config+=(--with-liburing)
-ldflags="-Wl,-rpath,$openssl/lib"
-configure_line="CC=$cc LDFLAGS=$ldflags ${config[*]}"
+# (server/debian-options.sh: Debian's options and flags, as server/build.sh)
+# shellcheck source=server/debian-options.sh
+. "$top/server/debian-options.sh"
+dev_configure "$major" "$prefix" "$openssl" || die "cannot configure as server/build.sh does"
+configure_line="${build_config[*]}"
+# the extension's link: the server's flags and run path
+ldflags="$debian_ldflags -Wl,-rpath,$openssl/lib"
 
 # stock's own record of its configure options: ours but for the prefix
 if [ -x "$stock/bin/pg_config" ]; then
     theirs=$("$stock/bin/pg_config" --configure | sed "s|$stock|PREFIX|g; s|^ *||; s| *\$||")
-    ours=$(printf " '%s'" "CC=$cc" "LDFLAGS=$ldflags" "${config[@]}" | sed "s|$prefix|PREFIX|g; s|^ *||")
+    ours=$(printf " '%s'" "${build_config[@]}" | sed "s|$prefix|PREFIX|g; s|^ *||")
     [ "$theirs" = "$ours" ] || die "configure options differ from the stock build's (server/build.sh changed?):
   stock: $theirs
   peer:  $ours"
@@ -156,7 +154,7 @@ grep -qx '/\* #define USE_TDE_HOOKS 1 \*/' "$manual" || die "no USE_TDE_HOOKS li
 sed -i 's|^/\* #define USE_TDE_HOOKS 1 \*/$|#define USE_TDE_HOOKS 1|' "$manual"
 
 say "configure $configure_line"
-(cd "$tree" && ./configure CC="$cc" LDFLAGS="$ldflags" "${config[@]}" > "$dir/configure.log" 2>&1) \
+(cd "$tree" && ./configure "${build_config[@]}" > "$dir/configure.log" 2>&1) \
     || { tail -30 "$dir/configure.log" >&2; die "configure failed, see $dir/configure.log"; }
 say "make -j$jobs (log: $dir/make.log)"
 if ! (cd "$tree" && make -j"$jobs" -s > "$dir/make.log" 2>&1 \

@@ -5,6 +5,12 @@
 # on Debian.  Every check prints "ok N - ..." or "not ok N - ..." (TAP);
 # the first failure stops the script.
 #
+# Section 2b prints what the installed server says of its build (pg_config
+# --configure, pg_available_extensions) for run.sh's comparison with
+# Debian's own packages (like_debian.py), and uses what Debian's options
+# bring: the procedural languages, uuid-ossp, XML, the JIT, PAM, LDAP and
+# GSSAPI lines in pg_hba.conf.
+#
 # MAJOR: the PostgreSQL major of the packages.  PHASE: "checks" (sections
 # 1-4) or "purge" (section 5); run.sh runs the operations guide's blocks
 # (guide.py) between the two.  The TAP count goes on in $TAP_COUNT.
@@ -42,6 +48,15 @@ apt-get install -y -qq --no-install-recommends "pgcipher-postgresql-$MAJOR" \
     "postgresql-$MAJOR-pgcipher-columns" pgcipher-proxy pgcipher-tools > /tmp/install.log 2>&1 \
     || { tail -30 /tmp/install.log; fail "apt-get install of pgcipher's packages"; }
 ok "apt-get install pgcipher-postgresql-$MAJOR, its columns, pgcipher-proxy, pgcipher-tools"
+check "the server package recommends its JIT, as Debian's does" \
+    sh -c "dpkg-query -W -f='\${Recommends}' pgcipher-postgresql-$MAJOR | grep -q 'pgcipher-postgresql-$MAJOR-jit'"
+# the packages Debian ships beside its server: the JIT and the languages
+apt-get install -y -qq --no-install-recommends "pgcipher-postgresql-$MAJOR-jit" "pgcipher-postgresql-plperl-$MAJOR" \
+    "pgcipher-postgresql-plpython3-$MAJOR" "pgcipher-postgresql-pltcl-$MAJOR" > /tmp/install-pl.log 2>&1 \
+    || { tail -30 /tmp/install-pl.log; fail "apt-get install of the JIT and the procedural languages"; }
+ok "apt-get install pgcipher-postgresql-$MAJOR-jit, -plperl-$MAJOR, -plpython3-$MAJOR, -pltcl-$MAJOR"
+check "the JIT package provides postgresql-$MAJOR-jit" \
+    sh -c "dpkg-query -W -f='\${Provides}' pgcipher-postgresql-$MAJOR-jit | grep -q 'postgresql-$MAJOR-jit (='"
 check "the server package provides postgresql-$MAJOR (dpkg sees it installed)" \
     sh -c "dpkg-query -W -f='\${Provides}' pgcipher-postgresql-$MAJOR | grep -q 'postgresql-$MAJOR (='"
 check "the system's libssl3 is Debian's, untouched" \
@@ -79,6 +94,47 @@ for port in 5433 5434; do
 done
 if psql_as 5433 "CREATE EXTENSION pgcipher_columns" > /dev/null; then ok "CREATE EXTENSION pgcipher_columns from its package"
 else fail "CREATE EXTENSION pgcipher_columns"; fi
+
+# --- 2b. configured and furnished like Debian's PostgreSQL ----------------
+echo "# pg_config --configure: $("/usr/lib/postgresql/$MAJOR/bin/pg_config" --configure)"
+echo "# pg_available_extensions: $(psql_as 5433 "SELECT string_agg(name, ' ' ORDER BY name) FROM pg_available_extensions")"
+# each answer is what a build without the option cannot give
+like_debian() { # what, SQL, expected answer
+    got=$(psql_as 5433 "$2" 2>&1 | tail -n 1)
+    if [ "$got" = "$3" ]; then ok "$1"; else echo "# got: $got"; fail "$1"; fi
+}
+like_debian "uuid-ossp (--with-uuid=e2fs): a version 4 UUID" \
+    'CREATE EXTENSION "uuid-ossp"; SELECT uuid_generate_v4()::text ~ '"'"'^[0-9a-f-]{36}$'"'"'' t
+like_debian "XML (--with-libxml): xpath over an xml value" \
+    "SELECT (xpath('/a/b/text()', '<a><b>xml</b></a>'::xml))[1]::text" xml
+like_debian "xml2's XSLT (--with-libxslt)" \
+    "CREATE EXTENSION xml2; SELECT xslt_process('<a>x</a>', '<xsl:stylesheet version=\"1.0\" xmlns:xsl=\"http://www.w3.org/1999/XSL/Transform\"><xsl:output method=\"text\"/><xsl:template match=\"/\">xslt</xsl:template></xsl:stylesheet>')" xslt
+like_debian "PL/Perl from pgcipher-postgresql-plperl-$MAJOR" \
+    "CREATE EXTENSION plperl; CREATE FUNCTION lang_perl() RETURNS text LANGUAGE plperl AS 'return \"perl\";'; SELECT lang_perl()" perl
+like_debian "PL/Python from pgcipher-postgresql-plpython3-$MAJOR" \
+    "CREATE EXTENSION plpython3u; CREATE FUNCTION lang_py() RETURNS text LANGUAGE plpython3u AS 'return \"python\"'; SELECT lang_py()" python
+like_debian "PL/Tcl from pgcipher-postgresql-pltcl-$MAJOR" \
+    "CREATE EXTENSION pltcl; CREATE FUNCTION lang_tcl() RETURNS text LANGUAGE pltcl AS 'return tcl'; SELECT lang_tcl()" tcl
+like_debian "the LLVM JIT from pgcipher-postgresql-$MAJOR-jit compiles a query's functions" \
+    "SET jit = on; SET jit_above_cost = 0;
+     CREATE FUNCTION jit_functions() RETURNS int LANGUAGE plpgsql AS \$\$
+     DECLARE p json; BEGIN
+         EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) SELECT sum(id) FROM secrets WHERE v LIKE ''PKG%''' INTO p;
+         RETURN (p->0->'JIT'->>'Functions')::int;
+     END \$\$; SELECT jit_functions() > 0" t
+# PAM, LDAP and GSSAPI lines that a build without them refuses (these
+# addresses are documentation's, never contacted)
+hba=/etc/postgresql/$MAJOR/enc/pg_hba.conf
+cp "$hba" /tmp/pg_hba.conf.saved
+cat >> "$hba" << 'EOF_HBA'
+host nobody nobody 192.0.2.1/32 pam pamservice=postgresql
+host nobody nobody 192.0.2.2/32 ldap ldapserver=ldap.example.net ldapbasedn="dc=example,dc=net"
+hostgssenc nobody nobody 192.0.2.3/32 gss include_realm=0
+EOF_HBA
+like_debian "pg_hba.conf takes pam, ldap and gss lines (--with-pam, --with-ldap, --with-gssapi)" \
+    "SELECT count(*) || ' rules, ' || count(error) || ' errors' FROM pg_hba_file_rules WHERE address LIKE '192.0.2.%'" \
+    "3 rules, 0 errors"
+cp /tmp/pg_hba.conf.saved "$hba"
 pg_ctlcluster "$MAJOR" enc stop; pg_ctlcluster "$MAJOR" plain stop
 enc_dir=/var/lib/postgresql/$MAJOR/enc
 plain_dir=/var/lib/postgresql/$MAJOR/plain

@@ -68,4 +68,13 @@ if [ $rc != 0 ] || grep -q '^not ok' "$log" || ! grep -q '^1\.\.' "$log"; then
     echo "packages: FAILED (mmdebstrap exit $rc; log: $log)" >&2
     exit 1
 fi
-echo "packages: $(grep -c '^ok' "$log") passed, 0 failed"
+# what the root's server said of its build, against Debian's own packages
+# of the same upload (test/packages/like_debian.py)
+like=$work/like-debian.log
+if ! python3 "$top/test/packages/like_debian.py" "$build" "$major" "$log" > "$like" 2>&1; then
+    cat "$like"
+    echo "packages: FAILED: not configured or furnished like Debian's PostgreSQL $major" >&2
+    exit 1
+fi
+cat "$like"
+echo "packages: $(($(grep -c '^ok' "$log") + $(grep -c '^ok' "$like"))) passed, 0 failed"

@@ -1,0 +1,96 @@
+# debian-options.sh — the configure options of Debian's own PostgreSQL
+# packages, for pgcipher's builds (sourced by server/build.sh, for the
+# server and the benchmarks' stock build alike, and by scripts/package.sh).
+#
+# Debian's postgresql-17 and postgresql-18 take their options from
+# postgresql-common's server/postgresql.mk; what it gave the pinned uploads
+# is what their pg_config --configure prints (postgresql-client-MAJOR), and
+# the packages suite compares our package's with it (test/packages: the
+# pinned .deb, paths, compiler flags and the tools' versions aside).  Here
+# are the options that choose features; paths and flags are the caller's.
+#
+# debian_options MAJOR sets two arrays and four strings:
+#   debian_features  feature options, e.g. --with-llvm, in Debian's order
+#   debian_tools     the tools Debian names (AWK=mawk, PYTHON=...), and
+#                    LLVM_CONFIG and CLANG: the newest LLVM installed, as
+#                    postgresql.mk picks it
+#   debian_cflags, debian_cppflags, debian_cxxflags, debian_ldflags
+#                    the compiler flags Debian's upload was built with:
+#                    dpkg-buildflags' with all hardening, as postgresql.mk
+#                    exports them, -fno-omit-frame-pointer on amd64 as it
+#                    adds; the dpkg that built the upload (trixie's and
+#                    later) adds -Werror=implicit-function-declaration and
+#                    -fstack-clash-protection -fcf-protection, Debian 12's
+#                    does not: added here.  No -ffile-prefix-map (a path of
+#                    the build's; Debian's flags lack it too), so that the
+#                    development build, the stock build and the package
+#                    build share ccache's objects.
+# The OpenSSL is Debian's --with-openssl spelling; ours is the pinned 3.5
+# (server/openssl.sh), given by the caller with --with-includes/--with-libraries.
+
+# shellcheck shell=bash
+debian_options() {
+    local major=$1 llvm_config
+    debian_features=(--with-tcl --with-perl --with-python --with-pam --with-openssl
+                     --with-libxml --with-libxslt --enable-nls --enable-thread-safety
+                     --enable-debug --disable-rpath --with-uuid=e2fs --with-gnu-ld
+                     --with-gssapi --with-ldap --with-pgport=5432
+                     --with-system-tzdata=/usr/share/zoneinfo --enable-tap-tests
+                     --with-icu --with-llvm --with-lz4 --with-zstd)
+    # 18: OAuth's libcurl, NUMA, io_method=io_uring
+    [ "$major" -ge 18 ] && debian_features+=(--with-libcurl --with-libnuma --with-liburing)
+    debian_features+=(--with-systemd --with-selinux --enable-dtrace)
+    llvm_config=$(find /usr/bin -maxdepth 1 -name 'llvm-config-*' | sort -V | tail -n 1)
+    if [ -z "$llvm_config" ]; then
+        echo "no /usr/bin/llvm-config-*: install llvm-dev and clang (./pgcipher deps)" >&2
+        return 1
+    fi
+    debian_tools=(AWK=mawk "MKDIR_P=/bin/mkdir -p" PROVE=/usr/bin/prove PYTHON=/usr/bin/python3
+                  TAR=/bin/tar "XSLTPROC=xsltproc --nonet"
+                  LLVM_CONFIG="$llvm_config" CLANG="/usr/bin/clang-${llvm_config##*-}")
+    # 18: libnuma named without pkg-config, as postgresql.mk does
+    [ "$major" -ge 18 ] && debian_tools+=("LIBNUMA_CFLAGS= " LIBNUMA_LIBS=-lnuma)
+    debian_cflags="$(debian_buildflag CFLAGS) -Werror=implicit-function-declaration"
+    [ "$(dpkg-architecture -qDEB_HOST_ARCH 2> /dev/null)" = amd64 ] && debian_cflags+=" -fno-omit-frame-pointer"
+    debian_cppflags=$(debian_buildflag CPPFLAGS)
+    debian_cxxflags=$(debian_buildflag CXXFLAGS)
+    debian_ldflags=$(debian_buildflag LDFLAGS)
+    return 0
+}
+
+# dev_configure MAJOR PREFIX OPENSSL: sets build_config, the configure
+# arguments of pgcipher's development builds, word for word the same for
+# server/build.sh (ours and --stock) and the benchmarks' peer
+# (bench/peer/build-open-pg-tde.sh): a plain "gcc" (pg_config --cc hands it
+# to every extension; ccache works through its masquerade directory first
+# in PATH), Debian's flags (CFLAGS in the environment replaces theirs) with
+# a run path to the pinned OpenSSL, Debian's options but --disable-rpath
+# (the install tree is used where it is, its programs find its libpq by
+# their run path), LLVM's clang through ccache where it has a masquerade
+# for it, --enable-depend, and PGCIPHER_CONFIGURE_EXTRA split into words.
+dev_configure() {
+    local major=$1 prefix=$2 openssl=$3 o c
+    debian_options "$major" || return 1
+    build_config=(CC=gcc "CFLAGS=${CFLAGS:-$debian_cflags}" "CPPFLAGS=$debian_cppflags"
+                  "CXXFLAGS=$debian_cxxflags" "LDFLAGS=$debian_ldflags -Wl,-rpath,$openssl/lib"
+                  --prefix="$prefix")
+    for o in "${debian_features[@]}"; do [ "$o" = --disable-rpath ] || build_config+=("$o"); done
+    for o in "${debian_tools[@]}"; do
+        c=${o#CLANG=/usr/bin/}
+        if [ "$c" != "$o" ] && [ -x "/usr/lib/ccache/$c" ]; then o=CLANG=/usr/lib/ccache/$c; fi
+        build_config+=("$o")
+    done
+    # shellcheck disable=SC2206 # split into words on purpose
+    build_config+=(--with-includes="$openssl/include" --with-libraries="$openssl/lib"
+                   --enable-depend ${PGCIPHER_CONFIGURE_EXTRA:-})
+}
+
+# debian_buildflag NAME: one of dpkg-buildflags' variables, as above
+debian_buildflag() {
+    local flags f out=
+    flags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1")
+    case $1 in CFLAGS | CXXFLAGS) for f in -fstack-clash-protection -fcf-protection; do
+        [[ " $flags " == *" $f "* ]] || flags+=" $f"; done ;; esac
+    for f in $flags; do [[ $f == -ffile-prefix-map=* ]] || out+="${out:+ }$f"; done
+    echo "$out"
+}
