@@ -6,7 +6,8 @@
 # "NAME | LANE | MAJORS | COMMAND" per suite, in the order they run, then
 # what it tests, indented.  LANE 1 runs in line; LANE 2, suites that mostly
 # wait (pgBackRest's and Barman's archive polls and timeouts, the KMS
-# servers' start-ups, the drivers' timeouts and sleeps), runs in the
+# servers' start-ups, the drivers' timeouts and sleeps, apt and dpkg in the
+# packages suite's root), runs in the
 # background beside lane 1 from just after install-modes (the last suite
 # that installs the server again) and reports at the end; they share
 # nothing with the rest but the installed tree and the ports (every
@@ -187,14 +188,17 @@ timescaledb | 1 | 17 18 | "$top/test/extensions/run.sh" timescaledb
     TimescaleDB, Apache edition (Debian trixie's 2.19.3 on 17, upstream's 2.29.2
     on 18): hypertable, chunks, drop_chunks, crash and recovery on aes-256, and
     a marker scan with an unencrypted control
-packages | 1 | 18 | "$top/test/packages/run.sh"
+packages | 2 | 18 | "$top/test/packages/run.sh"
     test/packages: the Debian packages (scripts/package.sh, lintian without
     errors) installed with apt into a clean Debian 12 root made by mmdebstrap;
     there pg_createcluster with --encryption, pg_ctlcluster, pg_lsclusters, the
-    marker scan with an unencrypted control, pg_upgradecluster from Debian's 15
-    into an encrypted cluster, the proxy's unit and --check-config, and a purge
-    that keeps the data; on 18, every shell block of docs/operations.md there,
-    against a real OpenBao and PyKMIP server
+    marker scan with an unencrypted control, what Debian's options bring (the
+    JIT, the three PLs, uuid-ossp, XML, pam/ldap/gss in pg_hba.conf),
+    pg_upgradecluster from Debian's 15 into an encrypted cluster, the proxy's
+    unit and --check-config, and a purge that keeps the data; on 18, every
+    shell block of docs/operations.md there, against a real OpenBao and PyKMIP
+    server; pg_config --configure and pg_available_extensions as Debian's own
+    packages.  In the second lane: apt, dpkg and mmdebstrap mostly wait
 citus | 1 | 18 | "$top/test/citus/run.sh" tap
     test/citus: Citus 14.0.1 (scripts/vendor.tsv; skipped where it cannot be
     had) built unchanged with pg_config's compiler; an aes-256 node holding its

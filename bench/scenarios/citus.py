@@ -166,12 +166,12 @@ class CitusCluster:
 
 def ensure_citus(run):
     """Citus installed into the pgcipher build and the stock build
-    (test/citus/run.sh build, build-stock); None, or why not."""
+    (test/citus/run.sh build, build-stock, which build again only what
+    changed: a citus.so built before against another server or with other
+    options is not used); None, or why not."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for name, action in (("pgcipher", "build"), ("stock", "build-stock")):
         inst = run.installs[name]
-        if os.path.exists(os.path.join(inst.pg_config("--pkglibdir"), "citus.so")):
-            continue
         # the build directory: install/ of pgcipher's, stock/install of stock's
         build = os.path.dirname(inst.prefix)
         if name == "stock":

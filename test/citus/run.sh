@@ -67,14 +67,20 @@ build_citus() {
     local tarball src=$citus_dir/citus-$CITUS_VERSION stamp
     tarball=$(vendored citus citus) || return
     # built again when the server's install tree changed under it
-    stamp=$(cat "$prefix/.pgcipher-major" "$prefix/bin/pg_config" | sha256sum | cut -d' ' -f1)
+    # with libcurl, Citus's default: a PostgreSQL configured as Debian's
+    # (18: --with-libcurl, for OAuth) defines HAVE_LIBCURL in pg_config.h,
+    # which Citus's code reads too, so --without-libcurl would compile its
+    # curl calls without linking libcurl (citus.so: undefined symbol
+    # curl_easy_perform).  Its telemetry stays off all the same:
+    # citus.enable_statistics_collection is off unless a packager defines
+    # ENABLE_CITUS_STATISTICS_COLLECTION.
+    local options=(PG_CONFIG="$prefix/bin/pg_config" --with-libcurl)
+    stamp=$( (cat "$prefix/.pgcipher-major" "$prefix/bin/pg_config"; echo "${options[*]}") | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$src/.pgcipher-citus" 2>/dev/null)" != "$stamp" ]; then
         echo "citus: building Citus $CITUS_VERSION against $prefix (pg_config --cc: $(pg_config --cc))"
         rm -rf "$citus_dir"; mkdir -p "$src"
         tar -xzf "$tarball" -C "$src" --strip-components=1 --no-same-owner
-        # no libcurl: it serves only Citus's telemetry, off here
-        (cd "$src" && ./configure PG_CONFIG="$prefix/bin/pg_config" --without-libcurl \
-            > "$citus_dir/configure.log" 2>&1) \
+        (cd "$src" && ./configure "${options[@]}" > "$citus_dir/configure.log" 2>&1) \
             || { tail -30 "$citus_dir/configure.log" >&2; echo "citus: configure failed" >&2; return 1; }
         make -C "$src" -s -j"$jobs" > "$citus_dir/make.log" 2>&1 \
             || { grep -E 'error|Error' "$citus_dir/make.log" | head -30 >&2; return 1; }

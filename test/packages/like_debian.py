@@ -27,7 +27,7 @@ With --options, no package is needed: for each major named, what
 server/debian-options.sh gives (the feature options, the tools and the
 compiler flags every build of ours takes) against the same reference's
 pg_config --configure, by the same rules (the suite debian-options, both
-majors, before anything is built).
+majors, without a build).
 
 Usage: like_debian.py BUILD_DIR MAJOR LOG
        like_debian.py --options BUILD_DIR MAJOR...
