@@ -38,13 +38,6 @@ orig=$src_dir/$orig_file
 
 die() { echo "fetch-source: $*" >&2; exit 1; }
 
-# The mirror this machine's apt already uses for Debian (deb822 or one-line)
-find_mirror() {
-    { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}';
-      grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}'; } \
-        | grep -E '/debian/?$' | head -n 1
-}
-
 # The private apt configuration: the suite's deb-src index only
 set_up_private_apt() {
     local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -82,8 +75,8 @@ pool_dir() {
     echo "${mirror%/}/pool/main/$prefix/$package"
 }
 
-mirror=$(find_mirror) || true
-[ -n "$mirror" ] || die "no Debian mirror found in this machine's apt configuration"
+# the mirror this machine's apt already uses for Debian
+mirror=$("$(dirname "$0")/debian-mirror.sh") || die "no Debian mirror found in this machine's apt configuration"
 set_up_private_apt
 
 if [ ! -f "$orig" ] || ! verify "$orig"; then

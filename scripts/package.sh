@@ -115,14 +115,8 @@ if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
     export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
     # the LLVM bitcode through ccache too, given to make alone: the CLANG
     # that pg_config records (and PGXS hands extensions) stays Debian's
-    makeflags=()
-    if [ -x /usr/lib/ccache/gcc ]; then
-        export PATH=/usr/lib/ccache:$PATH
-        for t in "${debian_tools[@]}"; do
-            case $t in CLANG=/usr/bin/*) [ -x "/usr/lib/ccache/${t#CLANG=/usr/bin/}" ] &&
-                makeflags+=("CLANG=/usr/lib/ccache/${t#CLANG=/usr/bin/}") ;; esac
-        done
-    fi
+    [ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
+    makeflags=(CLANG="$(ccache_clang)")
     echo "package: configure for Debian's layout (log: $work/configure.log)"
     (cd "$tree" && ./configure CC=gcc CFLAGS="$cflags" CPPFLAGS="$cppflags" CXXFLAGS="$cxxflags" \
         LDFLAGS="$ldflags" "${config[@]}" > "$work/configure.log" 2>&1) \

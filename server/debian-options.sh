@@ -1,13 +1,15 @@
-# debian-options.sh — the configure options of Debian's own PostgreSQL
-# packages, for pgcipher's builds (sourced by server/build.sh, for the
-# server and the benchmarks' stock build alike, and by scripts/package.sh).
+# debian-options.sh — the configure options and compiler flags of Debian's
+# own PostgreSQL packages, for every pgcipher build (sourced by
+# server/build.sh for ours and the benchmarks' stock build, by
+# bench/peer/build-open-pg-tde.sh, and by scripts/package.sh).
 #
 # Debian's postgresql-17 and postgresql-18 take their options from
 # postgresql-common's server/postgresql.mk; what it gave the pinned uploads
 # is what their pg_config --configure prints (postgresql-client-MAJOR), and
 # the packages suite compares our package's with it (test/packages: the
-# pinned .deb, paths, compiler flags and the tools' versions aside).  Here
-# are the options that choose features; paths and flags are the caller's.
+# pinned .deb, paths and the tools' versions aside; the suite
+# debian-options compares this file with it, both majors).  Paths are the
+# caller's.
 #
 # debian_options MAJOR sets two arrays and four strings:
 #   debian_features  feature options, e.g. --with-llvm, in Debian's order
@@ -21,10 +23,10 @@
 #                    adds; the dpkg that built the upload (trixie's and
 #                    later) adds -Werror=implicit-function-declaration and
 #                    -fstack-clash-protection -fcf-protection, Debian 12's
-#                    does not: added here.  No -ffile-prefix-map (a path of
-#                    the build's; Debian's flags lack it too), so that the
-#                    development build, the stock build and the package
-#                    build share ccache's objects.
+#                    does not: added here.  No -ffile-prefix-map: Debian's
+#                    flags lack it, and it names the directory the flags
+#                    were asked in, which would keep two checkouts from
+#                    sharing ccache's objects.
 # The OpenSSL is Debian's --with-openssl spelling; ours is the pinned 3.5
 # (server/openssl.sh), given by the caller with --with-includes/--with-libraries.
 
@@ -69,20 +71,28 @@ debian_options() {
 # their run path), LLVM's clang through ccache where it has a masquerade
 # for it, --enable-depend, and PGCIPHER_CONFIGURE_EXTRA split into words.
 dev_configure() {
-    local major=$1 prefix=$2 openssl=$3 o c
+    local major=$1 prefix=$2 openssl=$3 o
     debian_options "$major" || return 1
     build_config=(CC=gcc "CFLAGS=${CFLAGS:-$debian_cflags}" "CPPFLAGS=$debian_cppflags"
                   "CXXFLAGS=$debian_cxxflags" "LDFLAGS=$debian_ldflags -Wl,-rpath,$openssl/lib"
                   --prefix="$prefix")
     for o in "${debian_features[@]}"; do [ "$o" = --disable-rpath ] || build_config+=("$o"); done
     for o in "${debian_tools[@]}"; do
-        c=${o#CLANG=/usr/bin/}
-        if [ "$c" != "$o" ] && [ -x "/usr/lib/ccache/$c" ]; then o=CLANG=/usr/lib/ccache/$c; fi
+        case $o in CLANG=*) o=CLANG=$(ccache_clang) ;; esac
         build_config+=("$o")
     done
     # shellcheck disable=SC2206 # split into words on purpose
     build_config+=(--with-includes="$openssl/include" --with-libraries="$openssl/lib"
                    --enable-depend ${PGCIPHER_CONFIGURE_EXTRA:-})
+}
+
+# ccache_clang: after debian_options, Debian's CLANG, through ccache's
+# masquerade directory where it has one for it (LLVM's bitcode is compiled
+# once per object, as the objects are)
+ccache_clang() {
+    local o clang=
+    for o in "${debian_tools[@]}"; do case $o in CLANG=*) clang=${o#CLANG=} ;; esac; done
+    if [ -x "/usr/lib/ccache/${clang##*/}" ]; then echo "/usr/lib/ccache/${clang##*/}"; else echo "$clang"; fi
 }
 
 # debian_buildflag NAME: one of dpkg-buildflags' variables, as above

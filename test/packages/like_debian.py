@@ -89,19 +89,10 @@ EXTENSIONS_OURS = {"pgcipher_columns"}
 
 
 def mirror():
-    """The Debian mirror of this machine's apt configuration."""
-    text = ""
-    for p in list(pathlib.Path("/etc/apt/sources.list.d").glob("*.sources")):
-        text += p.read_text()
-    for m in re.finditer(r"^URIs:\s*(\S+)", text, re.M):
-        if re.search(r"/debian/?$", m.group(1)):
-            return m.group(1).rstrip("/")
-    for p in [pathlib.Path("/etc/apt/sources.list"), *pathlib.Path("/etc/apt/sources.list.d").glob("*.list")]:
-        if p.exists():
-            for m in re.finditer(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)", p.read_text(), re.M):
-                if re.search(r"/debian/?$", m.group(1)):
-                    return m.group(1).rstrip("/")
-    return "http://deb.debian.org/debian"
+    """The Debian mirror of this machine's apt configuration
+    (scripts/debian-mirror.sh), else Debian's own."""
+    r = subprocess.run([str(TOP / "scripts" / "debian-mirror.sh")], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else "http://deb.debian.org/debian"
 
 
 def reference_debs(build, major, only=""):

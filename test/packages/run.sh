@@ -46,8 +46,7 @@ else
     echo "packages: docs/operations.md is written for 18: its blocks are not run on $major"
 fi
 echo "packages: a clean Debian 12 root (mmdebstrap, unshare mode), the packages installed in it (log: $log)"
-mirror=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -E '/debian/?$' | head -n 1)
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$("$top/scripts/debian-mirror.sh") || mirror=http://deb.debian.org/debian
 set +e
 # shellcheck disable=SC2016 # $1 is the hook's: the root's path
 mmdebstrap --mode=unshare --variant=apt --skip=cleanup/tmp \
