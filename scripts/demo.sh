@@ -320,6 +320,35 @@ echo "   started with the retired passphrase instead, the server refuses and nam
 (postgres -D "$demo/enc/data" 2>&1 || true) | grep -E "FATAL|DETAIL" | sed 's/^.*\] /   /'
 sed -i "s|cat $demo/passphrase'|cat $demo/passphrase-2027'|" "$demo/enc/data/postgresql.auto.conf"
 
+step "4d'. Replace the page key itself online, pgbench running: every block rewritten, nothing stops"
+pg_ctl -D "$demo/enc/data" -l "$demo/enc/server.log" -w start >/dev/null
+pgbench_enc() { pgbench -h "$demo/enc" -p "$enc_port" -U postgres "$@" postgres; }
+pgbench_enc -i -s 10 -q > "$demo/pgbench-init.log" 2>&1
+pgbench_enc -n -c 4 -j 2 -T 20 -P 5 > "$demo/pgbench-rotation.log" 2>&1 &
+pgbench_pid=$!
+sleep 3
+echo "pgbench -c 4 runs against the cluster; meanwhile: SELECT pg_rotate_data_keys();"
+echo "   $(psql_enc -At -c "SELECT pg_rotate_data_keys()")  (returned at once; background workers rewrite every block)"
+while :; do
+    progress=$(psql_enc -At -F ' | ' -c "SELECT phase, coalesce(datname, '-'), coalesce(fork, '-'),
+        coalesce(blocks_done || '/' || blocks_total, '-'), blocks_rewritten || ' blocks rewritten'
+        FROM pg_stat_progress_encryption")
+    echo "   pg_stat_progress_encryption: $progress"
+    case $progress in idle*) break ;; esac
+    sleep 2
+done
+wait "$pgbench_pid"
+grep -E "^progress|number of failed|^tps" "$demo/pgbench-rotation.log" | sed 's/^/   pgbench: /'
+pg_controldata "$demo/enc/data" | grep "page keys" | sed 's/^/   /'
+grep -E "rotation of the data keys|left the key ring" "$demo/enc/server.log" | sed 's/^.*LOG: */   server log: /'
+echo "   flags of block 0 of cards on disk (bytes 10-11, little-endian: 00 c0 = 0xC000, encrypted under page key slot B; design 4.2):"
+od -An -tx1 -j10 -N2 "$demo/enc/data/$(psql_enc -At -c "SELECT pg_relation_filepath('cards')")" | sed 's/^/   /'
+psql_enc -q -c "CHECKPOINT" >/dev/null
+rot_hits=$( (grep -rlaF 'TOPSECRET-NOTE' "$demo/enc/data" --exclude-dir=pg_wal || true) | wc -l)
+echo "   files containing 'TOPSECRET-NOTE' after the rotation: $rot_hits"
+if [ "$rot_hits" != 0 ]; then echo "demo: plaintext found on disk!" >&2; exit 1; fi
+pg_ctl -D "$demo/enc/data" -w stop -m fast >/dev/null
+
 step "4e. Adopt pgcipher: pg_upgrade from Debian's stock PostgreSQL 15 encrypts every block"
 pg15=/usr/lib/postgresql/15/bin
 mkdir -p "$demo/pg15"

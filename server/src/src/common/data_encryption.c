@@ -123,6 +123,19 @@ xts_cipher_create(int cipher, const unsigned char *key)
 	return xts;
 }
 
+/*
+ * Replace the key of a cipher set up by xts_cipher_create(), keeping its
+ * contexts: the page code re-keys a slot when a rotation brings it a key,
+ * possibly inside a critical section (18's read completion), where it must
+ * not allocate.
+ */
+bool
+xts_cipher_rekey(XtsCipher *xts, const unsigned char *key)
+{
+	return EVP_EncryptInit_ex(xts->enc, NULL, NULL, key, NULL) == 1 &&
+		EVP_DecryptInit_ex(xts->dec, NULL, NULL, key, NULL) == 1;
+}
+
 void
 xts_cipher_free(XtsCipher *xts)
 {
@@ -513,6 +526,55 @@ page_crypt(XtsCipher *xts, bool encrypt, uint32 relnumber, int forknum,
 	return encrypt ?
 		xts_encrypt(xts, tweak, from, to, BLCKSZ - PAGE_ENCRYPTION_OFFSET) :
 		xts_decrypt(xts, tweak, from, to, BLCKSZ - PAGE_ENCRYPTION_OFFSET);
+}
+
+static uint16
+stored_flags(const char *page)
+{
+	uint16		flags;
+
+	memcpy(&flags, page + PAGE_FLAGS_OFFSET, sizeof(flags));
+	return flags;
+}
+
+static void
+store_flags(char *page, uint16 flags)
+{
+	memcpy(page + PAGE_FLAGS_OFFSET, &flags, sizeof(flags));
+}
+
+/*
+ * The key slot a page read from disk is under (design 4.2): its mark, or,
+ * unmarked, clear once the cluster's pages are all marked and slot A
+ * before (pages pgcipher wrote before it marked them).  All-zero pages are
+ * the caller's: they are never decrypted.
+ */
+int
+page_stored_slot(const char *page, bool unmarked_is_clear)
+{
+	uint16		flags = stored_flags(page);
+
+	if (flags & PAGE_MARK_ENCRYPTED)
+		return (flags & PAGE_MARK_SLOT_B) ? PAGE_SLOT_B : PAGE_SLOT_A;
+	return unmarked_is_clear ? PAGE_SLOT_CLEAR : PAGE_SLOT_A;
+}
+
+/* Mark a page about to be written as under slot (after page_crypt()) */
+void
+page_set_stored_slot(char *page, int slot)
+{
+	uint16		flags = stored_flags(page) & ~PAGE_MARK_BITS;
+
+	if (slot != PAGE_SLOT_CLEAR)
+		flags |= PAGE_MARK_ENCRYPTED | (slot == PAGE_SLOT_B ? PAGE_MARK_SLOT_B : 0);
+	store_flags(page, flags);
+}
+
+/* The page as PostgreSQL knows it in memory: no mark */
+void
+page_clear_mark(char *page)
+{
+	store_flags(page, stored_flags(page) & ~PAGE_MARK_BITS);
 }
 
 /*

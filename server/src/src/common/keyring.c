@@ -601,17 +601,20 @@ keyring_wrap_under_command(Keyring *ring, const char *command, int timeout_s,
 
 /*
  * initdb: run the key command, draw fresh data keys and write the key ring
- * into datadir.  With reuse (initdb --encryption-keys-from), the relation
- * key is taken from that key ring, so that pg_upgrade can link or clone
- * the old cluster's files; the WAL and temporary-file keys are always
- * new.  On success ring holds the unwrapped keys.
+ * into datadir.  With reuse (initdb --encryption-keys-from), the page keys
+ * (both slots, when an online rotation left the old cluster's current key
+ * in slot B) and the transaction-file key are taken from that key ring, so
+ * that pg_upgrade can link or clone the old cluster's files (it carries
+ * pg_encryption/pages over too); the WAL and temporary-file keys are
+ * always new.  On success ring holds the unwrapped keys.
  */
 bool
 keyring_create(const char *datadir, int cipher, const char *command,
 			   int timeout_s, int mode, const Keyring *reuse, Keyring *ring,
 			   KeyringError *err)
 {
-	static const uint32 ids[] = {KEY_RELATION, KEY_WAL, KEY_TEMPFILE};
+	uint32		ids[KEYRING_MAX_KEYS] = {KEY_RELATION, KEY_WAL, KEY_TEMPFILE};
+	int			nids = 3;
 	unsigned char file[KEYRING_MAX_FILE];
 	size_t		filelen;
 	char		path[MAXPGPATH];
@@ -634,14 +637,20 @@ keyring_create(const char *datadir, int cipher, const char *command,
 		return false;
 	}
 
-	for (int i = 0; i < lengthof(ids); i++)
+	/* a reused ring's second page key slot and transaction-file key too */
+	if (reuse != NULL && keyring_get_key(reuse, KEY_RELATION_B) != NULL)
+		ids[nids++] = KEY_RELATION_B;
+	if (reuse != NULL && keyring_get_key(reuse, KEY_SLRU) != NULL)
+		ids[nids++] = KEY_SLRU;
+
+	for (int i = 0; i < nids; i++)
 	{
 		KeyringKey *key = &ring->keys[i];
 		const KeyringKey *old = reuse ? keyring_get_key(reuse, ids[i]) : NULL;
 
 		key->id = ids[i];
 		key->len = 2 * keylen;
-		if (ids[i] == KEY_RELATION && old != NULL)
+		if (ids[i] != KEY_WAL && ids[i] != KEY_TEMPFILE && old != NULL)
 		{
 			memcpy(key->key, old->key, key->len);
 			continue;
@@ -657,7 +666,7 @@ keyring_create(const char *datadir, int cipher, const char *command,
 			}
 		} while (memcmp(key->key, key->key + keylen, keylen) == 0);
 	}
-	ring->nkeys = lengthof(ids);
+	ring->nkeys = nids;
 
 	filelen = keyring_wrap_under_command(ring, command, timeout_s, mode, file,
 										 sizeof(file), err);
@@ -738,6 +747,35 @@ open_keyring(const char *command, int timeout_s, const unsigned char *file,
 		*ran = true;
 	}
 	return unwrap_with_output(out, *outlen, file, filelen, ring, fp, err);
+}
+
+/*
+ * Open a key ring file's bytes (one that WAL carried to a standby, say)
+ * with command, in the mode its header records.  The bytes are checked
+ * first.  On success ring holds the unwrapped keys.
+ */
+bool
+keyring_open_bytes(const char *command, int timeout_s,
+				   const unsigned char *file, size_t filelen, Keyring *ring,
+				   KeyringError *err)
+{
+	char		out[KEY_COMMAND_MAX_OUTPUT];
+	size_t		outlen = 0;
+	bool		ran = false;
+	unsigned char fp[KEK_FINGERPRINT_LEN];
+	bool		ok;
+
+	if (filelen > KEYRING_MAX_FILE || !keyring_parse(file, filelen, NULL, ring, err))
+	{
+		if (filelen > KEYRING_MAX_FILE)
+			keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
+							  "a key ring of %zu bytes is too large", filelen);
+		return false;
+	}
+	ok = open_keyring(command, timeout_s, file, filelen, ring, out, &outlen,
+					  &ran, fp, err);
+	data_encryption_wipe(out, sizeof(out));
+	return ok;
 }
 
 /*

@@ -21,7 +21,11 @@
  * plaintext in an unencrypted one); SLRU pages by directory and page
  * number.  The keys come from each cluster's own key ring and key
  * command, which pg_upgrade reads with that cluster's "postgres -C".
- * See docs/design.md, section 9.2.
+ * A page of the old cluster is decrypted under the page key slot its mark
+ * names (a cluster whose data keys were rotated online holds its pages
+ * under slot B); pages written into the new cluster are marked with the
+ * new cluster's slot.  When the files move as they are, the old cluster's
+ * pg_encryption/pages comes with them.  See docs/design.md, section 9.2.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -39,6 +43,7 @@
 
 #include "common/file_perm.h"
 #include "common/keyring.h"
+#include "common/page_keys.h"
 #include "common/relpath.h"
 #include "pg_upgrade.h"
 #include "storage/bufpage.h"
@@ -68,13 +73,19 @@
  */
 typedef struct Transformer
 {
-	XtsCipher  *decrypt;		/* old cluster's relation key, or NULL */
-	XtsCipher  *encrypt;		/* new cluster's relation key, or NULL */
+	bool		decrypting;		/* the old cluster is encrypted */
+	XtsCipher  *decrypt[2];		/* old cluster's page key slots, or NULL */
+	XtsCipher  *slru_decrypt;	/* old cluster's transaction-file key */
+	XtsCipher  *encrypt;		/* new cluster's page key, or NULL */
+	int			encrypt_slot;	/* ... its slot, for the mark */
+	XtsCipher  *slru_encrypt;	/* new cluster's transaction-file key */
 	char	   *pages;			/* TRANSFORM_PAGES pages */
 } Transformer;
 
 static Transformer transformers[TRANSFORM_THREADS];
 static bool transform_blocks = false;
+static bool old_pages_marked = false;	/* old cluster: unmarked is clear */
+static bool carry_page_keys = false;	/* files move as they are */
 
 /* "old" or "new", for messages */
 #define CLUSTER_NAME(cluster)	((cluster) == &old_cluster ? "old" : "new")
@@ -134,26 +145,56 @@ load_cluster_keyring(ClusterInfo *cluster, Keyring *ring)
 	free(command);
 }
 
-static const unsigned char *
-relation_key(const Keyring *ring, ClusterInfo *cluster)
+/* The key the cluster's SLRU pages are under: KEY_SLRU once rotated */
+static uint32
+slru_key_id(const Keyring *ring)
 {
-	const KeyringKey *key = keyring_get_key(ring, KEY_RELATION);
-
-	if (key == NULL)
-		pg_fatal("the key ring of the %s cluster has no relation key",
-				 CLUSTER_NAME(cluster));
-	return key->key;
+	return keyring_get_key(ring, KEY_SLRU) ? KEY_SLRU : KEY_RELATION;
 }
 
+/* A cipher for the ring's key id; NULL if the ring lacks it */
 static XtsCipher *
-relation_cipher(const Keyring *ring, ClusterInfo *cluster)
+key_cipher(const Keyring *ring, uint32 id, ClusterInfo *cluster)
 {
-	XtsCipher  *xts = xts_cipher_create(ring->cipher, relation_key(ring, cluster));
+	const KeyringKey *key = keyring_get_key(ring, id);
+	XtsCipher  *xts;
 
+	if (key == NULL)
+		return NULL;
+	xts = xts_cipher_create(ring->cipher, key->key);
 	if (xts == NULL)
 		pg_fatal("could not set up the %s cluster's relation cipher: %s",
 				 CLUSTER_NAME(cluster), data_encryption_error_reason());
 	return xts;
+}
+
+/* Whether the two rings hold the same key under id (both lacking it too) */
+static bool
+same_key(const Keyring *a, uint32 ida, const Keyring *b, uint32 idb)
+{
+	const KeyringKey *ka = keyring_get_key(a, ida);
+	const KeyringKey *kb = keyring_get_key(b, idb);
+
+	if (ka == NULL || kb == NULL)
+		return ka == kb;
+	return ka->len == kb->len && memcmp(ka->key, kb->key, ka->len) == 0;
+}
+
+/* A cluster's page key state; a rotation still running is refused */
+static void
+read_page_keys(ClusterInfo *cluster, PageKeysState *state)
+{
+	KeyringError err;
+
+	if (!page_keys_read(cluster->pgdata, state, &err))
+	{
+		keyring_log_error(&err);
+		pg_fatal("could not read the page key state of the %s cluster", CLUSTER_NAME(cluster));
+	}
+	if (state->operation != PAGE_KEYS_OP_NONE)
+		pg_fatal("An online rotation of the data keys is running in the %s cluster.\n"
+				 "Start it, let the rotation finish (pg_stat_progress_encryption shows it), stop it and run pg_upgrade again.",
+				 CLUSTER_NAME(cluster));
 }
 
 static const char *
@@ -190,6 +231,8 @@ check_data_encryption(void)
 	bool		copying = (user_opts.transfer_mode == TRANSFER_MODE_COPY);
 	Keyring		old_ring = {0};
 	Keyring		new_ring = {0};
+	PageKeysState *old_keys = pg_malloc(sizeof(PageKeysState));
+	PageKeysState *new_keys = pg_malloc(sizeof(PageKeysState));
 	const char *what;
 
 	prep_status("Checking data encryption");
@@ -207,19 +250,32 @@ check_data_encryption(void)
 		pg_fatal("pg_upgrade can encrypt or decrypt clusters of PostgreSQL 9.6 and later only, and the old cluster is version %s.\n"
 				 "Upgrade it to an unencrypted PostgreSQL 17 first, then into an encrypted one.",
 				 old_cluster.major_version_str);
+	page_keys_initial(old_keys);
+	page_keys_initial(new_keys);
 	if (old_cipher != DATA_ENCRYPTION_OFF)
+	{
 		load_cluster_keyring(&old_cluster, &old_ring);
+		read_page_keys(&old_cluster, old_keys);
+		old_pages_marked = old_keys->marked;
+	}
 	if (new_cipher != DATA_ENCRYPTION_OFF)
+	{
 		load_cluster_keyring(&new_cluster, &new_ring);
+		read_page_keys(&new_cluster, new_keys);
+	}
 
 	if (old_cipher == new_cipher &&
-		memcmp(relation_key(&old_ring, &old_cluster),
-			   relation_key(&new_ring, &new_cluster),
-			   2 * data_encryption_key_length(old_cipher)) == 0)
+		same_key(&old_ring, slru_key_id(&old_ring), &new_ring, slru_key_id(&new_ring)) &&
+		same_key(&old_ring, page_keys_slot_key_id(page_keys_slot(old_keys->generation)),
+				 &new_ring, page_keys_slot_key_id(page_keys_slot(old_keys->generation))))
 	{
-		/* initdb --encryption-keys-from: files move as they are */
+		/*
+		 * initdb --encryption-keys-from: files move as they are, with the old
+		 * cluster's page key state (which slot new pages use)
+		 */
 		what = "both clusters have the same relation key: files are transferred as they are";
 		transform_blocks = false;
+		carry_page_keys = true;
 	}
 	else if (old_cipher == DATA_ENCRYPTION_OFF)
 	{
@@ -250,16 +306,31 @@ check_data_encryption(void)
 	}
 	for (int i = 0; transform_blocks && i < TRANSFORM_THREADS; i++)
 	{
+		Transformer *t = &transformers[i];
+
 		if (old_cipher != DATA_ENCRYPTION_OFF)
-			transformers[i].decrypt = relation_cipher(&old_ring, &old_cluster);
+		{
+			t->decrypting = true;
+			t->decrypt[PAGE_SLOT_A] = key_cipher(&old_ring, KEY_RELATION, &old_cluster);
+			t->decrypt[PAGE_SLOT_B] = key_cipher(&old_ring, KEY_RELATION_B, &old_cluster);
+			t->slru_decrypt = key_cipher(&old_ring, slru_key_id(&old_ring), &old_cluster);
+		}
 		if (new_cipher != DATA_ENCRYPTION_OFF)
-			transformers[i].encrypt = relation_cipher(&new_ring, &new_cluster);
+		{
+			t->encrypt_slot = page_keys_slot(new_keys->generation);
+			t->encrypt = key_cipher(&new_ring, page_keys_slot_key_id(t->encrypt_slot), &new_cluster);
+			t->slru_encrypt = key_cipher(&new_ring, slru_key_id(&new_ring), &new_cluster);
+			if (t->encrypt == NULL || t->slru_encrypt == NULL)
+				pg_fatal("the key ring of the new cluster lacks a page key");
+		}
 		transformers[i].pages = pg_malloc(TRANSFORM_PAGES * BLCKSZ);
 	}
 	if (old_cipher != DATA_ENCRYPTION_OFF)
 		data_encryption_wipe(&old_ring, sizeof(old_ring));
 	if (new_cipher != DATA_ENCRYPTION_OFF)
 		data_encryption_wipe(&new_ring, sizeof(new_ring));
+	pg_free(old_keys);
+	pg_free(new_keys);
 	check_ok();
 	pg_log(PG_REPORT, "Data encryption: %s to %s; %s.",
 		   data_encryption_cipher_name(old_cipher),
@@ -312,15 +383,29 @@ transform_page(const Transformer *t, char *page, RelFileNumber relnumber,
 		pg_fatal("block %u of file \"%s\" fails its checksum in the old cluster, and pg_upgrade would hide that by rewriting it\n"
 				 "Check the old cluster with pg_checksums --check and restore the damaged relation before upgrading.",
 				 blocknum, file);
-	/* the server's own rule, common/data_encryption.c */
-	if (t->decrypt &&
-		!page_crypt(t->decrypt, false, relnumber, forknum, blocknum, page, page))
-		pg_fatal("could not decrypt block %u of file \"%s\": %s",
-				 blocknum, file, data_encryption_error_reason());
-	if (t->encrypt &&
-		!page_crypt(t->encrypt, true, relnumber, forknum, blocknum, page, page))
-		pg_fatal("could not encrypt block %u of file \"%s\": %s",
-				 blocknum, file, data_encryption_error_reason());
+	/* the server's own rules, common/data_encryption.c */
+	if (t->decrypting)
+	{
+		int			slot = page_stored_slot(page, old_pages_marked);
+
+		if (slot != PAGE_SLOT_CLEAR)
+		{
+			if (t->decrypt[slot] == NULL)
+				pg_fatal("block %u of file \"%s\" is under page key slot %c, which the old cluster's key ring does not hold",
+						 blocknum, file, slot == PAGE_SLOT_A ? 'A' : 'B');
+			page_clear_mark(page);
+			if (!page_crypt(t->decrypt[slot], false, relnumber, forknum, blocknum, page, page))
+				pg_fatal("could not decrypt block %u of file \"%s\": %s",
+						 blocknum, file, data_encryption_error_reason());
+		}
+	}
+	if (t->encrypt)
+	{
+		if (!page_crypt(t->encrypt, true, relnumber, forknum, blocknum, page, page))
+			pg_fatal("could not encrypt block %u of file \"%s\": %s",
+					 blocknum, file, data_encryption_error_reason());
+		page_set_stored_slot(page, t->encrypt_slot);
+	}
 	if (new_cluster.controldata.data_checksum_version != 0 &&
 		!PageIsNew((Page) page))
 		((PageHeader) page)->pd_checksum = pg_checksum_page(page, blocknum);
@@ -470,6 +555,24 @@ transform_slru_files(const char *path, const char *subdir)
 	struct dirent *de;
 	PGAlignedBlock page;
 
+	if (carry_page_keys)
+	{
+		/*
+		 * Files that move as they are keep the old cluster's page key state:
+		 * carried with the first SLRU directory, the transfer's first step
+		 */
+		PageKeysState *keys = pg_malloc(sizeof(PageKeysState));
+		KeyringError err;
+
+		if (!page_keys_read(old_cluster.pgdata, keys, &err) ||
+			!page_keys_write(new_cluster.pgdata, keys, &err))
+		{
+			keyring_log_error(&err);
+			pg_fatal("could not carry the old cluster's page key state over");
+		}
+		pg_free(keys);
+		carry_page_keys = false;
+	}
 	if (!transform_blocks)
 		return;
 	if ((dir = opendir(path)) == NULL)
@@ -499,10 +602,10 @@ transform_slru_files(const char *path, const char *subdir)
 			if (!data_encryption_is_zero(page.data, BLCKSZ))
 			{
 				slru_encryption_tweak(tweak, subdir, pageno);
-				if (transformers[0].decrypt)
-					crypt_unit(transformers[0].decrypt, false, tweak, page.data, BLCKSZ, file);
-				if (transformers[0].encrypt)
-					crypt_unit(transformers[0].encrypt, true, tweak, page.data, BLCKSZ, file);
+				if (transformers[0].slru_decrypt)
+					crypt_unit(transformers[0].slru_decrypt, false, tweak, page.data, BLCKSZ, file);
+				if (transformers[0].slru_encrypt)
+					crypt_unit(transformers[0].slru_encrypt, true, tweak, page.data, BLCKSZ, file);
 				errno = 0;
 				if (pg_pwrite(fd, page.data, BLCKSZ, off) != BLCKSZ)
 				{

@@ -123,6 +123,31 @@ extern bool page_is_all_zeros(const char *page);
 extern bool page_crypt(XtsCipher *xts, bool encrypt, uint32 relnumber,
 					   int forknum, uint32 blocknum, const char *in, char *out);
 
+/*
+ * The key a stored page is under, said in its clear pd_flags before it is
+ * decrypted (design 4.2): two bits no PostgreSQL page in memory carries.
+ * PAGE_MARK_ENCRYPTED says "encrypted", PAGE_MARK_SLOT_B which of the two
+ * page key slots; a page without the mark is in clear once every page of
+ * the cluster has been written marked, and under slot A before that (what
+ * pgcipher wrote before marks).  The marks are set on the copy written and
+ * cleared on the page read, so shared buffers never hold them.
+ */
+#define PAGE_MARK_ENCRYPTED		0x8000
+#define PAGE_MARK_SLOT_B		0x4000
+#define PAGE_MARK_BITS			(PAGE_MARK_ENCRYPTED | PAGE_MARK_SLOT_B)
+#define PAGE_FLAGS_OFFSET		10	/* offsetof(PageHeaderData, pd_flags) */
+
+#define PAGE_SLOT_CLEAR			(-1)	/* a stored page under no key */
+#define PAGE_SLOT_A				0
+#define PAGE_SLOT_B				1
+
+extern int	page_stored_slot(const char *page, bool unmarked_is_clear);
+extern void page_set_stored_slot(char *page, int slot);
+extern void page_clear_mark(char *page);
+
+/* Give an XTS cipher another key of its length, allocating nothing */
+extern bool xts_cipher_rekey(XtsCipher *xts, const unsigned char *key);
+
 /* Overwrite secret memory in a way the compiler cannot optimise away */
 extern void data_encryption_wipe(void *ptr, size_t len);
 

@@ -65,6 +65,15 @@
 #define KEY_RELATION		1	/* relation files (all forks) */
 #define KEY_WAL				2	/* write-ahead log */
 #define KEY_TEMPFILE		3	/* temporary and spill files (design 7) */
+/*
+ * Page key slots (design 4.2, 9.6): slot A is KEY_RELATION, slot B this
+ * one; an online rotation of the data keys writes the next generation's
+ * key into the slot the current one does not use.  SLRU pages and
+ * two-phase state files stay under the key initdb drew, kept as KEY_SLRU
+ * once a rotation frees slot A (before, KEY_RELATION is that key).
+ */
+#define KEY_RELATION_B		4
+#define KEY_SLRU			5
 #define KEYRING_MAX_KEYS	8
 
 /* Longest output accepted from the key command */
@@ -174,6 +183,9 @@ extern size_t keyring_wrap_under_command(Keyring *ring, const char *command,
 										 KeyringError *err);
 extern bool keyring_load(const char *datadir, const char *command,
 						 int timeout_s, Keyring *ring, KeyringError *err);
+extern bool keyring_open_bytes(const char *command, int timeout_s,
+							   const unsigned char *file, size_t filelen,
+							   Keyring *ring, KeyringError *err);
 extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);
 extern bool keyring_record_command(const char *datadir, const char *command,
 								   KeyringError *err);

@@ -43,10 +43,56 @@ extern void CheckDataEncryptionMatchesControlFile(void);
  */
 struct Keyring;
 struct KeyringError;
+struct PageKeysState;
 extern struct Keyring *DataEncryptionKeyringMemory(void);
 extern const struct Keyring *DataEncryptionKeyring(void);
+extern void CopyDataEncryptionKeyring(struct Keyring *out);
+extern uint32 DataKeysVersion(void);
+extern bool CopyDataKey(uint32 id, unsigned char *key);
+extern void ChangeDataKeys(const struct Keyring *ring);
+extern uint32 PageWriteGeneration(void);
+extern bool PagesMarked(void);
+extern void GetPageKeysState(struct PageKeysState *out);
+extern void SetPageKeysState(const struct PageKeysState *state);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
+
+/* What the online rotation's workers are at (datarotation.c, state.c) */
+#define DATA_ROTATION_IDLE			0
+#define DATA_ROTATION_REWRITING		1	/* dirtying every block of a database */
+#define DATA_ROTATION_WAITING_TEMP	2	/* for older temporary tables to go */
+#define DATA_ROTATION_CHECKPOINT	3	/* writing every dirty block */
+#define DATA_ROTATION_DROPPING_KEY	4	/* the old page key leaves the ring */
+#define DATA_ROTATION_PAUSED		5
+
+typedef struct DataRotationProgress
+{
+	int			phase;			/* DATA_ROTATION_* */
+	int			pid;			/* the process doing it */
+	uint32		generation;		/* being written */
+	uint32		dbid;
+	uint32		relid;
+	int			forknum;
+	int64		blocks_done;	/* of this fork */
+	int64		blocks_total;
+	int64		blocks_rewritten;	/* since the operation (re)started */
+	int			databases_done;
+	int			databases_total;
+	int			worker_result;	/* the latest worker's: running, done, stopped */
+} DataRotationProgress;
+
+extern void GetDataRotationProgress(DataRotationProgress *out);
+extern void SetDataRotationProgress(const DataRotationProgress *progress);
+
+/* keylog.c: the WAL record of a change of the page keys, and its redo */
+struct XLogReaderState;
+extern void LogPageKeysChange(const struct PageKeysState *state);
+extern void RedoPageKeysChange(struct XLogReaderState *record);
+
+/* datarotation.c: the online rotation of the page key and its workers */
+extern void RegisterDataRotationLauncher(void);
+extern PGDLLIMPORT void DataRotationLauncherMain(Datum main_arg);
+extern PGDLLIMPORT void DataRotationWorkerMain(Datum main_arg);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */
 extern void CompleteKeyRotation(bool loaded_from_next);
@@ -55,7 +101,7 @@ extern void CompleteKeyRotation(bool loaded_from_next);
  * Each module's cipher, handed over by InitializeDataEncryption() in the
  * order its start_modules() shows
  */
-extern void InitializePageEncryption(XtsCipher *cipher);
+extern void InitializePageEncryption(int cipher);
 extern void InitializeSlruEncryption(XtsCipher *cipher);
 extern void InitializeWALEncryption(CtrCipher *wal);
 extern void InitializeTempFileEncryption(XtsCipher *units);

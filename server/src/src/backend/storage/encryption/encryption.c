@@ -39,6 +39,8 @@
 #include "common/control_cipher.h"
 #include "common/controldata_utils.h"
 #include "common/keyring.h"
+#include "common/page_keys.h"
+#include "miscadmin.h"
 #include "storage/encryption.h"
 #include "utils/guc.h"
 
@@ -87,7 +89,7 @@ ring_key(uint32 id)
 		ereport(FATAL,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("encryption key file \"%s\" lacks key %u", KEYRING_FILE, id),
-				 errhint("A key ring written by initdb holds key 1 (relation files), 2 (WAL) and 3 (temporary files).")));
+				 errhint("A key ring written by initdb holds key 1 (relation files), 2 (WAL) and 3 (temporary files); one a rotation of the data keys wrote holds key 4 or 1 (pages), 2, 3 and 5 (transaction files).")));
 	return key->key;
 }
 
@@ -104,24 +106,53 @@ set_up(void *cipher)
 }
 
 /*
+ * The page key state (pg_encryption/pages): which generation new pages are
+ * written under, and whether an online rotation runs.  The ring must hold
+ * that generation's key.
+ */
+static void
+load_page_keys_state(void)
+{
+	PageKeysState state;
+	KeyringError err;
+	int			slot;
+
+	if (!page_keys_read(".", &state, &err))
+		ReportKeyringError(FATAL, &err);
+	slot = page_keys_slot(state.generation);
+	if (keyring_get_key(keyring, page_keys_slot_key_id(slot)) == NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" lacks the page key of generation %u, which \"%s\" says new pages are written under",
+						KEYRING_FILE, state.generation, PAGE_KEYS_FILE),
+				 errhint("The two files must come from the same backup of this cluster.")));
+	SetPageKeysState(&state);
+}
+
+/*
  * Every module that encrypts a kind of file, with its key: relation pages
- * and the small transaction files under the relation key, WAL under its
- * own, the files that live only until a restart (temporary files, spill
- * files, statement texts) under the temporary-file key.  See design §8.
- * One cipher per key and mode, shared by the modules that use it: a process
- * makes one cipher call at a time, and each call sets its own tweak or IV.
+ * under the page key slots (two generations while an online rotation runs:
+ * pagecrypt.c keys them from the shared ring), the small transaction files
+ * under the key initdb drew for relations (kept as KEY_SLRU once a
+ * rotation frees slot A), WAL under its own, the files that live only
+ * until a restart (temporary files, spill files, statement texts) under
+ * the temporary-file key.  See design §8.  One cipher per key and mode,
+ * shared by the modules that use it: a process makes one cipher call at a
+ * time, and each call sets its own tweak or IV.
  */
 static void
 start_modules(void)
 {
 	int			cipher = data_encryption_cipher;
-	XtsCipher  *relation = set_up(xts_cipher_create(cipher, ring_key(KEY_RELATION)));
+	uint32		slru_id = keyring_get_key(keyring, KEY_SLRU) ? KEY_SLRU : KEY_RELATION;
+	XtsCipher  *slru = set_up(xts_cipher_create(cipher, ring_key(slru_id)));
 	XtsCipher  *temp_units = set_up(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 	CtrCipher  *temp_stream = set_up(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 	CtrCipher  *wal = set_up(ctr_cipher_create(cipher, ring_key(KEY_WAL)));
 
-	InitializePageEncryption(relation);
-	InitializeSlruEncryption(relation);
+	load_page_keys_state();
+	InitializePageEncryption(cipher);
+	InitializeSlruEncryption(slru);
 	InitializeWALEncryption(wal);
 	InitializeTempFileEncryption(temp_units);
 	InitializeSpillFileEncryption(temp_stream);
@@ -190,6 +221,10 @@ InitializeDataEncryption(bool bootstrap)
 					PGC_INTERNAL, PGC_S_DYNAMIC_DEFAULT);
 	Assert(data_encryption_cipher == cipher);
 	start_modules();
+
+	/* the postmaster: the online rotation's launcher, resuming a rotation */
+	if (!bootstrap && IsPostmasterEnvironment && !IsUnderPostmaster)
+		RegisterDataRotationLauncher();
 }
 
 /*

@@ -200,7 +200,7 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 				 errhint("Restart the server: start-up completes the earlier rotation or removes it, and says which.  Then rotate again.")));
 
 	ring = palloc(sizeof(Keyring));
-	*ring = *DataEncryptionKeyring();
+	CopyDataEncryptionKeyring(ring);	/* with any data key rotated since */
 	ring->from_next = false;
 	filelen = keyring_wrap_under_command(ring, command,
 										 encryption_key_command_timeout, mode,
@@ -246,6 +246,13 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 						   KEYRING_NEXT_FILE),
 				 errhint("The server completes the rotation when it next starts.")));
 	crash_point("completed");
+	/* the mode the key ring is in now, for a rotation of the data keys */
+	ring = palloc(sizeof(Keyring));
+	CopyDataEncryptionKeyring(ring);
+	ring->kek_source = (mode == KEYRING_MODE_UNWRAP) ? KEK_SOURCE_UNWRAP : KEK_SOURCE_HEX;
+	ChangeDataKeys(ring);
+	data_encryption_wipe(ring, sizeof(Keyring));
+	pfree(ring);
 	/* the fallback for a configuration that loses the setting (design 8) */
 	if (!keyring_record_command(".", command, &err))
 		ReportKeyringError(WARNING, &err);

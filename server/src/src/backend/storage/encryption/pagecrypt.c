@@ -30,6 +30,15 @@
  * All-zero pages are left as zeros: they are what mdzeroextend() and holes
  * in files produce, and PostgreSQL treats them as new pages.
  *
+ * Every page written carries a mark in its clear pd_flags saying which of
+ * two page key slots it is under (common/data_encryption.c, design 4.2),
+ * so that a relation can hold pages of two key generations while an
+ * online rotation (datarotation.c) rewrites it: a page is written under
+ * the generation state.c says now, and read under the slot its mark says.
+ * The mark is set on the copy written and cleared on the page read.  Each
+ * process holds one XTS cipher per slot, set up in the postmaster and
+ * re-keyed in place, without allocating, when the shared key ring changes.
+ *
  * With data checksums on, the checksum stored in the page is computed over
  * the ciphertext, so pg_checksums and base backups verify pages without
  * the key.  It is computed once per write, here (bufpage.c skips its
@@ -57,6 +66,7 @@
 
 #include "access/xlog.h"
 #include "common/keyring.h"
+#include "common/page_keys.h"
 #include "port/pg_iovec.h"
 #if PG_VERSION_NUM >= 180000
 #include "storage/aio.h"
@@ -67,7 +77,15 @@
 #include "storage/encryption.h"
 #include "utils/memutils.h"
 
-static XtsCipher *relation_cipher = NULL;
+StaticAssertDecl(offsetof(PageHeaderData, pd_flags) == PAGE_FLAGS_OFFSET,
+				 "the page mark lives in pd_flags");
+StaticAssertDecl((PAGE_MARK_BITS & PD_VALID_FLAG_BITS) == 0,
+				 "the page mark must not be a flag PostgreSQL uses");
+
+/* One cipher per page key slot, and whether the ring holds its key */
+static XtsCipher *slot_cipher[2] = {NULL, NULL};
+static bool slot_has_key[2] = {false, false};
+static uint32 keys_version_seen = 0;
 static char *write_buffer = NULL;	/* encrypted pages for writing */
 static int	write_buffer_pages = 0;
 
@@ -133,13 +151,61 @@ PageChecksumVerifiedOnRead(const void *page, uint16 *computed)
 }
 
 /*
+ * Re-key the slots from the shared key ring when it changed.  Allocates
+ * nothing and never throws; false if a key it holds could not be set.
+ */
+static bool
+refresh_slots(void)
+{
+	uint32		version = DataKeysVersion();
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+	bool		ok = true;
+
+	if (likely(version == keys_version_seen))
+		return true;
+	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
+	{
+		slot_has_key[slot] = CopyDataKey(page_keys_slot_key_id(slot), key);
+		if (slot_has_key[slot] && !xts_cipher_rekey(slot_cipher[slot], key))
+			slot_has_key[slot] = ok = false;
+	}
+	data_encryption_wipe(key, sizeof(key));
+	/* the ring changed while we copied: look again next time */
+	if (ok && version % 2 == 0)
+		keys_version_seen = version;
+	return ok;
+}
+
+/*
  * Called by InitializeDataEncryption() in the postmaster (or a single-user
- * or bootstrap backend); children inherit the cipher and the buffer.
+ * or bootstrap backend) with the key ring loaded; children inherit the
+ * ciphers and the buffer.  Both slots get a cipher now, keyed with slot
+ * A's key until the ring holds one for B, so that re-keying never
+ * allocates.
  */
 void
-InitializePageEncryption(XtsCipher *cipher)
+InitializePageEncryption(int cipher)
 {
-	relation_cipher = cipher;
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+
+	if (!CopyDataKey(KEY_RELATION, key) && !CopyDataKey(KEY_RELATION_B, key))
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" holds no page key", KEYRING_FILE)));
+	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
+		if (slot_cipher[slot] == NULL &&
+			(slot_cipher[slot] = xts_cipher_create(cipher, key)) == NULL)
+			ereport(FATAL,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not set up the data encryption ciphers"),
+					 errdetail("%s", data_encryption_error_reason())));
+	data_encryption_wipe(key, sizeof(key));
+	keys_version_seen = DataKeysVersion() + 1;	/* odd: never seen */
+	if (!refresh_slots())
+		ereport(FATAL,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not set up the data encryption ciphers"),
+				 errdetail("%s", data_encryption_error_reason())));
 	if (write_buffer == NULL)
 	{
 		write_buffer = MemoryContextAllocAligned(TopMemoryContext,
@@ -153,13 +219,19 @@ void
 EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 			BlockNumber blocknum, const char *in, char *out)
 {
-	Assert(relation_cipher != NULL);	/* InitializeDataEncryption() ran */
-	if (!page_crypt(relation_cipher, true, relnumber, forknum, blocknum, in, out))
+	int			slot = page_keys_slot(PageWriteGeneration());
+
+	Assert(slot_cipher[slot] != NULL);	/* InitializeDataEncryption() ran */
+	if (!refresh_slots() || !slot_has_key[slot] ||
+		!page_crypt(slot_cipher[slot], true, relnumber, forknum, blocknum, in, out))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt block %u of relation file %u fork %d",
 						blocknum, relnumber, forknum),
-				 errdetail("%s", data_encryption_error_reason())));
+				 errdetail("%s", slot_has_key[slot] ? data_encryption_error_reason() :
+						   "The key ring holds no key for the page key slot new pages are written under.")));
+	if (!page_is_all_zeros(in))
+		page_set_stored_slot(out, slot);
 	/* (a "new" page that is not all zeros is damaged: no checksum to keep) */
 	if (DataChecksumsEnabled() && !PageIsNew((Page) in))
 		((PageHeader) out)->pd_checksum = pg_checksum_page(out, blocknum);
@@ -177,10 +249,11 @@ decrypt_page(RelFileNumber relnumber, ForkNumber forknum,
 {
 	bool		checksums;
 	uint16		computed = 0;
+	int			slot;
 
 	if (page_is_all_zeros(page))
 		return true;			/* never written: zeros on disk */
-	if (relation_cipher == NULL)
+	if (slot_cipher[PAGE_SLOT_A] == NULL || !refresh_slots())
 		return false;			/* InitializeDataEncryption() did not run */
 	/* pd_upper is in clear: a "new" page that is not all zeros is damaged */
 	checksums = DataChecksumsEnabled() && !PageIsNew((Page) page);
@@ -198,7 +271,13 @@ decrypt_page(RelFileNumber relnumber, ForkNumber forknum,
 		else
 			remember_failed_page(page, computed);
 	}
-	return page_crypt(relation_cipher, false, relnumber, forknum, blocknum, page, page);
+	slot = page_stored_slot(page, PagesMarked());
+	if (slot == PAGE_SLOT_CLEAR)
+		return true;			/* written before the cluster was encrypted */
+	if (!slot_has_key[slot])
+		return false;
+	page_clear_mark(page);
+	return page_crypt(slot_cipher[slot], false, relnumber, forknum, blocknum, page, page);
 }
 
 void

@@ -10,6 +10,17 @@
  * the growable buffers of the write paths.  So the files import only
  * downward: encryption.c -> modules -> state.c.
  *
+ * The key ring and the page key state are shared by every process of the
+ * server: one mapping each, MAP_SHARED and anonymous, made by the
+ * postmaster before it forks anything (outside the main shared memory, so
+ * that the keys stay out of core dumps and the state survives a crash
+ * restart, which re-reads it).  An online rotation of the data keys
+ * (datarotation.c) changes both while the server runs: the key ring under
+ * a sequence counter, so that a reader never copies half a key; the state
+ * under a spinlock, with the generation new pages are written under and
+ * whether every page is marked in atomics that the page code reads per
+ * page.
+ *
  * Portions Copyright (c) 2026, pgcipher developers
  *
  * src/backend/storage/encryption/state.c
@@ -22,7 +33,10 @@
 #include <unistd.h>
 
 #include "common/keyring.h"
+#include "common/page_keys.h"
+#include "port/atomics.h"
 #include "storage/encryption.h"
+#include "storage/spin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
@@ -39,42 +53,207 @@ const struct config_enum_entry data_encryption_options[] = {
 	{NULL, 0, false}
 };
 
+/* What every process of the server shares, beside the key ring */
+typedef struct EncryptionShared
+{
+	pg_atomic_uint32 key_version;	/* odd while the key ring changes */
+	pg_atomic_uint32 write_generation;	/* PageKeysState.generation */
+	pg_atomic_uint32 marked;	/* PageKeysState.marked */
+	slock_t		mutex;			/* protects what follows */
+	PageKeysState state;		/* pg_encryption/pages as last written */
+	DataRotationProgress progress;
+} EncryptionShared;
+
 /* The unwrapped key ring, in memory kept out of core dumps */
 static Keyring *keyring = NULL;
+static EncryptionShared *shared = NULL;
 
 /*
- * The key ring's memory: a page of its own, excluded from core dumps and
- * locked where the kernel allows it.  Allocated on first use; encryption.c
- * loads the ring into it.
+ * Shared memory of its own, made before the postmaster forks: excluded
+ * from core dumps and locked where the kernel allows it
  */
-Keyring *
-DataEncryptionKeyringMemory(void)
+static void *
+map_shared(size_t len, const char *what)
 {
-	size_t		size = TYPEALIGN(sysconf(_SC_PAGESIZE), sizeof(Keyring));
+	size_t		size = TYPEALIGN(sysconf(_SC_PAGESIZE), len);
 	void	   *mem;
 
-	if (keyring != NULL)
-		return keyring;
 	mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		ereport(FATAL,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not allocate memory for encryption keys: %m")));
+				 errmsg("could not allocate memory for %s: %m", what)));
 #ifdef MADV_DONTDUMP
 	(void) madvise(mem, size, MADV_DONTDUMP);
 #endif
 	(void) mlock(mem, size);	/* best effort: keep keys out of swap */
-	keyring = (Keyring *) mem;
+	return mem;
+}
+
+/*
+ * The key ring's memory, shared by every process of the server.  Allocated
+ * on first use, with the page key state beside it; encryption.c loads the
+ * ring into it and SetPageKeysState() the state.
+ */
+Keyring *
+DataEncryptionKeyringMemory(void)
+{
+	if (keyring != NULL)
+		return keyring;
+	keyring = map_shared(sizeof(Keyring), "encryption keys");
+	shared = map_shared(sizeof(EncryptionShared), "the page key state");
+	pg_atomic_init_u32(&shared->key_version, 0);
+	pg_atomic_init_u32(&shared->write_generation, 1);
+	pg_atomic_init_u32(&shared->marked, 0);
+	SpinLockInit(&shared->mutex);
+	page_keys_initial(&shared->state);
 	return keyring;
 }
 
-/* The key ring loaded at start-up: what a key rotation re-wraps */
+/* The key ring as loaded at start-up, before any change: encryption.c's */
 const Keyring *
 DataEncryptionKeyring(void)
 {
 	Assert(keyring != NULL);
 	return keyring;
+}
+
+/*
+ * A consistent copy of the key ring now: what a rotation of the KEK
+ * re-wraps and a rotation of the data keys starts from
+ */
+void
+CopyDataEncryptionKeyring(Keyring *out)
+{
+	uint32		v;
+
+	Assert(keyring != NULL);
+	for (;;)
+	{
+		v = pg_atomic_read_u32(&shared->key_version);
+		if (v % 2 == 1)
+		{
+			pg_spin_delay();
+			continue;
+		}
+		pg_read_barrier();
+		memcpy(out, keyring, sizeof(Keyring));
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&shared->key_version) == v)
+			return;
+	}
+}
+
+/* Changes whenever the keys change: the modules re-key when it does */
+uint32
+DataKeysVersion(void)
+{
+	return shared ? pg_atomic_read_u32(&shared->key_version) : 0;
+}
+
+/*
+ * Copy the key id into key (DATA_ENCRYPTION_MAX_XTS_KEY_LEN bytes); false
+ * if the ring does not hold it.  Allocates nothing and never throws (18's
+ * read completion calls it in a critical section).
+ */
+bool
+CopyDataKey(uint32 id, unsigned char *key)
+{
+	uint32		v;
+	bool		found;
+
+	if (keyring == NULL)
+		return false;
+	for (;;)
+	{
+		const KeyringKey *k;
+
+		v = pg_atomic_read_u32(&shared->key_version);
+		if (v % 2 == 1)
+		{
+			pg_spin_delay();
+			continue;
+		}
+		pg_read_barrier();
+		k = keyring_get_key(keyring, id);
+		found = (k != NULL);
+		if (found)
+			memcpy(key, k->key, Min(k->len, DATA_ENCRYPTION_MAX_XTS_KEY_LEN));
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&shared->key_version) == v)
+			return found;
+	}
+}
+
+/*
+ * Replace the keys every process uses by ring's (one writer at a time: the
+ * caller holds the key ring directory's lock).  The file is written first:
+ * memory never holds a key the ring on disk lacks, but for a moment the
+ * file may hold one memory lacks, which nothing has used yet.
+ */
+void
+ChangeDataKeys(const Keyring *ring)
+{
+	pg_atomic_fetch_add_u32(&shared->key_version, 1);	/* odd: changing */
+	pg_write_barrier();
+	memcpy(keyring, ring, sizeof(Keyring));
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&shared->key_version, 1);
+}
+
+/* The generation new pages are written under, and the marks rule */
+uint32
+PageWriteGeneration(void)
+{
+	return shared ? pg_atomic_read_u32(&shared->write_generation) : 1;
+}
+
+bool
+PagesMarked(void)
+{
+	return shared && pg_atomic_read_u32(&shared->marked) != 0;
+}
+
+/* The page key state, as pg_encryption/pages says it */
+void
+GetPageKeysState(PageKeysState *out)
+{
+	SpinLockAcquire(&shared->mutex);
+	memcpy(out, &shared->state, sizeof(PageKeysState));
+	SpinLockRelease(&shared->mutex);
+}
+
+/*
+ * After pg_encryption/pages was written: every process writes the new
+ * generation's pages from its next page on
+ */
+void
+SetPageKeysState(const PageKeysState *state)
+{
+	SpinLockAcquire(&shared->mutex);
+	memcpy(&shared->state, state, sizeof(PageKeysState));
+	SpinLockRelease(&shared->mutex);
+	pg_atomic_write_u32(&shared->marked, state->marked ? 1 : 0);
+	pg_write_barrier();
+	pg_atomic_write_u32(&shared->write_generation, state->generation);
+}
+
+/* The workers' progress (datarotation.c) */
+void
+GetDataRotationProgress(DataRotationProgress *out)
+{
+	SpinLockAcquire(&shared->mutex);
+	memcpy(out, &shared->progress, sizeof(DataRotationProgress));
+	SpinLockRelease(&shared->mutex);
+}
+
+void
+SetDataRotationProgress(const DataRotationProgress *progress)
+{
+	SpinLockAcquire(&shared->mutex);
+	memcpy(&shared->progress, progress, sizeof(DataRotationProgress));
+	SpinLockRelease(&shared->mutex);
 }
 
 /* The SQLSTATE of each KeyringErrorKind (design section 9) */

@@ -1,0 +1,1031 @@
+/*-------------------------------------------------------------------------
+ *
+ * datarotation.c
+ *	  pgcipher: rotate the page key of a running cluster, online.
+ *
+ * SELECT pg_rotate_data_keys() draws a new page key into the slot the
+ * current one does not use, makes every process write new pages under it,
+ * and returns; a launcher (a background worker started with the server)
+ * then has one worker per database (template0 included) dirty every block
+ * of every fork of every relation, through shared buffers and with a
+ * full-page image in the WAL, throttled as VACUUM is.  Whoever writes a
+ * dirtied block next writes it under the new key, and the page's mark
+ * (pagecrypt.c) says so, so a relation holds pages of both keys while the
+ * workers run.  When every database is done, older temporary tables are
+ * gone and a checkpoint has written every dirty block, the rotation ends
+ * and the old key leaves the key ring.  Design 9.5 has the state machine:
+ *
+ *	1. run the key command, write the key ring with the new key
+ *	   (crash: the ring holds a key nothing uses; the launcher drops it)
+ *	2. write pg_encryption/pages: the new generation, "rotate"; every
+ *	   process writes new pages under it from its next page on
+ *	3. per database: dirty every block, flush the WAL, record it done in
+ *	   pg_encryption/pages (crash: the database is done again; WAL replay
+ *	   writes the images under the new key)
+ *	4. wait for temporary tables older than the generation
+ *	5. checkpoint with every dirty block, unlogged ones included
+ *	6. pg_encryption/pages: no operation, every page marked
+ *	7. run the key command, write the key ring without the old key
+ *	   (crash between 6 and 7: the launcher drops it when it starts)
+ *
+ * pg_encryption_pause() and pg_encryption_resume() stop and restart the
+ * workers and change their throttle; a restart or a crash resumes where
+ * pg_encryption/pages says.  Tests stop the rotation at each step with
+ * PGCIPHER_TEST_DATA_ROTATION_CRASH_AT, as keyrotation.c's tests do.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/datarotation.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/transam.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
+#include "commands/vacuum.h"
+#include "common/keyring.h"
+#include "common/page_keys.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/bgwriter.h"
+#include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
+#include "storage/bufmgr.h"
+#include "storage/encryption.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/smgr.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+/* Blocks a worker handles under one lock and transaction */
+#define BLOCKS_PER_CHUNK	1024
+
+/* What a worker tells the launcher, through the progress */
+#define WORKER_RUNNING		0
+#define WORKER_DONE			1
+#define WORKER_STOPPED		2	/* paused, or the operation changed */
+
+/* The test hook: kill -9 of the server at the named step */
+static void
+crash_point(const char *step)
+{
+	const char *at = getenv("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT");
+
+	if (at == NULL || strcmp(at, step) != 0)
+		return;
+	ereport(LOG,
+			(errmsg("data key rotation test hook: killing the server at step \"%s\"", step)));
+	kill(PostmasterPid, SIGKILL);
+	kill(MyProcPid, SIGKILL);
+	for (;;)
+		pg_usleep(1000000L);
+}
+
+/* The key ring directory's lock, which a rotation of the KEK takes too */
+static int
+lock_keyring_directory(bool wait)
+{
+	int			fd = OpenTransientFile(KEYRING_DIR, O_RDONLY);
+
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\": %m", KEYRING_DIR)));
+	if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
+	{
+		CloseTransientFile(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another change of the key ring is in progress")));
+	}
+	return fd;
+}
+
+/*
+ * The key command the key ring is wrapped by now: the one the latest
+ * rotation of the KEK recorded (a running server's setting changes only
+ * at a reload), else the setting
+ */
+static const char *
+current_key_command(void)
+{
+	static char recorded[8192];
+
+	if (keyring_recorded_command(".", recorded, sizeof(recorded)))
+		return recorded;
+	return encryption_key_command;
+}
+
+/*
+ * Write ring as the key ring (wrapped under the current command, in the
+ * current mode) and make it the keys every process uses.  The caller holds
+ * the key ring directory's lock.
+ */
+static void
+install_keyring(Keyring *ring)
+{
+	unsigned char file[4096];
+	size_t		filelen;
+	KeyringError err;
+	int			mode = ring->kek_source == KEK_SOURCE_UNWRAP ?
+		KEYRING_MODE_UNWRAP : KEYRING_MODE_KEK;
+
+	ring->from_next = false;
+	filelen = keyring_wrap_under_command(ring, current_key_command(),
+										 encryption_key_command_timeout, mode,
+										 file, sizeof(file), &err);
+	if (filelen == 0)
+		ReportKeyringError(ERROR, &err);
+	if (!keyring_write_file(KEYRING_FILE, file, filelen, &err))
+		ReportKeyringError(ERROR, &err);
+	ChangeDataKeys(ring);
+}
+
+/* A fresh XTS key into key (XTS refuses two equal halves: draw again) */
+static void
+draw_key(KeyringKey *key, uint32 id, int cipher)
+{
+	int			keylen = data_encryption_key_length(cipher);
+
+	key->id = id;
+	key->len = 2 * keylen;
+	do
+	{
+		if (!pg_strong_random(key->key, key->len))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random data key")));
+	} while (memcmp(key->key, key->key + keylen, keylen) == 0);
+}
+
+/* Put key into ring, replacing the key of its id */
+static void
+ring_put(Keyring *ring, const KeyringKey *key)
+{
+	for (uint32 i = 0; i < ring->nkeys; i++)
+		if (ring->keys[i].id == key->id)
+		{
+			ring->keys[i] = *key;
+			return;
+		}
+	Assert(ring->nkeys < KEYRING_MAX_KEYS);
+	ring->keys[ring->nkeys++] = *key;
+}
+
+static void
+ring_remove(Keyring *ring, uint32 id)
+{
+	for (uint32 i = 0; i < ring->nkeys; i++)
+		if (ring->keys[i].id == id)
+		{
+			ring->keys[i] = ring->keys[--ring->nkeys];
+			data_encryption_wipe(&ring->keys[ring->nkeys], sizeof(KeyringKey));
+			return;
+		}
+}
+
+/*
+ * A change of the page key state: written to pg_encryption/pages, logged
+ * with the key ring (keylog.c) so that standbys and restores follow, then
+ * in effect for every process.  The caller holds the key ring directory's
+ * lock.
+ */
+static void
+write_state(PageKeysState *state)
+{
+	KeyringError err;
+
+	state->serial++;
+	if (!page_keys_write(".", state, &err))
+		ReportKeyringError(ERROR, &err);
+	LogPageKeysChange(state);
+	SetPageKeysState(state);
+}
+
+/* Throttle arguments, checked before anything is written */
+static void
+check_throttle(int cost_delay, int cost_limit)
+{
+	if (cost_delay < 0 || cost_delay > PAGE_KEYS_MAX_COST_DELAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost_delay must be between 0 and %d milliseconds", PAGE_KEYS_MAX_COST_DELAY)));
+	if (cost_limit < 1 || cost_limit > PAGE_KEYS_MAX_COST_LIMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost_limit must be between 1 and %d", PAGE_KEYS_MAX_COST_LIMIT)));
+}
+
+static void
+check_superuser_on_primary(const char *what)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s", what),
+				 errdetail("Only superusers may %s.", what)));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s during recovery", what),
+				 errhint("Run it on the primary.")));
+	if (!DataEncryptionEnabled())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this cluster is not encrypted, so it has no data keys to rotate")));
+}
+
+/*
+ * pg_rotate_data_keys(cost_delay int, cost_limit int) returns a line that
+ * says what started.  Steps 1 and 2 of the header; the launcher does the
+ * rest.
+ */
+Datum
+pg_rotate_data_keys(PG_FUNCTION_ARGS)
+{
+	int			cost_delay = PG_GETARG_INT32(0);
+	int			cost_limit = PG_GETARG_INT32(1);
+	PageKeysState state;
+	Keyring    *ring;
+	int			lockfd;
+	uint32		generation;
+	int			new_slot;
+	int			old_slot;
+	char		line[128];
+
+	check_superuser_on_primary("rotate the data keys");
+	check_throttle(cost_delay, cost_limit);
+
+	lockfd = lock_keyring_directory(false);
+	GetPageKeysState(&state);
+	if (state.operation != PAGE_KEYS_OP_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a rotation of the data keys is already running"),
+				 errhint("Watch it in pg_stat_progress_encryption; pg_encryption_pause() and pg_encryption_resume() stop and restart it.")));
+
+	generation = state.generation + 1;
+	new_slot = page_keys_slot(generation);
+	old_slot = page_keys_slot(state.generation);
+
+	ring = palloc(sizeof(Keyring));
+	CopyDataEncryptionKeyring(ring);
+	if (keyring_get_key(ring, page_keys_slot_key_id(new_slot)) != NULL &&
+		keyring_get_key(ring, page_keys_slot_key_id(old_slot)) != NULL)
+	{
+		/* a key drawn by a rotation that stopped before step 2 is unused */
+		ereport(LOG,
+				(errmsg("replacing the unused page key in slot %c", new_slot == PAGE_SLOT_A ? 'A' : 'B')));
+	}
+
+	/*
+	 * The transaction files stay under the key initdb drew: once slot A is to
+	 * be freed, keep that key as KEY_SLRU
+	 */
+	if (keyring_get_key(ring, KEY_SLRU) == NULL)
+	{
+		KeyringKey	slru = *keyring_get_key(ring, KEY_RELATION);
+
+		slru.id = KEY_SLRU;
+		ring_put(ring, &slru);
+	}
+	{
+		KeyringKey	key;
+
+		draw_key(&key, page_keys_slot_key_id(new_slot), ring->cipher);
+		ring_put(ring, &key);
+		data_encryption_wipe(&key, sizeof(key));
+	}
+
+	/* 1: the key ring, with the new key nothing uses yet */
+	PG_TRY();
+	{
+		install_keyring(ring);
+	}
+	PG_FINALLY();
+	{
+		data_encryption_wipe(ring, sizeof(Keyring));
+		pfree(ring);
+	}
+	PG_END_TRY();
+	crash_point("keyring-written");
+
+	/* 2: new pages under the new generation from now on */
+	{
+		DataRotationProgress p = {0};
+
+		p.generation = generation;
+		SetDataRotationProgress(&p);
+	}
+	state.generation = generation;
+	state.operation = PAGE_KEYS_OP_ROTATE;
+	state.paused = false;
+	state.cost_delay = cost_delay;
+	state.cost_limit = cost_limit;
+	LWLockAcquire(OidGenLock, LW_SHARED);
+	state.switch_oid = TransamVariables->nextOid;
+	LWLockRelease(OidGenLock);
+	state.ndone = 0;
+	write_state(&state);
+	CloseTransientFile(lockfd);
+	crash_point("switched");
+
+	ereport(LOG,
+			(errmsg("rotation of the data keys started: new pages are written under generation %u",
+					generation),
+			 errdetail("Background workers rewrite every block with cost_delay %d ms and cost_limit %d.",
+					   cost_delay, cost_limit)));
+	snprintf(line, sizeof(line), "rotating to generation %u", generation);
+	PG_RETURN_TEXT_P(cstring_to_text(line));
+}
+
+/*
+ * pg_encryption_pause() and pg_encryption_resume(cost_delay, cost_limit):
+ * the workers stop after their current chunk, and start again where they
+ * were, with the throttle given (NULL: as it was)
+ */
+static Datum
+set_paused(FunctionCallInfo fcinfo, bool paused)
+{
+	PageKeysState state;
+	int			lockfd;
+
+	check_superuser_on_primary(paused ? "pause the rotation of the data keys" :
+							   "resume the rotation of the data keys");
+	lockfd = lock_keyring_directory(true);
+	GetPageKeysState(&state);
+	if (state.operation == PAGE_KEYS_OP_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no rotation of the data keys is running")));
+	if (!paused)
+	{
+		int			cost_delay = PG_ARGISNULL(0) ? state.cost_delay : PG_GETARG_INT32(0);
+		int			cost_limit = PG_ARGISNULL(1) ? state.cost_limit : PG_GETARG_INT32(1);
+
+		check_throttle(cost_delay, cost_limit);
+		state.cost_delay = cost_delay;
+		state.cost_limit = cost_limit;
+	}
+	state.paused = paused;
+	write_state(&state);
+	CloseTransientFile(lockfd);
+	PG_RETURN_VOID();
+}
+
+Datum
+pg_encryption_pause(PG_FUNCTION_ARGS)
+{
+	return set_paused(fcinfo, true);
+}
+
+Datum
+pg_encryption_resume(PG_FUNCTION_ARGS)
+{
+	return set_paused(fcinfo, false);
+}
+
+/*
+ * The key id of a page key left in the slot the current generation does
+ * not use, which step 7 drops; 0 if there is none.  Before the first
+ * rotation, slot A's key also encrypts the transaction files: never
+ * unused then.
+ */
+static uint32
+unused_page_key(const PageKeysState *state)
+{
+	uint32		id = page_keys_slot_key_id(1 - page_keys_slot(state->generation));
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+	bool		held;
+
+	if (state->operation != PAGE_KEYS_OP_NONE ||
+		(id == KEY_RELATION && !state->marked))
+		return 0;
+	held = CopyDataKey(id, key);
+	data_encryption_wipe(key, sizeof(key));
+	return held ? id : 0;
+}
+
+/* pg_stat_get_encryption_progress(): one row, the view's */
+Datum
+pg_stat_get_encryption_progress(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[14];
+	bool		nulls[14] = {0};
+	PageKeysState state;
+	DataRotationProgress p;
+	static const char *const phases[] = {
+		"idle", "rewriting", "waiting for temporary tables", "checkpoint",
+		"dropping old key", "paused"
+	};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (!DataEncryptionEnabled())
+	{
+		page_keys_initial(&state);
+		memset(&p, 0, sizeof(p));
+	}
+	else
+	{
+		GetPageKeysState(&state);
+		GetDataRotationProgress(&p);
+	}
+	if (state.operation == PAGE_KEYS_OP_NONE)
+		p.phase = unused_page_key(&state) ? DATA_ROTATION_DROPPING_KEY : DATA_ROTATION_IDLE;
+	else if (state.paused)
+		p.phase = DATA_ROTATION_PAUSED;
+	else if (p.phase == DATA_ROTATION_IDLE)
+		p.phase = DATA_ROTATION_REWRITING;	/* the launcher starts within a
+											 * second */
+
+	values[0] = p.pid ? Int32GetDatum(p.pid) : (Datum) 0;
+	nulls[0] = (p.pid == 0);
+	values[1] = CStringGetTextDatum(page_keys_operation_name(state.operation));
+	values[2] = CStringGetTextDatum(phases[p.phase]);
+	values[3] = Int64GetDatum(state.generation);
+	values[4] = ObjectIdGetDatum(p.dbid);
+	nulls[4] = (p.dbid == InvalidOid || p.phase == DATA_ROTATION_IDLE);
+	values[5] = ObjectIdGetDatum(p.relid);
+	nulls[5] = (p.relid == InvalidOid || p.phase != DATA_ROTATION_REWRITING);
+	values[6] = CStringGetTextDatum(forkNames[p.forknum]);
+	nulls[6] = nulls[5];
+	values[7] = Int64GetDatum(p.blocks_done);
+	values[8] = Int64GetDatum(p.blocks_total);
+	nulls[7] = nulls[8] = nulls[5];
+	values[9] = Int32GetDatum(state.operation == PAGE_KEYS_OP_NONE ? 0 : state.ndone);
+	values[10] = Int32GetDatum(p.databases_total);
+	nulls[10] = (p.phase == DATA_ROTATION_IDLE);
+	values[11] = Int64GetDatum(p.blocks_rewritten);
+	values[12] = Int32GetDatum(state.cost_delay);
+	values[13] = Int32GetDatum(state.cost_limit);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- the workers ---- */
+
+static void
+publish(void (*change) (DataRotationProgress *p, const void *arg), const void *arg)
+{
+	DataRotationProgress p;
+
+	GetDataRotationProgress(&p);
+	change(&p, arg);
+	SetDataRotationProgress(&p);
+}
+
+static void
+set_phase(DataRotationProgress *p, const void *arg)
+{
+	p->phase = *(const int *) arg;
+	p->pid = MyProcPid;
+}
+
+static void
+phase(int ph)
+{
+	publish(set_phase, &ph);
+}
+
+/* Whether the worker should go on: the operation runs and is not paused */
+static bool
+should_continue(PageKeysState *state)
+{
+	GetPageKeysState(state);
+	return state->operation == PAGE_KEYS_OP_ROTATE && !state->paused;
+}
+
+/* The relations of this database with storage, shared ones if asked */
+static List *
+relations_with_storage(bool shared)
+{
+	List	   *rels = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(RelationRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+
+		MemoryContext old;
+
+		if (!RELKIND_HAS_STORAGE(c->relkind) ||
+			c->relpersistence == RELPERSISTENCE_TEMP ||
+			c->relisshared != shared)
+			continue;
+		old = MemoryContextSwitchTo(cxt);	/* the list outlives the
+											 * transaction */
+		rels = lappend_oid(rels, c->oid);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return rels;
+}
+
+typedef struct RelationPosition
+{
+	Oid			relid;
+	int			forknum;
+	BlockNumber block;
+	BlockNumber nblocks;
+	int64		rewritten;
+} RelationPosition;
+
+static void
+set_position(DataRotationProgress *p, const void *arg)
+{
+	const RelationPosition *pos = arg;
+
+	p->pid = MyProcPid;
+	p->phase = DATA_ROTATION_REWRITING;
+	p->dbid = MyDatabaseId;
+	p->relid = pos->relid;
+	p->forknum = pos->forknum;
+	p->blocks_done = pos->block;
+	p->blocks_total = pos->nblocks;
+	p->blocks_rewritten += pos->rewritten;
+}
+
+/*
+ * Dirty up to BLOCKS_PER_CHUNK blocks of one fork from pos->block, under
+ * one lock that keeps the relation from being truncated or dropped;
+ * false when the relation or the fork is gone
+ */
+static bool
+rewrite_chunk(RelationPosition *pos, BufferAccessStrategy strategy)
+{
+	Relation	rel;
+	BlockNumber end;
+	bool		logged;
+
+	StartTransactionCommand();
+	rel = try_relation_open(pos->relid, AccessShareLock);
+	if (rel == NULL)
+	{
+		CommitTransactionCommand();
+		return false;
+	}
+	if (!smgrexists(RelationGetSmgr(rel), pos->forknum))
+	{
+		relation_close(rel, AccessShareLock);
+		CommitTransactionCommand();
+		return false;
+	}
+	pos->nblocks = RelationGetNumberOfBlocksInFork(rel, pos->forknum);
+	end = Min(pos->nblocks, pos->block + BLOCKS_PER_CHUNK);
+	logged = RelationNeedsWAL(rel) || pos->forknum == INIT_FORKNUM;
+	pos->rewritten = 0;
+	for (; pos->block < end; pos->block++)
+	{
+		Buffer		buf;
+
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBufferExtended(rel, pos->forknum, pos->block, RBM_NORMAL, strategy);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		if (!PageIsNew(BufferGetPage(buf)))
+		{
+			/* dirty: whoever writes it next writes it under the new key */
+			START_CRIT_SECTION();
+			MarkBufferDirty(buf);
+			if (logged)
+				log_newpage_buffer(buf, false);
+			END_CRIT_SECTION();
+			pos->rewritten++;
+		}
+		UnlockReleaseBuffer(buf);
+#if PG_VERSION_NUM >= 180000
+		vacuum_delay_point(false);
+#else
+		vacuum_delay_point();
+#endif
+	}
+	relation_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	publish(set_position, pos);
+	return pos->block < pos->nblocks;
+}
+
+/* Set vacuum's throttle from the state (re-read per chunk: re-throttling) */
+static void
+throttle(const PageKeysState *state)
+{
+	/* the values vacuum_delay_point() uses (VACUUM's VacuumUpdateCosts()) */
+	vacuum_cost_delay = state->cost_delay;
+	vacuum_cost_limit = state->cost_limit;
+	VacuumCostActive = (state->cost_delay > 0);
+	if (!VacuumCostActive)
+		VacuumCostBalance = 0;
+}
+
+/*
+ * Temporary tables of other sessions are out of the workers' reach (their
+ * blocks live in those sessions' memory): wait until the ones older than
+ * the generation are gone.  Their file numbers come from the OID counter,
+ * so a file numbered below switch_oid is older (after a wraparound of the
+ * counter a newer one may be waited for too).
+ */
+static bool
+older_temporary_tables_remain(uint32 switch_oid)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(RelationRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (!found && HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+
+		found = (c->relpersistence == RELPERSISTENCE_TEMP &&
+				 RELKIND_HAS_STORAGE(c->relkind) &&
+				 c->relfilenode != InvalidOid && c->relfilenode < switch_oid);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return found;
+}
+
+static void
+set_worker_result(DataRotationProgress *p, const void *arg)
+{
+	p->worker_result = *(const int *) arg;
+}
+
+/*
+ * One database: every fork of every relation (the shared catalogs too when
+ * bgw_extra says so), then the wait for older temporary tables, then the
+ * WAL flushed, so that recording the database done is durable.
+ */
+void
+DataRotationWorkerMain(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	bool		shared = MyBgworkerEntry->bgw_extra[0] != 0;
+	PageKeysState state;
+	BufferAccessStrategy strategy;
+	List	   *rels;
+	ListCell   *lc;
+	int			result = WORKER_STOPPED;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid,
+											  BGWORKER_BYPASS_ALLOWCONN);
+	strategy = GetAccessStrategy(BAS_VACUUM);
+
+	rels = relations_with_storage(false);
+	if (shared)
+		rels = list_concat(rels, relations_with_storage(true));
+
+	foreach(lc, rels)
+	{
+		RelationPosition pos = {.relid = lfirst_oid(lc)};
+
+		for (pos.forknum = 0; pos.forknum <= MAX_FORKNUM; pos.forknum++)
+		{
+			pos.block = 0;
+			do
+			{
+				if (!should_continue(&state))
+					goto out;
+				throttle(&state);
+			} while (rewrite_chunk(&pos, strategy));
+		}
+	}
+	crash_point("database-rewritten");
+
+	while (older_temporary_tables_remain(state.switch_oid))
+	{
+		phase(DATA_ROTATION_WAITING_TEMP);
+		if (!should_continue(&state))
+			goto out;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	XLogFlush(GetXLogInsertRecPtr());
+	result = WORKER_DONE;
+out:
+	publish(set_worker_result, &result);
+	proc_exit(0);
+}
+
+/* ---- the launcher ---- */
+
+typedef struct DatabaseEntry
+{
+	Oid			oid;
+	char		name[NAMEDATALEN];
+} DatabaseEntry;
+
+static List *
+database_list(void)
+{
+	List	   *dbs = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database d = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old;
+		DatabaseEntry *e;
+
+		if (database_is_invalid_form(d))
+			continue;			/* partly dropped: nothing to read there */
+		old = MemoryContextSwitchTo(cxt);
+		e = palloc(sizeof(DatabaseEntry));
+		e->oid = d->oid;
+		strlcpy(e->name, NameStr(d->datname), NAMEDATALEN);
+		dbs = lappend(dbs, e);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return dbs;
+}
+
+static bool
+database_done(const PageKeysState *state, Oid oid)
+{
+	for (int i = 0; i < state->ndone; i++)
+		if (state->done[i] == oid)
+			return true;
+	return false;
+}
+
+static void
+set_database(DataRotationProgress *p, const void *arg)
+{
+	const int  *counts = arg;
+
+	p->pid = MyProcPid;
+	p->phase = DATA_ROTATION_REWRITING;
+	p->dbid = (Oid) counts[0];
+	p->relid = InvalidOid;
+	p->databases_total = counts[1];
+	p->worker_result = WORKER_RUNNING;
+}
+
+/* Run one database's worker and wait for it; its result */
+static int
+run_worker(const DatabaseEntry *db, bool shared, int ndatabases)
+{
+	BackgroundWorker worker = {0};
+	BackgroundWorkerHandle *handle;
+	DataRotationProgress p;
+	int			counts[2] = {(int) db->oid, ndatabases};
+	pid_t		pid;
+
+	publish(set_database, counts);
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "postgres", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "DataRotationWorkerMain", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "pgcipher data key rotation worker for \"%s\"", db->name);
+	strlcpy(worker.bgw_type, "pgcipher data key rotation worker", BGW_MAXLEN);
+	worker.bgw_main_arg = ObjectIdGetDatum(db->oid);
+	worker.bgw_extra[0] = shared ? 1 : 0;
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a data key rotation worker for database \"%s\"", db->name),
+				 errhint("Raise max_worker_processes; the rotation tries again.")));
+		return WORKER_STOPPED;
+	}
+	if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
+		return WORKER_STOPPED;
+	(void) WaitForBackgroundWorkerShutdown(handle);
+	GetDataRotationProgress(&p);
+	return p.worker_result;
+}
+
+/* Steps 3 to 6 of the header; false if stopped before the end */
+static bool
+rewrite_every_database(void)
+{
+	PageKeysState state;
+	bool		shared_done = false;
+
+	for (;;)
+	{
+		List	   *dbs = database_list();
+		ListCell   *lc;
+		bool		any = false;
+
+		foreach(lc, dbs)
+		{
+			DatabaseEntry *db = lfirst(lc);
+			int			result;
+			int			lockfd;
+
+			if (!should_continue(&state))
+				return false;
+			if (database_done(&state, db->oid))
+				continue;
+			any = true;
+			/* the shared catalogs go with the first database of a (re)start */
+			result = run_worker(db, !shared_done, list_length(dbs));
+			if (result != WORKER_DONE)
+			{
+				if (result == WORKER_RUNNING)
+					ereport(WARNING,
+							(errmsg("the data key rotation worker for database \"%s\" failed; trying again in 10 seconds",
+									db->name)));
+				return false;
+			}
+			shared_done = true;
+			lockfd = lock_keyring_directory(true);
+			GetPageKeysState(&state);
+			if (state.ndone < PAGE_KEYS_MAX_DONE)
+				state.done[state.ndone++] = db->oid;
+			write_state(&state);
+			CloseTransientFile(lockfd);
+			crash_point("database-done");
+		}
+		list_free_deep(dbs);
+		/* databases created meanwhile are done on the next pass */
+		if (!any)
+			break;
+	}
+
+	phase(DATA_ROTATION_CHECKPOINT);
+	RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_FLUSH_ALL |
+					  CHECKPOINT_IMMEDIATE);
+	crash_point("checkpointed");
+	{
+		int			lockfd = lock_keyring_directory(true);
+
+		GetPageKeysState(&state);
+		state.operation = PAGE_KEYS_OP_NONE;
+		state.marked = true;
+		state.paused = false;
+		state.ndone = 0;
+		write_state(&state);
+		CloseTransientFile(lockfd);
+	}
+	ereport(LOG,
+			(errmsg("rotation of the data keys rewrote every block: every page is under generation %u",
+					state.generation)));
+	crash_point("completed");
+	return true;
+}
+
+/*
+ * Step 7: with no operation running, a page key in the slot the current
+ * generation does not use is unused (the old generation's, or one drawn by
+ * a rotation that stopped before it switched): it leaves the key ring.
+ */
+static void
+drop_unused_page_key(void)
+{
+	PageKeysState state;
+	Keyring    *ring;
+	uint32		unused_id;
+	int			lockfd;
+
+	GetPageKeysState(&state);
+	if ((unused_id = unused_page_key(&state)) == 0)
+		return;
+
+	/*
+	 * Every page must be on disk under the current generation first: on a
+	 * primary the rotation's checkpoint did it, but a promoted standby or a
+	 * restored backup may hold replayed pages not written yet
+	 */
+	phase(DATA_ROTATION_DROPPING_KEY);
+	RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_FLUSH_ALL |
+					  CHECKPOINT_IMMEDIATE);
+	ring = palloc(sizeof(Keyring));
+	CopyDataEncryptionKeyring(ring);
+	lockfd = lock_keyring_directory(true);
+	PG_TRY();
+	{
+		GetPageKeysState(&state);
+		if (state.operation != PAGE_KEYS_OP_NONE)
+			ereport(ERROR,
+					(errmsg("a rotation of the data keys started while the old key was being dropped")));
+		ring_remove(ring, unused_id);
+		install_keyring(ring);
+		write_state(&state);	/* the ring without it, in the WAL */
+	}
+	PG_FINALLY();
+	{
+		data_encryption_wipe(ring, sizeof(Keyring));
+		pfree(ring);
+		CloseTransientFile(lockfd);
+	}
+	PG_END_TRY();
+	phase(DATA_ROTATION_IDLE);
+	ereport(LOG,
+			(errmsg("the page key of generation %u left the key ring", state.generation - 1),
+			 errdetail("Every page is under generation %u.  Backups taken before the rotation still hold the old key in their own key ring.",
+					   state.generation)));
+	crash_point("old-key-dropped");
+}
+
+/*
+ * The launcher: started with the server (after recovery), it waits for a
+ * rotation to run, resumes one a restart interrupted, and drops an unused
+ * key.  An error (a failed key command, a full disk) ends it, and the
+ * postmaster starts it again 5 seconds later, which resumes: the cluster
+ * stays readable meanwhile, every page under a key the ring holds.
+ */
+void
+DataRotationLauncherMain(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	phase(DATA_ROTATION_IDLE);
+
+	for (;;)
+	{
+		PageKeysState state;
+		long		wait_ms = 1000L;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		GetPageKeysState(&state);
+		if (state.operation == PAGE_KEYS_OP_ROTATE && !state.paused &&
+			!rewrite_every_database())
+			wait_ms = 10000L;
+		drop_unused_page_key();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wait_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* The postmaster registers the launcher when the cluster is encrypted */
+void
+RegisterDataRotationLauncher(void)
+{
+	BackgroundWorker worker = {0};
+
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "postgres", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "DataRotationLauncherMain", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "pgcipher data key rotation launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "pgcipher data key rotation launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}

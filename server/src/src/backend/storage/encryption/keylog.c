@@ -1,0 +1,145 @@
+/*-------------------------------------------------------------------------
+ *
+ * keylog.c
+ *	  pgcipher: the WAL record of a change of the page keys, and its redo.
+ *
+ * Every change the online rotation of the data keys makes to
+ * pg_encryption/pages (datarotation.c) is logged as one XLOG_ENCRYPTION_KEYS
+ * record carrying that file and the key ring file as they are now: the
+ * key ring wrapped under the KEK, never a key in clear.  A physical
+ * standby, a restored base backup or a point-in-time recovery replays the
+ * records in order and so holds, at every point of the WAL, the keys and
+ * the state its primary had there: a standby writes the pages it replays
+ * under the primary's new generation, and a standby promoted, or a backup
+ * restored, half-way through a rotation resumes it.
+ *
+ * Redo skips a record no newer than the node's own file (the serial line:
+ * a primary's crash recovery replays what its files already say).  It
+ * opens the record's key ring with the node's own key command; a standby
+ * whose KEK differs from its primary's (it rotated its own, design 9.1)
+ * cannot, says so, and keeps its own generation, under which it stays
+ * readable: replayed full-page images are plaintext, written under
+ * whatever generation the standby writes.  Whether every page is marked is
+ * the node's own business (its pages reach disk when its own checkpoints
+ * say), so redo keeps the node's own value.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/backend/storage/encryption/keylog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "catalog/pg_control.h"
+#include "common/keyring.h"
+#include "common/keyring_int.h"
+#include "common/page_keys.h"
+#include "storage/encryption.h"
+
+/*
+ * Log the state just written to pg_encryption/pages with the key ring as
+ * it is on disk, and flush: a change is durable in the WAL before anyone
+ * acts on it.  Never during recovery (the functions are refused there).
+ */
+void
+LogPageKeysChange(const PageKeysState *state)
+{
+	xl_encryption_keys xlrec;
+	unsigned char *ring = palloc(KEYRING_MAX_FILE);
+	char	   *text = palloc(PAGE_KEYS_MAX_FILE);
+	size_t		ringlen;
+	KeyringError err;
+	XLogRecPtr	lsn;
+
+	if (!keyring_read_file(KEYRING_FILE, ring, KEYRING_MAX_FILE, &ringlen, &err))
+		ReportKeyringError(ERROR, &err);
+	xlrec.serial = state->serial;
+	xlrec.generation = state->generation;
+	xlrec.keyring_len = (uint32) ringlen;
+	xlrec.state_len = (uint32) page_keys_format(state, text, PAGE_KEYS_MAX_FILE);
+
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
+	XLogRegisterData((char *) ring, xlrec.keyring_len);
+	XLogRegisterData(text, xlrec.state_len);
+	lsn = XLogInsert(RM_XLOG_ID, XLOG_ENCRYPTION_KEYS);
+	XLogFlush(lsn);
+	pfree(ring);
+	pfree(text);
+}
+
+/* xlog_redo() of XLOG_ENCRYPTION_KEYS */
+void
+RedoPageKeysChange(XLogReaderState *record)
+{
+	const char *data = XLogRecGetData(record);
+	xl_encryption_keys xlrec;
+	const unsigned char *ring_bytes;
+	const char *text;
+	PageKeysState *current = palloc(sizeof(PageKeysState));
+	PageKeysState *next = palloc(sizeof(PageKeysState));
+	unsigned char *local = palloc(KEYRING_MAX_FILE);
+	size_t		locallen = 0;
+	KeyringError err;
+
+	memcpy(&xlrec, data, sizeof(xlrec));
+	ring_bytes = (const unsigned char *) data + sizeof(xlrec);
+	text = (const char *) ring_bytes + xlrec.keyring_len;
+
+	if (!DataEncryptionEnabled())
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL holds a change of the page keys, but this cluster is not encrypted")));
+	GetPageKeysState(current);
+	if (xlrec.serial <= current->serial)
+		goto done;				/* our files say this already, or more */
+	if (!page_keys_parse(text, xlrec.state_len, "WAL", next, &err))
+		ReportKeyringError(FATAL, &err);
+
+	/* a new key ring: open it with our own key command */
+	if (!keyring_read_file(KEYRING_FILE, local, KEYRING_MAX_FILE, &locallen, &err))
+		ReportKeyringError(FATAL, &err);
+	if (locallen != xlrec.keyring_len || memcmp(local, ring_bytes, locallen) != 0)
+	{
+		Keyring    *ring = palloc(sizeof(Keyring));
+		char		recorded[8192];
+		const char *command = encryption_key_command;
+
+		if (keyring_recorded_command(".", recorded, sizeof(recorded)))
+			command = recorded;
+		if (!keyring_open_bytes(command, encryption_key_command_timeout,
+								ring_bytes, xlrec.keyring_len, ring, &err))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_INVALID_PASSWORD),
+					 errmsg("cannot follow the primary's page key generation %u: its key ring does not open with this server's key command",
+							xlrec.generation),
+					 errdetail("%s", err.message),
+					 errhint("This server keeps page key generation %u, under which it stays readable; give it the primary's key-encryption key to follow.",
+							 current->generation)));
+			data_encryption_wipe(ring, sizeof(Keyring));
+			goto done;
+		}
+		if (!keyring_write_file(KEYRING_FILE, ring_bytes, xlrec.keyring_len, &err))
+			ReportKeyringError(FATAL, &err);
+		ChangeDataKeys(ring);
+		data_encryption_wipe(ring, sizeof(Keyring));
+		pfree(ring);
+	}
+	next->marked = current->marked;
+	if (!page_keys_write(".", next, &err))
+		ReportKeyringError(FATAL, &err);
+	SetPageKeysState(next);
+	ereport(DEBUG1,
+			(errmsg_internal("replayed page key state %u: generation %u, %s",
+							 next->serial, next->generation,
+							 page_keys_operation_name(next->operation))));
+done:
+	pfree(current);
+	pfree(next);
+	pfree(local);
+}

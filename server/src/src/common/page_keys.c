@@ -1,0 +1,309 @@
+/*-------------------------------------------------------------------------
+ *
+ * page_keys.c
+ *	  pgcipher: the file pg_encryption/pages — the generation of the page
+ *	  key new pages are written under, and the online rotation's state.
+ *
+ * A few lines of text, so that a DBA can read it, ending in a CRC-32C of
+ * the lines before it:
+ *
+ *	 serial 7
+ *	 generation 2
+ *	 operation rotate
+ *	 marked no
+ *	 paused no
+ *	 cost_delay 2
+ *	 cost_limit 200
+ *	 switch_oid 16410
+ *	 done 1 5 16384
+ *	 crc 8c2f55e1
+ *
+ * Written like the key ring (keyring_write_file(): a temporary file, fsync,
+ * rename, fsync of the directory), so a crash leaves the old state or the
+ * new.  No file is the state of every cluster before online rotation
+ * existed: generation 1, unmarked pages, nothing running.  Shared by the
+ * server (storage/encryption/), pg_controldata and pg_upgrade.
+ *
+ * Portions Copyright (c) 2026, pgcipher developers
+ *
+ * src/common/page_keys.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FRONTEND
+#include "postgres.h"
+#else
+#include "postgres_fe.h"
+#endif
+
+#include <errno.h>
+
+#include "common/page_keys.h"
+#include "port/pg_crc32c.h"
+
+void
+page_keys_initial(PageKeysState *state)
+{
+	memset(state, 0, sizeof(PageKeysState));
+	state->generation = 1;
+	state->operation = PAGE_KEYS_OP_NONE;
+	state->cost_delay = PAGE_KEYS_DEFAULT_COST_DELAY;
+	state->cost_limit = PAGE_KEYS_DEFAULT_COST_LIMIT;
+}
+
+const char *
+page_keys_operation_name(int operation)
+{
+	switch (operation)
+	{
+		case PAGE_KEYS_OP_NONE:
+			return "none";
+		case PAGE_KEYS_OP_ROTATE:
+			return "rotate";
+	}
+	return "unknown";
+}
+
+static pg_crc32c
+text_crc(const char *text, size_t len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, text, len);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+static void
+corrupt(KeyringError *err, const char *path, const char *what)
+{
+	keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT,
+					  "Restore it from a backup of this cluster, taken with its key ring.",
+					  "page key state file \"%s\" is damaged: %s", path, what);
+}
+
+static bool
+yes_no(const char *value, bool *out)
+{
+	if (strcmp(value, "yes") == 0)
+		*out = true;
+	else if (strcmp(value, "no") == 0)
+		*out = false;
+	else
+		return false;
+	return true;
+}
+
+/* One "name value" line into state; false if it makes no sense */
+static bool
+parse_line(char *line, PageKeysState *state)
+{
+	char	   *value = strchr(line, ' ');
+	char	   *end;
+	unsigned long n;
+
+	if (value == NULL)
+	{
+		if (strcmp(line, "done") != 0)
+			return false;
+		state->ndone = 0;		/* no database finished */
+		return true;
+	}
+	*value++ = '\0';
+	if (strcmp(line, "operation") == 0)
+	{
+		if (strcmp(value, "none") == 0)
+			state->operation = PAGE_KEYS_OP_NONE;
+		else if (strcmp(value, "rotate") == 0)
+			state->operation = PAGE_KEYS_OP_ROTATE;
+		else
+			return false;
+		return true;
+	}
+	if (strcmp(line, "marked") == 0)
+		return yes_no(value, &state->marked);
+	if (strcmp(line, "paused") == 0)
+		return yes_no(value, &state->paused);
+	if (strcmp(line, "done") == 0)
+	{
+		state->ndone = 0;
+		while (*value != '\0')
+		{
+			errno = 0;
+			n = strtoul(value, &end, 10);
+			if (end == value || errno != 0 || n > UINT32_MAX ||
+				state->ndone >= PAGE_KEYS_MAX_DONE)
+				return false;
+			state->done[state->ndone++] = (uint32) n;
+			value = end;
+			while (*value == ' ')
+				value++;
+		}
+		return true;
+	}
+	errno = 0;
+	n = strtoul(value, &end, 10);
+	if (end == value || *end != '\0' || errno != 0 || n > UINT32_MAX)
+		return false;
+	if (strcmp(line, "generation") == 0 && n >= 1)
+		state->generation = (uint32) n;
+	else if (strcmp(line, "serial") == 0)
+		state->serial = (uint32) n;
+	else if (strcmp(line, "cost_delay") == 0 && n <= PAGE_KEYS_MAX_COST_DELAY)
+		state->cost_delay = (int) n;
+	else if (strcmp(line, "cost_limit") == 0 && n >= 1 && n <= PAGE_KEYS_MAX_COST_LIMIT)
+		state->cost_limit = (int) n;
+	else if (strcmp(line, "switch_oid") == 0)
+		state->switch_oid = (uint32) n;
+	else
+		return false;
+	return true;
+}
+
+/*
+ * Parse the text of a pg_encryption/pages (len bytes, path for messages)
+ * into state; false, with err filled, if it is damaged
+ */
+bool
+page_keys_parse(const char *text, size_t len, const char *path,
+				PageKeysState *state, KeyringError *err)
+{
+	char	   *copy;
+	char	   *crcline;
+	unsigned int crc;
+	char	   *line;
+	char	   *next;
+	bool		ok = false;
+
+	page_keys_initial(state);
+	copy = malloc(len + 1);
+	if (copy == NULL)
+	{
+		keyring_set_error(err, KEYRING_ERR_IO, NULL, "out of memory");
+		return false;
+	}
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+
+	/* the last line is the CRC of everything before it */
+	crcline = strstr(copy, "crc ");
+	if (crcline == NULL || (crcline != copy && crcline[-1] != '\n') ||
+		sscanf(crcline, "crc %8x\n", &crc) != 1 ||
+		crc != text_crc(copy, crcline - copy))
+	{
+		corrupt(err, path, "its CRC does not match");
+		goto done;
+	}
+	*crcline = '\0';
+	for (line = copy; *line != '\0'; line = next)
+	{
+		next = strchr(line, '\n');
+		if (next == NULL)
+		{
+			corrupt(err, path, "a line is not terminated");
+			goto done;
+		}
+		*next++ = '\0';
+		if (!parse_line(line, state))
+		{
+			corrupt(err, path, "a line is not understood");
+			goto done;
+		}
+	}
+	ok = true;
+done:
+	free(copy);
+	return ok;
+}
+
+/*
+ * Read datadir's page key state; without the file, the initial state.
+ * False, with err filled, if the file cannot be read or is damaged.
+ */
+bool
+page_keys_read(const char *datadir, PageKeysState *state, KeyringError *err)
+{
+	char		path[MAXPGPATH];
+	char	   *text;
+	size_t		len;
+	bool		ok;
+
+	page_keys_initial(state);
+	snprintf(path, sizeof(path), "%s/%s", datadir, PAGE_KEYS_FILE);
+	text = malloc(PAGE_KEYS_MAX_FILE);
+
+	if (text == NULL)
+	{
+		keyring_set_error(err, KEYRING_ERR_IO, NULL, "out of memory");
+		return false;
+	}
+	if (!keyring_read_file(path, (unsigned char *) text, PAGE_KEYS_MAX_FILE - 1,
+						   &len, err))
+	{
+		free(text);
+		/* before online rotation: the initial state */
+		return err->kind == KEYRING_ERR_FILE_MISSING;
+	}
+	ok = page_keys_parse(text, len, path, state, err);
+	free(text);
+	return ok;
+}
+
+/* The text of state, with its CRC line, into text; its length */
+size_t
+page_keys_format(const PageKeysState *state, char *text, size_t size)
+{
+	size_t		len = 0;
+
+#define ADD(...) (len += snprintf(text + len, size - len, __VA_ARGS__))
+	ADD("serial %u\n", state->serial);
+	ADD("generation %u\n", state->generation);
+	ADD("operation %s\n", page_keys_operation_name(state->operation));
+	ADD("marked %s\n", state->marked ? "yes" : "no");
+	ADD("paused %s\n", state->paused ? "yes" : "no");
+	ADD("cost_delay %d\n", state->cost_delay);
+	ADD("cost_limit %d\n", state->cost_limit);
+	ADD("switch_oid %u\n", state->switch_oid);
+	ADD("done");
+	for (int i = 0; i < state->ndone; i++)
+		ADD(" %u", state->done[i]);
+	ADD("\n");
+	ADD("crc %08x\n", (unsigned int) text_crc(text, len));
+#undef ADD
+	return len;
+}
+
+/* Write state into datadir crash-safely (the key ring's way) */
+bool
+page_keys_write(const char *datadir, const PageKeysState *state,
+				KeyringError *err)
+{
+	char		path[MAXPGPATH];
+	char	   *text = malloc(PAGE_KEYS_MAX_FILE);
+	size_t		len;
+	bool		ok;
+
+	if (text == NULL)
+	{
+		keyring_set_error(err, KEYRING_ERR_IO, NULL, "out of memory");
+		return false;
+	}
+	len = page_keys_format(state, text, PAGE_KEYS_MAX_FILE);
+	snprintf(path, sizeof(path), "%s/%s", datadir, PAGE_KEYS_FILE);
+	ok = keyring_write_file(path, (unsigned char *) text, len, err);
+	free(text);
+	return ok;
+}
+
+/* One line for pg_controldata and the server's messages */
+void
+page_keys_describe(const PageKeysState *state, char *buf, size_t size)
+{
+	snprintf(buf, size, "generation %u (slot %c), %s%s%s",
+			 state->generation,
+			 page_keys_slot(state->generation) == PAGE_SLOT_A ? 'A' : 'B',
+			 state->operation == PAGE_KEYS_OP_NONE ? "no operation" : "rotating",
+			 state->paused ? " (paused)" : "",
+			 state->marked ? ", every page marked" : "");
+}

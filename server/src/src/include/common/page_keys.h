@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * page_keys.h
+ *	  pgcipher: which page key new pages are written under, and the state
+ *	  of an online rotation of the data keys (design 9.6).
+ *
+ * The file pg_encryption/pages says it; the server keeps a copy in memory
+ * (storage/encryption/state.c), pg_controldata shows it, pg_upgrade
+ * carries it.  No file means what pgcipher wrote before it had one:
+ * generation 1, pages unmarked under slot A, no operation.
+ *
+ * src/include/common/page_keys.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PAGE_KEYS_H
+#define PAGE_KEYS_H
+
+#include "common/data_encryption.h"
+#include "common/keyring.h"
+
+#define PAGE_KEYS_FILE		"pg_encryption/pages"
+
+/* What the workers are doing */
+#define PAGE_KEYS_OP_NONE		0
+#define PAGE_KEYS_OP_ROTATE		1	/* rewriting every block under the new key */
+
+/* Throttle defaults: vacuum's, which a DBA already knows how to read */
+#define PAGE_KEYS_DEFAULT_COST_DELAY	2	/* ms */
+#define PAGE_KEYS_DEFAULT_COST_LIMIT	200
+#define PAGE_KEYS_MAX_COST_DELAY		100
+#define PAGE_KEYS_MAX_COST_LIMIT		10000
+
+/* Databases a rotation has finished, kept so that a restart resumes after them */
+#define PAGE_KEYS_MAX_DONE		4096
+
+typedef struct PageKeysState
+{
+	uint32		serial;			/* one more at every change: WAL replay's
+								 * order */
+	uint32		generation;		/* new pages: its slot, page_keys_slot() */
+	int			operation;		/* PAGE_KEYS_OP_* */
+	bool		marked;			/* every non-zero page carries its mark */
+	bool		paused;
+	int			cost_delay;		/* ms; 0: unthrottled */
+	int			cost_limit;
+	uint32		switch_oid;		/* the OID counter when the generation began */
+	int			ndone;
+	uint32		done[PAGE_KEYS_MAX_DONE];	/* database OIDs finished */
+} PageKeysState;
+
+/* Generation 1 (initdb) is slot A, 2 is B, 3 is A again, ... */
+static inline int
+page_keys_slot(uint32 generation)
+{
+	return (generation % 2 == 1) ? PAGE_SLOT_A : PAGE_SLOT_B;
+}
+
+static inline uint32
+page_keys_slot_key_id(int slot)
+{
+	return slot == PAGE_SLOT_B ? KEY_RELATION_B : KEY_RELATION;
+}
+
+/*
+ * The WAL record of a change (XLOG_ENCRYPTION_KEYS, storage/encryption/
+ * keylog.c): the key ring file and pg_encryption/pages as written, so that
+ * a standby, a restored base backup or a point-in-time recovery follows
+ */
+typedef struct xl_encryption_keys
+{
+	uint32		serial;
+	uint32		generation;
+	uint32		keyring_len;	/* bytes of the key ring file that follow */
+	uint32		state_len;		/* then bytes of pg_encryption/pages */
+} xl_encryption_keys;
+
+/* Longest pg_encryption/pages */
+#define PAGE_KEYS_MAX_FILE	(512 + PAGE_KEYS_MAX_DONE * 11)
+
+extern void page_keys_initial(PageKeysState *state);
+extern bool page_keys_parse(const char *text, size_t len, const char *path,
+							PageKeysState *state, KeyringError *err);
+extern size_t page_keys_format(const PageKeysState *state, char *text,
+							   size_t size);
+extern bool page_keys_read(const char *datadir, PageKeysState *state,
+						   KeyringError *err);
+extern bool page_keys_write(const char *datadir, const PageKeysState *state,
+							KeyringError *err);
+extern const char *page_keys_operation_name(int operation);
+extern void page_keys_describe(const PageKeysState *state, char *buf,
+							   size_t size);
+
+#endif							/* PAGE_KEYS_H */

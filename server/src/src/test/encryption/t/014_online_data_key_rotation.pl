@@ -1,0 +1,384 @@
+# Copyright (c) 2026, pgcipher developers
+#
+# Online rotation of the page key (design 9.6): pg_rotate_data_keys()
+# returns at once; background workers rewrite every block of every
+# database under the new key while pgbench runs without a failed
+# transaction; a relation holds pages of both keys meanwhile (each page's
+# mark says which); the rotation pauses, resumes re-throttled, waits for
+# temporary tables older than it, and ends with every page of every fork
+# under the new key, the old key gone from the key ring, pg_checksums and
+# amcheck satisfied and no marker in any file.  A kill -9 of the server at
+# every step of it (the test hook of datarotation.c) leaves a cluster that
+# starts, resumes, finishes and reads every row.  The changes travel in the
+# WAL (keylog.c): a standby follows its primary's rotation, and a base
+# backup taken half-way restores, resumes and finishes it.
+use strict;
+use warnings FATAL => 'all';
+use File::Find;
+use FindBin;
+use Time::HiRes qw(usleep);
+use lib "$FindBin::RealBin/..";
+use LeakScan;
+use PostgreSQL::Test::BackgroundPsql;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('rotate_data');
+$node->init(
+	allows_streaming => 1,
+	extra => [ '--data-checksums', LeakScan::encryption_options('aes-256') ]);
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
+$node->start;
+my $pgdata = $node->data_dir;
+my $bin = $node->config_data('--bindir');
+
+# Every non-zero page of every relation fork by the slot its mark names:
+# { A => pages, B => pages, clear => pages }
+sub page_marks
+{
+	my ($datadir) = @_;
+	$datadir //= $pgdata;
+	my %count = (A => 0, B => 0, clear => 0);
+	find(
+		{
+			no_chdir => 1,
+			wanted => sub {
+				return unless -f $_ && m{/\d+(_(fsm|vm|init))?(\.\d+)?$};
+				return
+				  if
+				  m{/pg_(wal|xact|multixact|subtrans|commit_ts|serial|notify|replslot|logical)/};
+				open(my $fh, '<:raw', $_) or return;
+				while (read($fh, my $page, 8192) == 8192)
+				{
+					next if $page !~ /[^\0]/;
+					my $flags = unpack('S', substr($page, 10, 2));
+					$count{
+						 !($flags & 0x8000) ? 'clear'
+						: ($flags & 0x4000) ? 'B'
+						:                     'A'
+					}++;
+				}
+				close $fh;
+			}
+		},
+		map { "$datadir/$_" } qw(base global pg_tblspc));
+	return \%count;
+}
+
+sub progress
+{
+	my ($col, $n) = @_;
+	return ($n // $node)
+	  ->safe_psql('postgres', "SELECT $col FROM pg_stat_progress_encryption");
+}
+
+# Wait until no rotation runs and no unused page key is left in the ring
+sub wait_done
+{
+	my ($what, $n) = @_;
+	$n //= $node;
+	for (1 .. 600)
+	{
+		my ($ret, $out) = $n->psql('postgres',
+			"SELECT operation || ' ' || phase FROM pg_stat_progress_encryption"
+		);
+		return 1 if $ret == 0 && $out eq 'none idle';
+		usleep(100_000);
+	}
+	diag("$what: still " . progress('operation, phase', $n));
+	return 0;
+}
+
+sub page_state
+{
+	my ($datadir) = @_;
+	return scalar slurp_file(($datadir // $pgdata) . '/pg_encryption/pages');
+}
+
+# What pgbench does not change; the unlogged table too but after a crash
+my $checks = sub {
+	my ($n, $crashed) = @_;
+	return $n->safe_psql(
+		'postgres',
+		'SELECT count(*), sum(aid), sum(bid) FROM pgbench_accounts;
+		 SELECT count(*), string_agg(v, \',\' ORDER BY id) FROM marked;
+		 SELECT last_value FROM counter;
+		 SELECT count(*) FROM mv;'
+		  . ($crashed ? '' : 'SELECT count(*) FROM unlogged_rows;'))
+	  . "\n"
+	  . $n->safe_psql('other', 'SELECT count(*), sum(g) FROM t');
+};
+
+# --- data: pgbench's tables, markers, every kind of relation ---
+command_ok(
+	[
+		'pgbench', '-i', '-s', '3',
+		'-h', $node->host, '-p', $node->port,
+		'postgres'
+	],
+	'pgbench -i');
+my @markers = map {
+	{
+		name => "marker$_",
+		bytes => "PGCIPHER-ROTATE-MARKER-$_-" . ('z' x 20)
+	}
+} 1 .. 3;
+$node->safe_psql(
+	'postgres',
+	"CREATE TABLE marked (id int PRIMARY KEY, v text);
+	 INSERT INTO marked VALUES "
+	  . join(',', map { "($_, '$markers[$_-1]{bytes}')" } 1 .. 3) . ";
+	 CREATE UNLOGGED TABLE unlogged_rows AS SELECT g FROM generate_series(1, 20000) g;
+	 CREATE INDEX ON unlogged_rows (g);
+	 CREATE SEQUENCE counter; SELECT setval('counter', 4242);
+	 CREATE MATERIALIZED VIEW mv AS SELECT aid FROM pgbench_accounts WHERE aid % 7 = 0;
+	 CREATE DATABASE other;
+	 CHECKPOINT;");
+$node->safe_psql('other',
+	'CREATE TABLE t AS SELECT g FROM generate_series(1, 50000) g');
+my $expected = $checks->($node);
+my $expected_crashed = $checks->($node, 1);
+
+# a standby made before the rotation, which follows it through the WAL
+$node->backup('before');
+my $standby = PostgreSQL::Test::Cluster->new('rotate_standby');
+$standby->init_from_backup($node, 'before', has_streaming => 1);
+$standby->start;
+my $before = page_marks();
+ok( $before->{A} > 0 && $before->{B} == 0 && $before->{clear} == 0,
+	"before: every page marked under slot A ($before->{A})");
+like(
+	`$bin/pg_controldata $pgdata`,
+	qr/Data encryption page keys:\s+generation 1 \(slot A\), no operation/,
+	'pg_controldata: generation 1');
+
+# --- refusals: nothing changes ---
+$node->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
+my ($ret, $out, $err) = $node->psql(
+	'postgres',
+	'SELECT pg_rotate_data_keys()',
+	extra_params => [ '-U', 'alice' ]);
+like(
+	$err,
+	qr/permission denied for function pg_rotate_data_keys/,
+	'only superusers rotate');
+($ret, $out, $err) =
+  $node->psql('postgres', 'SELECT pg_rotate_data_keys(2, 0)');
+like($err, qr/cost_limit must be between 1 and 10000/,
+	'cost_limit 0 refused');
+($ret, $out, $err) =
+  $node->psql('postgres', 'SELECT pg_rotate_data_keys(1000, 200)');
+like(
+	$err,
+	qr/cost_delay must be between 0 and 100 milliseconds/,
+	'cost_delay 1000 refused');
+($ret, $out, $err) = $node->psql('postgres', 'SELECT pg_encryption_pause()');
+like($err, qr/no rotation of the data keys is running/, 'nothing to pause');
+# a key command that fails: refused before anything is written
+my ($keyfile) =
+  $node->safe_psql('postgres', 'SHOW encryption_key_command') =~
+  /^cat (\S+)$/;
+chmod 0, $keyfile;
+($ret, $out, $err) = $node->psql('postgres', 'SELECT pg_rotate_data_keys()');
+chmod 0600, $keyfile;
+like(
+	$err,
+	qr/encryption key command .* failed/,
+	'a failing key command refuses the rotation');
+ok(!-e "$pgdata/pg_encryption/pages", 'a refused rotation wrote no state');
+is(page_marks()->{B}, 0, 'refusals changed no page');
+
+# --- the rotation under pgbench, paused, resumed, waiting for a temp table ---
+my $temp = $node->background_psql('postgres');
+$temp->query_safe(
+	'CREATE TEMP TABLE old_temp AS SELECT g FROM generate_series(1, 1000) g');
+my ($pgbench_out, $pgbench_err) = ('', '');
+my $pgbench = IPC::Run::start(
+	[
+		'pgbench', '-n', '-c', '2',
+		'-T', '25', '-h', $node->host,
+		'-p', $node->port, 'postgres'
+	],
+	'>',
+	\$pgbench_out,
+	'2>',
+	\$pgbench_err);
+sleep 1;
+is( $node->safe_psql('postgres', 'SELECT pg_rotate_data_keys(10, 20)'),
+	'rotating to generation 2',
+	'pg_rotate_data_keys returns at once');
+($ret, $out, $err) = $node->psql('postgres', 'SELECT pg_rotate_data_keys()');
+like(
+	$err,
+	qr/a rotation of the data keys is already running/,
+	'a second rotation refused while one runs');
+like(
+	`$bin/pg_controldata $pgdata`,
+	qr/Data encryption page keys:\s+generation 2 \(slot B\), rotating/,
+	'pg_controldata: rotating to generation 2');
+my $mixed;
+
+for (1 .. 300)
+{
+	my $m = page_marks();
+	if ($m->{A} > 0 && $m->{B} > 0) { $mixed = $m; last; }
+	usleep(100_000);
+}
+ok($mixed, 'relations hold pages under both keys while the workers run');
+like(progress('phase'), qr/^rewriting$/, 'progress: rewriting');
+$node->safe_psql('postgres', 'SELECT pg_encryption_pause()');
+usleep(1_500_000);
+is(progress('phase'), 'paused', 'progress: paused');
+my $done_paused = progress('blocks_rewritten');
+usleep(1_500_000);
+is(progress('blocks_rewritten'), $done_paused, 'paused: no block rewritten');
+$node->backup('halfway');
+is($checks->($node), $expected,
+	'paused: every row readable from a mixed cluster');
+$node->safe_psql('postgres', 'SELECT pg_encryption_resume(0, 10000)');
+is(progress('cost_limit'), '10000', 'resumed with a new throttle');
+my $waiting;
+
+for (1 .. 600)
+{
+	last if $waiting = (progress('phase') eq 'waiting for temporary tables');
+	usleep(100_000);
+}
+ok($waiting, 'the rotation waits for a temporary table older than it');
+is($temp->query_safe('SELECT count(*) FROM old_temp'),
+	'1000', 'the older temporary table reads while it waits');
+$temp->quit;
+ok(wait_done('first rotation'), 'the rotation completes');
+$pgbench->finish;
+is($?, 0, 'pgbench ran through the rotation');
+like(
+	$pgbench_out,
+	qr/number of failed transactions: 0 /,
+	'pgbench: no failed transaction');
+
+my $after = page_marks();
+is_deeply(
+	$after,
+	{ A => 0, B => $after->{B}, clear => 0 },
+	"every page of every fork under slot B ($after->{B})");
+like(
+	page_state(),
+	qr/generation 2\noperation none\nmarked yes\n/,
+	'pg_encryption/pages: generation 2, marked');
+like(
+	slurp_file($node->logfile),
+	qr/the page key of generation 1 left the key ring/,
+	'the old page key left the key ring');
+is($checks->($node), $expected, 'every row as before');
+$node->safe_psql('postgres', 'CREATE EXTENSION amcheck');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(bt_index_check(c.oid, true)) > 0 FROM pg_index i
+		 JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+		 WHERE a.amname = 'btree' AND c.relpersistence <> 't'"),
+	't',
+	'amcheck: every btree index intact');
+my $found = LeakScan::scan_for_markers([$pgdata], \@markers);
+LeakScan::markers_nowhere($found, \@markers, 'after the rotation');
+$node->stop;
+command_ok([ 'pg_checksums', '--check', '-D', $pgdata ],
+	'pg_checksums: every checksum over the new ciphertext verifies');
+$node->start;
+is($checks->($node), $expected, 'after a restart, every row as before');
+
+# --- the standby followed through the WAL ---
+$node->wait_for_catchup($standby);
+like(
+	page_state($standby->data_dir),
+	qr/generation 2\noperation none\n/,
+	'the standby follows: generation 2, done');
+$standby->safe_psql('postgres', 'CHECKPOINT')
+  ;    # a restartpoint writes its pages
+my $sm = page_marks($standby->data_dir);
+is_deeply(
+	$sm,
+	{ A => 0, B => $sm->{B}, clear => 0 },
+	"the standby's pages, written by its restartpoint, all under slot B ($sm->{B})"
+);
+is($checks->($standby, 1), $expected_crashed, 'the standby reads every row');
+$standby->restart;
+is($checks->($standby, 1),
+	$expected_crashed, 'the standby restarts with the key ring it replayed');
+
+# --- a base backup taken half-way restores, resumes and finishes ---
+my $restored = PostgreSQL::Test::Cluster->new('rotate_restored');
+$restored->init_from_backup($node, 'halfway');
+$restored->start;
+like(
+	page_state($restored->data_dir),
+	qr/generation 2\noperation rotate\nmarked no\npaused yes/,
+	'the half-way backup restores paused half-way');
+$restored->safe_psql('postgres', 'SELECT pg_encryption_resume(0, 10000)');
+ok( wait_done('restored backup', $restored),
+	'the restored backup finishes the rotation');
+my $rm = page_marks($restored->data_dir);
+is_deeply(
+	$rm,
+	{ A => 0, B => $rm->{B}, clear => 0 },
+	"the restored backup's pages all under slot B ($rm->{B})");
+is($checks->($restored, 1),
+	$expected_crashed, 'the restored backup reads every row');
+$restored->stop;
+
+# --- a second rotation returns to slot A, unthrottled ---
+$node->safe_psql('postgres', 'SELECT pg_rotate_data_keys(0, 10000)');
+ok(wait_done('second rotation'), 'a second rotation completes');
+$after = page_marks();
+is_deeply(
+	$after,
+	{ A => $after->{A}, B => 0, clear => 0 },
+	'second rotation: every page under slot A');
+is($checks->($node), $expected, 'second rotation: every row as before');
+
+# --- kill -9 at every step: the server starts, resumes and completes ---
+for my $step (
+	'keyring-written', 'switched',
+	'database-rewritten', 'database-done',
+	'checkpointed', 'completed',
+	'old-key-dropped')
+{
+	my ($gen) = page_state() =~ /generation (\d+)/;
+	local $ENV{PGCIPHER_TEST_DATA_ROTATION_CRASH_AT} = $step;
+	$node->restart;
+	my ($pid) = split /\n/, slurp_file("$pgdata/postmaster.pid");
+	$node->psql('postgres', 'SELECT pg_rotate_data_keys(0, 10000)');
+	my $dead;
+	for (1 .. 300)
+	{
+		last if $dead = !kill(0, $pid);
+		usleep(100_000);
+	}
+	ok($dead, "kill -9 at step $step: the server died there");
+	$node->kill9;
+	delete $ENV{PGCIPHER_TEST_DATA_ROTATION_CRASH_AT};
+	my $started;
+	for (1 .. 50)
+	{
+		last if $started = $node->start(fail_ok => 1);
+		usleep(200_000);
+	}
+	ok($started, "kill -9 at step $step: the server starts");
+	ok(wait_done($step),
+		"kill -9 at step $step: the work resumes and completes");
+	my ($now) = page_state() =~ /generation (\d+)/;
+	my $want = $step eq 'keyring-written' ? $gen : $gen + 1;
+	is($now, $want, "kill -9 at step $step: generation $want");
+	my $slot = $want % 2 ? 'A' : 'B';
+	my $m = page_marks();
+	is( $m->{$slot} > 0
+		  && $m->{clear} == 0
+		  && $m->{ $slot eq 'A' ? 'B' : 'A' } == 0,
+		1,
+		"kill -9 at step $step: every page under slot $slot");
+	is($checks->($node, 1),
+		$expected_crashed,
+		"kill -9 at step $step: every row as before (unlogged ones reset)");
+}
+
+done_testing();
