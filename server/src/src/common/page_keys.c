@@ -15,6 +15,7 @@
  *	 cost_delay 2
  *	 cost_limit 200
  *	 switch_oid 16410
+ *	 switch_xid 771
  *	 done 1 5 16384
  *	 crc 8c2f55e1
  *
@@ -156,6 +157,8 @@ parse_line(char *line, PageKeysState *state)
 		state->cost_limit = (int) n;
 	else if (strcmp(line, "switch_oid") == 0)
 		state->switch_oid = (uint32) n;
+	else if (strcmp(line, "switch_xid") == 0)
+		state->switch_xid = (uint32) n;
 	else
 		return false;
 	return true;
@@ -265,6 +268,7 @@ page_keys_format(const PageKeysState *state, char *text, size_t size)
 	ADD("cost_delay %d\n", state->cost_delay);
 	ADD("cost_limit %d\n", state->cost_limit);
 	ADD("switch_oid %u\n", state->switch_oid);
+	ADD("switch_xid %u\n", state->switch_xid);
 	ADD("done");
 	for (int i = 0; i < state->ndone; i++)
 		ADD(" %u", state->done[i]);

@@ -45,6 +45,8 @@ typedef struct PageKeysState
 	int			cost_delay;		/* ms; 0: unthrottled */
 	int			cost_limit;
 	uint32		switch_oid;		/* the OID counter when the generation began */
+	uint32		switch_xid;		/* the next XID then: older ones may write old
+								 * pages */
 	int			ndone;
 	uint32		done[PAGE_KEYS_MAX_DONE];	/* database OIDs finished */
 } PageKeysState;

@@ -64,6 +64,8 @@ extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
 #define DATA_ROTATION_CHECKPOINT	3	/* writing every dirty block */
 #define DATA_ROTATION_DROPPING_KEY	4	/* the old page key leaves the ring */
 #define DATA_ROTATION_PAUSED		5
+#define DATA_ROTATION_WAITING_XACTS	6	/* for transactions older than the
+										 * switch */
 
 typedef struct DataRotationProgress
 {

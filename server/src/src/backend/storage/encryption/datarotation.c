@@ -8,25 +8,25 @@
  * and returns; a launcher (a background worker started with the server)
  * then has one worker per database (template0 included) dirty every block
  * of every fork of every relation, through shared buffers and with a
- * full-page image in the WAL, throttled as VACUUM is.  Whoever writes a
- * dirtied block next writes it under the new key, and the page's mark
- * (pagecrypt.c) says so, so a relation holds pages of both keys while the
- * workers run.  When every database is done, older temporary tables are
- * gone and a checkpoint has written every dirty block, the rotation ends
- * and the old key leaves the key ring.  Design 9.5 has the state machine:
+ * full-page image in the WAL, throttled as VACUUM is, and write it: a
+ * block written after the switch is written under the new key, and the
+ * page's mark (pagecrypt.c) says so, so a relation holds pages of both
+ * keys while the workers run.  When every database is done and older
+ * temporary tables are gone, the rotation ends and the old key leaves the
+ * key ring.  Design 9.6 has the state machine:
  *
  *	1. run the key command, write the key ring with the new key
  *	   (crash: the ring holds a key nothing uses; the launcher drops it)
  *	2. write pg_encryption/pages: the new generation, "rotate"; every
  *	   process writes new pages under it from its next page on
- *	3. per database: dirty every block, flush the WAL, record it done in
- *	   pg_encryption/pages (crash: the database is done again; WAL replay
- *	   writes the images under the new key)
+ *	3. per database: dirty every block with its full-page image, write
+ *	   it, and record the database done in pg_encryption/pages (crash:
+ *	   the database is done again)
  *	4. wait for temporary tables older than the generation
- *	5. checkpoint with every dirty block, unlogged ones included
- *	6. pg_encryption/pages: no operation, every page marked
- *	7. run the key command, write the key ring without the old key
- *	   (crash between 6 and 7: the launcher drops it when it starts)
+ *	5. pg_encryption/pages: no operation, every page marked
+ *	6. run the key command, write the key ring without the old key
+ *	   (crash between 5 and 6: the launcher drops it when it starts,
+ *	   after a checkpoint, since it cannot know what reached the disk)
  *
  * pg_encryption_pause() and pg_encryption_resume() stop and restart the
  * workers and change their throttle; a restart or a crash resumes where
@@ -72,6 +72,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/procarray.h"
 #include "storage/smgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -82,6 +83,8 @@
 
 /* Blocks a worker handles under one lock and transaction */
 #define BLOCKS_PER_CHUNK	1024
+/* Blocks a worker dirties before it writes them, under one WAL flush */
+#define BLOCKS_PER_FLUSH	32
 
 /* What a worker tells the launcher, through the progress */
 #define WORKER_RUNNING		0
@@ -348,6 +351,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	LWLockAcquire(OidGenLock, LW_SHARED);
 	state.switch_oid = TransamVariables->nextOid;
 	LWLockRelease(OidGenLock);
+	state.switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
 	state.ndone = 0;
 	write_state(&state);
 	CloseTransientFile(lockfd);
@@ -440,7 +444,7 @@ pg_stat_get_encryption_progress(PG_FUNCTION_ARGS)
 	DataRotationProgress p;
 	static const char *const phases[] = {
 		"idle", "rewriting", "waiting for temporary tables", "checkpoint",
-		"dropping old key", "paused"
+		"dropping old key", "paused", "waiting for older transactions"
 	};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -580,9 +584,32 @@ set_position(DataRotationProgress *p, const void *arg)
 }
 
 /*
- * Dirty up to BLOCKS_PER_CHUNK blocks of one fork from pos->block, under
- * one lock that keeps the relation from being truncated or dropped;
- * false when the relation or the fork is gone
+ * Write the blocks a worker just dirtied, under the new key: the WAL first
+ * (one flush for them all, so that writing each needs none), then each
+ * block that is still dirty.  The worker writes them itself, at its
+ * throttled pace, rather than leaving them to a checkpoint's burst.
+ */
+static void
+write_dirtied(Buffer *held, int *nheld, bool logged)
+{
+	if (*nheld == 0)
+		return;
+	if (logged)
+		XLogFlush(GetXLogInsertRecPtr());
+	for (int i = 0; i < *nheld; i++)
+	{
+		LockBuffer(held[i], BUFFER_LOCK_SHARE);
+		FlushOneBuffer(held[i]);	/* a no-op if someone wrote it meanwhile */
+		UnlockReleaseBuffer(held[i]);
+	}
+	*nheld = 0;
+}
+
+/*
+ * Rewrite up to BLOCKS_PER_CHUNK blocks of one fork from pos->block, under
+ * one lock that keeps the relation from being truncated or dropped: each
+ * block is dirtied with a full-page image in the WAL (for standbys and
+ * restores), then written; false when the relation or the fork is gone
  */
 static bool
 rewrite_chunk(RelationPosition *pos, BufferAccessStrategy strategy)
@@ -590,6 +617,8 @@ rewrite_chunk(RelationPosition *pos, BufferAccessStrategy strategy)
 	Relation	rel;
 	BlockNumber end;
 	bool		logged;
+	Buffer		held[BLOCKS_PER_FLUSH];
+	int			nheld = 0;
 
 	StartTransactionCommand();
 	rel = try_relation_open(pos->relid, AccessShareLock);
@@ -625,13 +654,17 @@ rewrite_chunk(RelationPosition *pos, BufferAccessStrategy strategy)
 			END_CRIT_SECTION();
 			pos->rewritten++;
 		}
-		UnlockReleaseBuffer(buf);
+		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+		held[nheld++] = buf;	/* pinned until written */
+		if (nheld == BLOCKS_PER_FLUSH)
+			write_dirtied(held, &nheld, logged);
 #if PG_VERSION_NUM >= 180000
 		vacuum_delay_point(false);
 #else
 		vacuum_delay_point();
 #endif
 	}
+	write_dirtied(held, &nheld, logged);
 	relation_close(rel, AccessShareLock);
 	CommitTransactionCommand();
 	publish(set_position, pos);
@@ -793,6 +826,9 @@ database_list(void)
 	return dbs;
 }
 
+/* The launcher's workers rewrote and wrote every block since it started */
+static bool completed_here = false;
+
 static bool
 database_done(const PageKeysState *state, Oid oid)
 {
@@ -852,12 +888,33 @@ run_worker(const DatabaseEntry *db, bool shared, int ndatabases)
 	return p.worker_result;
 }
 
-/* Steps 3 to 6 of the header; false if stopped before the end */
+/* Steps 3 to 5 of the header; false if stopped before the end */
 static bool
 rewrite_every_database(void)
 {
 	PageKeysState state;
 	bool		shared_done = false;
+
+	completed_here = false;
+
+	/*
+	 * A transaction older than the switch may have written pages under the
+	 * old key into a file no catalog snapshot shows yet (CREATE TABLE AS,
+	 * REINDEX, VACUUM FULL, COPY into a new table: files written outside
+	 * shared buffers before it commits): the workers list relations once no
+	 * such transaction runs.  Later transactions write the new key only.
+	 */
+	GetPageKeysState(&state);
+	while (TransactionIdPrecedes(GetOldestActiveTransactionId(), state.switch_xid))
+	{
+		phase(DATA_ROTATION_WAITING_XACTS);
+		if (!should_continue(&state))
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 
 	for (;;)
 	{
@@ -901,10 +958,7 @@ rewrite_every_database(void)
 			break;
 	}
 
-	phase(DATA_ROTATION_CHECKPOINT);
-	RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_FLUSH_ALL |
-					  CHECKPOINT_IMMEDIATE);
-	crash_point("checkpointed");
+	/* every block is on disk under the new key: the workers wrote them */
 	{
 		int			lockfd = lock_keyring_directory(true);
 
@@ -919,12 +973,13 @@ rewrite_every_database(void)
 	ereport(LOG,
 			(errmsg("rotation of the data keys rewrote every block: every page is under generation %u",
 					state.generation)));
+	completed_here = true;
 	crash_point("completed");
 	return true;
 }
 
 /*
- * Step 7: with no operation running, a page key in the slot the current
+ * Step 6: with no operation running, a page key in the slot the current
  * generation does not use is unused (the old generation's, or one drawn by
  * a rotation that stopped before it switched): it leaves the key ring.
  */
@@ -941,13 +996,19 @@ drop_unused_page_key(void)
 		return;
 
 	/*
-	 * Every page must be on disk under the current generation first: on a
-	 * primary the rotation's checkpoint did it, but a promoted standby or a
-	 * restored backup may hold replayed pages not written yet
+	 * Every page must be on disk under the current generation first.  Where
+	 * this launcher's workers completed the rotation they wrote every block;
+	 * otherwise (a restart, a promoted standby, a restored backup: replayed
+	 * pages may be only in shared buffers) a checkpoint writes them.
 	 */
+	if (!completed_here)
+	{
+		phase(DATA_ROTATION_CHECKPOINT);
+		RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_FLUSH_ALL |
+						  CHECKPOINT_IMMEDIATE);
+		crash_point("checkpointed");
+	}
 	phase(DATA_ROTATION_DROPPING_KEY);
-	RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_FLUSH_ALL |
-					  CHECKPOINT_IMMEDIATE);
 	ring = palloc(sizeof(Keyring));
 	CopyDataEncryptionKeyring(ring);
 	lockfd = lock_keyring_directory(true);
