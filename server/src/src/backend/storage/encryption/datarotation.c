@@ -583,6 +583,9 @@ set_position(DataRotationProgress *p, const void *arg)
 	p->blocks_rewritten += pos->rewritten;
 }
 
+/* The end of the latest full-page image this worker logged */
+static XLogRecPtr last_image_end = InvalidXLogRecPtr;
+
 /*
  * Write the blocks a worker just dirtied, under the new key: the WAL first
  * (one flush for them all, so that writing each needs none), then each
@@ -590,12 +593,12 @@ set_position(DataRotationProgress *p, const void *arg)
  * throttled pace, rather than leaving them to a checkpoint's burst.
  */
 static void
-write_dirtied(Buffer *held, int *nheld, bool logged)
+write_dirtied(Buffer *held, int *nheld)
 {
 	if (*nheld == 0)
 		return;
-	if (logged)
-		XLogFlush(GetXLogInsertRecPtr());
+	if (!XLogRecPtrIsInvalid(last_image_end))
+		XLogFlush(last_image_end);
 	for (int i = 0; i < *nheld; i++)
 	{
 		LockBuffer(held[i], BUFFER_LOCK_SHARE);
@@ -650,21 +653,21 @@ rewrite_chunk(RelationPosition *pos, BufferAccessStrategy strategy)
 			START_CRIT_SECTION();
 			MarkBufferDirty(buf);
 			if (logged)
-				log_newpage_buffer(buf, false);
+				last_image_end = log_newpage_buffer(buf, false);
 			END_CRIT_SECTION();
 			pos->rewritten++;
 		}
 		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 		held[nheld++] = buf;	/* pinned until written */
 		if (nheld == BLOCKS_PER_FLUSH)
-			write_dirtied(held, &nheld, logged);
+			write_dirtied(held, &nheld);
 #if PG_VERSION_NUM >= 180000
 		vacuum_delay_point(false);
 #else
 		vacuum_delay_point();
 #endif
 	}
-	write_dirtied(held, &nheld, logged);
+	write_dirtied(held, &nheld);
 	relation_close(rel, AccessShareLock);
 	CommitTransactionCommand();
 	publish(set_position, pos);
@@ -776,7 +779,8 @@ DataRotationWorkerMain(Datum main_arg)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	XLogFlush(GetXLogInsertRecPtr());
+	if (!XLogRecPtrIsInvalid(last_image_end))
+		XLogFlush(last_image_end);
 	result = WORKER_DONE;
 out:
 	publish(set_worker_result, &result);

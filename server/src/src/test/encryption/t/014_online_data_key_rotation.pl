@@ -28,7 +28,9 @@ my $node = PostgreSQL::Test::Cluster->new('rotate_data');
 $node->init(
 	allows_streaming => 1,
 	extra => [ '--data-checksums', LeakScan::encryption_options('aes-256') ]);
-$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
+# in-place tablespaces: the standbys on this host replay CREATE TABLESPACE
+$node->append_conf('postgresql.conf',
+	"max_worker_processes = 16\nallow_in_place_tablespaces = on\n");
 $node->start;
 my $pgdata = $node->data_dir;
 my $bin = $node->config_data('--bindir');
@@ -62,7 +64,8 @@ sub page_marks
 				close $fh;
 			}
 		},
-		map { "$datadir/$_" } qw(base global pg_tblspc));
+		(map { "$datadir/$_" } qw(base global)),
+		map { readlink($_) // $_ } glob("$datadir/pg_tblspc/*"));
 	return \%count;
 }
 
@@ -140,11 +143,15 @@ $node->safe_psql('other',
 my $expected = $checks->($node);
 my $expected_crashed = $checks->($node, 1);
 
-# a standby made before the rotation, which follows it through the WAL
+# a standby made before the rotation, which follows it through the WAL,
+# and one promoted half-way, which finishes it
 $node->backup('before');
 my $standby = PostgreSQL::Test::Cluster->new('rotate_standby');
 $standby->init_from_backup($node, 'before', has_streaming => 1);
 $standby->start;
+my $promoted = PostgreSQL::Test::Cluster->new('rotate_promoted');
+$promoted->init_from_backup($node, 'before', has_streaming => 1);
+$promoted->start;
 my $before = page_marks();
 ok( $before->{A} > 0 && $before->{B} == 0 && $before->{clear} == 0,
 	"before: every page marked under slot A ($before->{A})");
@@ -260,6 +267,32 @@ my $done_paused = progress('blocks_rewritten');
 usleep(1_500_000);
 is(progress('blocks_rewritten'), $done_paused, 'paused: no block rewritten');
 $node->backup('halfway');
+
+# what rewrites, copies or moves files while the rotation runs: every file
+# it makes is written under the new key, and a database copied as files
+# from a template is one more database for the workers
+$node->safe_psql('postgres', "CREATE TABLESPACE ts1 LOCATION ''");
+$node->safe_psql('postgres',
+	'CREATE DATABASE copied TEMPLATE other STRATEGY FILE_COPY');
+$node->safe_psql('postgres',
+	'CREATE DATABASE logged TEMPLATE other STRATEGY WAL_LOG');
+$node->safe_psql('postgres', 'VACUUM FULL pgbench_branches');
+$node->safe_psql('postgres',
+	'CLUSTER pgbench_tellers USING pgbench_tellers_pkey');
+$node->safe_psql('postgres',
+	'REINDEX INDEX CONCURRENTLY pgbench_accounts_pkey');
+$node->safe_psql('postgres', 'ALTER TABLE marked SET TABLESPACE ts1');
+$node->safe_psql('postgres',
+	'TRUNCATE unlogged_rows; INSERT INTO unlogged_rows SELECT generate_series(1, 20000)'
+);
+$node->wait_for_catchup($promoted);
+$promoted->promote;
+like(
+	page_state($promoted->data_dir),
+	qr/generation 2\noperation rotate\nmarked no\npaused yes/,
+	'a standby promoted half-way holds the rotation, paused, through the WAL'
+);
+$promoted->safe_psql('postgres', 'SELECT pg_encryption_resume(0, 10000)');
 is($checks->($node), $expected,
 	'paused: every row readable from a mixed cluster');
 $node->safe_psql('postgres', 'SELECT pg_encryption_resume(0, 10000)');
@@ -296,6 +329,10 @@ like(
 	slurp_file($node->logfile),
 	qr/the page key of generation 1 left the key ring/,
 	'the old page key left the key ring');
+unlike(
+	slurp_file($node->logfile),
+	qr/data key rotation worker .* failed|ERROR: .*xlog flush/,
+	'no worker failed on the way');
 is($checks->($node), $expected, 'every row as before');
 is( $node->safe_psql(
 		'postgres',
@@ -358,6 +395,25 @@ is_deeply(
 is($checks->($restored, 1),
 	$expected_crashed, 'the restored backup reads every row');
 $restored->stop;
+
+# --- the standby promoted half-way finished it ---
+ok(wait_done('promoted standby', $promoted),
+	'the standby promoted half-way finishes the rotation');
+my $pm = page_marks($promoted->data_dir);
+is_deeply(
+	$pm,
+	{ A => 0, B => $pm->{B}, clear => 0 },
+	"the promoted standby's pages all under slot B ($pm->{B})");
+is($checks->($promoted, 1),
+	$expected_crashed, 'the promoted standby reads every row');
+$promoted->stop;
+for my $db ('copied', 'logged')
+{
+	is($node->safe_psql($db, 'SELECT count(*), sum(g) FROM t'),
+		'50000|1250025000', "database $db, made during the rotation, reads");
+}
+ok( scalar(glob("$pgdata/pg_tblspc/*/PG_*/*/*")),
+	'the scans counted a tablespace\'s files too');
 
 # --- a second rotation returns to slot A, unthrottled ---
 $node->safe_psql('postgres', 'SELECT pg_rotate_data_keys(0, 10000)');
