@@ -55,6 +55,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xloginsert.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "commands/vacuum.h"
@@ -709,9 +710,14 @@ older_temporary_tables_remain(uint32 switch_oid)
 	{
 		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
 
+		/*
+		 * an orphan (its session gone, in a crash or before a restore) has no
+		 * file any more: start-up removed it
+		 */
 		found = (c->relpersistence == RELPERSISTENCE_TEMP &&
 				 RELKIND_HAS_STORAGE(c->relkind) &&
-				 c->relfilenode != InvalidOid && c->relfilenode < switch_oid);
+				 c->relfilenode != InvalidOid && c->relfilenode < switch_oid &&
+				 checkTempNamespaceStatus(c->relnamespace) == TEMP_NAMESPACE_IN_USE);
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
