@@ -565,6 +565,53 @@ keyring_get_key(const Keyring *ring, uint32 id)
 }
 
 /*
+ * A fresh data key of the cipher's size under id, as initdb and a rotation
+ * of the data keys draw them; false if no random bytes could be had.  XTS
+ * refuses a key whose two halves are equal: such a draw is drawn again.
+ */
+bool
+keyring_draw_key(KeyringKey *key, uint32 id, int cipher)
+{
+	int			keylen = data_encryption_key_length(cipher);
+
+	key->id = id;
+	key->len = 2 * keylen;
+	do
+	{
+		if (!pg_strong_random(key->key, key->len))
+			return false;
+	} while (memcmp(key->key, key->key + keylen, keylen) == 0);
+	return true;
+}
+
+/* Put key into ring, replacing the key of its id (the ring has room) */
+void
+keyring_put_key(Keyring *ring, const KeyringKey *key)
+{
+	for (uint32 i = 0; i < ring->nkeys; i++)
+		if (ring->keys[i].id == key->id)
+		{
+			ring->keys[i] = *key;
+			return;
+		}
+	Assert(ring->nkeys < KEYRING_MAX_KEYS);
+	ring->keys[ring->nkeys++] = *key;
+}
+
+/* Take the key of id out of ring, wiping it; nothing if it has none */
+void
+keyring_remove_key(Keyring *ring, uint32 id)
+{
+	for (uint32 i = 0; i < ring->nkeys; i++)
+		if (ring->keys[i].id == id)
+		{
+			ring->keys[i] = ring->keys[--ring->nkeys];
+			data_encryption_wipe(&ring->keys[ring->nkeys], sizeof(KeyringKey));
+			return;
+		}
+}
+
+/*
  * Run command, turn its output into a new KEK (a passphrase gets a fresh
  * salt) and serialize ring under it into file, stamped with the time; in
  * the unwrap mode, have the command wrap the data keys instead.  Returns
@@ -648,23 +695,17 @@ keyring_create(const char *datadir, int cipher, const char *command,
 		KeyringKey *key = &ring->keys[i];
 		const KeyringKey *old = reuse ? keyring_get_key(reuse, ids[i]) : NULL;
 
-		key->id = ids[i];
-		key->len = 2 * keylen;
 		if (ids[i] != KEY_WAL && ids[i] != KEY_TEMPFILE && old != NULL)
 		{
-			memcpy(key->key, old->key, key->len);
+			*key = *old;
 			continue;
 		}
-		/* XTS refuses a key whose two halves are equal: draw again */
-		do
+		if (!keyring_draw_key(key, ids[i], cipher))
 		{
-			if (!pg_strong_random(key->key, key->len))
-			{
-				data_encryption_wipe(ring, sizeof(Keyring));
-				keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random data key");
-				return false;
-			}
-		} while (memcmp(key->key, key->key + keylen, keylen) == 0);
+			data_encryption_wipe(ring, sizeof(Keyring));
+			keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not generate random data key");
+			return false;
+		}
 	}
 	ring->nkeys = nids;
 

@@ -187,6 +187,9 @@ extern bool keyring_open_bytes(const char *command, int timeout_s,
 							   const unsigned char *file, size_t filelen,
 							   Keyring *ring, KeyringError *err);
 extern const KeyringKey *keyring_get_key(const Keyring *ring, uint32 id);
+extern bool keyring_draw_key(KeyringKey *key, uint32 id, int cipher);
+extern void keyring_put_key(Keyring *ring, const KeyringKey *key);
+extern void keyring_remove_key(Keyring *ring, uint32 id);
 extern bool keyring_record_command(const char *datadir, const char *command,
 								   KeyringError *err);
 extern bool keyring_recorded_command(const char *datadir, char *command,

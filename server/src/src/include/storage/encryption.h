@@ -56,6 +56,9 @@ extern void GetPageKeysState(struct PageKeysState *out);
 extern void SetPageKeysState(const struct PageKeysState *state);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
+extern int	LockKeyringDirectory(bool wait);
+extern const char *CurrentKeyCommand(void);
+extern void EncryptionTestCrashPoint(const char *envvar, const char *step);
 
 /* What the online rotation's workers are at (datarotation.c, state.c) */
 #define DATA_ROTATION_IDLE			0

@@ -42,7 +42,6 @@
 #include "postgres.h"
 
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "access/genam.h"
@@ -93,54 +92,20 @@
 #define WORKER_STOPPED		2	/* paused, or the operation changed */
 
 /* The test hook: kill -9 of the server at the named step */
-static void
-crash_point(const char *step)
-{
-	const char *at = getenv("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT");
-
-	if (at == NULL || strcmp(at, step) != 0)
-		return;
-	ereport(LOG,
-			(errmsg("data key rotation test hook: killing the server at step \"%s\"", step)));
-	kill(PostmasterPid, SIGKILL);
-	kill(MyProcPid, SIGKILL);
-	for (;;)
-		pg_usleep(1000000L);
-}
+#define crash_point(step) \
+	EncryptionTestCrashPoint("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT", step)
 
 /* The key ring directory's lock, which a rotation of the KEK takes too */
 static int
 lock_keyring_directory(bool wait)
 {
-	int			fd = OpenTransientFile(KEYRING_DIR, O_RDONLY);
+	int			fd = LockKeyringDirectory(wait);
 
 	if (fd < 0)
 		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", KEYRING_DIR)));
-	if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
-	{
-		CloseTransientFile(fd);
-		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("another change of the key ring is in progress")));
-	}
 	return fd;
-}
-
-/*
- * The key command the key ring is wrapped by now: the one the latest
- * rotation of the KEK recorded (a running server's setting changes only
- * at a reload), else the setting
- */
-static const char *
-current_key_command(void)
-{
-	static char recorded[8192];
-
-	if (keyring_recorded_command(".", recorded, sizeof(recorded)))
-		return recorded;
-	return encryption_key_command;
 }
 
 /*
@@ -158,7 +123,7 @@ install_keyring(Keyring *ring)
 		KEYRING_MODE_UNWRAP : KEYRING_MODE_KEK;
 
 	ring->from_next = false;
-	filelen = keyring_wrap_under_command(ring, current_key_command(),
+	filelen = keyring_wrap_under_command(ring, CurrentKeyCommand(),
 										 encryption_key_command_timeout, mode,
 										 file, sizeof(file), &err);
 	if (filelen == 0)
@@ -168,48 +133,6 @@ install_keyring(Keyring *ring)
 	ChangeDataKeys(ring);
 }
 
-/* A fresh XTS key into key (XTS refuses two equal halves: draw again) */
-static void
-draw_key(KeyringKey *key, uint32 id, int cipher)
-{
-	int			keylen = data_encryption_key_length(cipher);
-
-	key->id = id;
-	key->len = 2 * keylen;
-	do
-	{
-		if (!pg_strong_random(key->key, key->len))
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not generate a random data key")));
-	} while (memcmp(key->key, key->key + keylen, keylen) == 0);
-}
-
-/* Put key into ring, replacing the key of its id */
-static void
-ring_put(Keyring *ring, const KeyringKey *key)
-{
-	for (uint32 i = 0; i < ring->nkeys; i++)
-		if (ring->keys[i].id == key->id)
-		{
-			ring->keys[i] = *key;
-			return;
-		}
-	Assert(ring->nkeys < KEYRING_MAX_KEYS);
-	ring->keys[ring->nkeys++] = *key;
-}
-
-static void
-ring_remove(Keyring *ring, uint32 id)
-{
-	for (uint32 i = 0; i < ring->nkeys; i++)
-		if (ring->keys[i].id == id)
-		{
-			ring->keys[i] = ring->keys[--ring->nkeys];
-			data_encryption_wipe(&ring->keys[ring->nkeys], sizeof(KeyringKey));
-			return;
-		}
-}
 
 /*
  * A change of the page key state: written to pg_encryption/pages, logged
@@ -314,14 +237,24 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 		KeyringKey	slru = *keyring_get_key(ring, KEY_RELATION);
 
 		slru.id = KEY_SLRU;
-		ring_put(ring, &slru);
+		keyring_put_key(ring, &slru);
+		data_encryption_wipe(&slru, sizeof(slru));
 	}
 	{
 		KeyringKey	key;
+		bool		drawn = keyring_draw_key(&key, page_keys_slot_key_id(new_slot),
+											 ring->cipher);
 
-		draw_key(&key, page_keys_slot_key_id(new_slot), ring->cipher);
-		ring_put(ring, &key);
+		if (drawn)
+			keyring_put_key(ring, &key);
 		data_encryption_wipe(&key, sizeof(key));
+		if (!drawn)
+		{
+			data_encryption_wipe(ring, sizeof(Keyring));
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random data key")));
+		}
 	}
 
 	/* 1: the key ring, with the new key nothing uses yet */
@@ -524,40 +457,66 @@ should_continue(PageKeysState *state)
 	return state->operation == PAGE_KEYS_OP_ROTATE && !state->paused;
 }
 
-/* The relations of this database with storage, shared ones if asked */
-static List *
-relations_with_storage(bool shared)
+/*
+ * Call visit(tuple, arg) for each tuple of a catalog (pg_class of this
+ * database, or the shared pg_database), in a transaction of its own,
+ * until it returns false.  What it keeps must live in a memory context
+ * that outlives the transaction: the caller's, which scan_catalog() makes
+ * current around each call.
+ */
+static void
+scan_catalog(Oid catalog, bool (*visit) (HeapTuple tup, void *arg), void *arg)
 {
-	List	   *rels = NIL;
+	MemoryContext caller = CurrentMemoryContext;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
-	MemoryContext cxt = CurrentMemoryContext;
+	bool		more = true;
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	rel = table_open(RelationRelationId, AccessShareLock);
+	rel = table_open(catalog, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
-	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	while (more && HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
 	{
-		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+		MemoryContext txn = MemoryContextSwitchTo(caller);
 
-		MemoryContext old;
-
-		if (!RELKIND_HAS_STORAGE(c->relkind) ||
-			c->relpersistence == RELPERSISTENCE_TEMP ||
-			c->relisshared != shared)
-			continue;
-		old = MemoryContextSwitchTo(cxt);	/* the list outlives the
-											 * transaction */
-		rels = lappend_oid(rels, c->oid);
-		MemoryContextSwitchTo(old);
+		more = visit(tup, arg);
+		MemoryContextSwitchTo(txn);
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	return rels;
+}
+
+typedef struct RelationList
+{
+	bool		shared;			/* the shared catalogs, or this database's */
+	List	   *rels;
+} RelationList;
+
+static bool
+add_relation_with_storage(HeapTuple tup, void *arg)
+{
+	Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+	RelationList *list = arg;
+
+	if (RELKIND_HAS_STORAGE(c->relkind) &&
+		c->relpersistence != RELPERSISTENCE_TEMP &&
+		c->relisshared == list->shared)
+		list->rels = lappend_oid(list->rels, c->oid);
+	return true;
+}
+
+/* The relations of this database with storage, shared ones if asked */
+static List *
+relations_with_storage(bool shared)
+{
+	RelationList list = {.shared = shared,.rels = NIL};
+
+	scan_catalog(RelationRelationId, add_relation_with_storage, &list);
+	return list.rels;
 }
 
 typedef struct RelationPosition
@@ -694,36 +653,37 @@ throttle(const PageKeysState *state)
  * so a file numbered below switch_oid is older (after a wraparound of the
  * counter a newer one may be waited for too).
  */
+typedef struct OlderTemporaryTables
+{
+	uint32		switch_oid;
+	bool		found;
+} OlderTemporaryTables;
+
+static bool
+find_older_temporary_table(HeapTuple tup, void *arg)
+{
+	Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+	OlderTemporaryTables *older = arg;
+
+	/*
+	 * an orphan (its session gone, in a crash or before a restore) has no
+	 * file any more: start-up removed it
+	 */
+	older->found = (c->relpersistence == RELPERSISTENCE_TEMP &&
+					RELKIND_HAS_STORAGE(c->relkind) &&
+					c->relfilenode != InvalidOid &&
+					c->relfilenode < older->switch_oid &&
+					checkTempNamespaceStatus(c->relnamespace) == TEMP_NAMESPACE_IN_USE);
+	return !older->found;
+}
+
 static bool
 older_temporary_tables_remain(uint32 switch_oid)
 {
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tup;
-	bool		found = false;
+	OlderTemporaryTables older = {.switch_oid = switch_oid,.found = false};
 
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	rel = table_open(RelationRelationId, AccessShareLock);
-	scan = table_beginscan_catalog(rel, 0, NULL);
-	while (!found && HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
-	{
-		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
-
-		/*
-		 * an orphan (its session gone, in a crash or before a restore) has no
-		 * file any more: start-up removed it
-		 */
-		found = (c->relpersistence == RELPERSISTENCE_TEMP &&
-				 RELKIND_HAS_STORAGE(c->relkind) &&
-				 c->relfilenode != InvalidOid && c->relfilenode < switch_oid &&
-				 checkTempNamespaceStatus(c->relnamespace) == TEMP_NAMESPACE_IN_USE);
-	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	return found;
+	scan_catalog(RelationRelationId, find_older_temporary_table, &older);
+	return older.found;
 }
 
 static void
@@ -801,38 +761,28 @@ typedef struct DatabaseEntry
 	char		name[NAMEDATALEN];
 } DatabaseEntry;
 
+static bool
+add_database(HeapTuple tup, void *arg)
+{
+	Form_pg_database d = (Form_pg_database) GETSTRUCT(tup);
+	List	  **dbs = arg;
+	DatabaseEntry *e;
+
+	if (database_is_invalid_form(d))
+		return true;			/* partly dropped: nothing to read there */
+	e = palloc(sizeof(DatabaseEntry));
+	e->oid = d->oid;
+	strlcpy(e->name, NameStr(d->datname), NAMEDATALEN);
+	*dbs = lappend(*dbs, e);
+	return true;
+}
+
 static List *
 database_list(void)
 {
 	List	   *dbs = NIL;
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tup;
-	MemoryContext cxt = CurrentMemoryContext;
 
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	rel = table_open(DatabaseRelationId, AccessShareLock);
-	scan = table_beginscan_catalog(rel, 0, NULL);
-	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
-	{
-		Form_pg_database d = (Form_pg_database) GETSTRUCT(tup);
-		MemoryContext old;
-		DatabaseEntry *e;
-
-		if (database_is_invalid_form(d))
-			continue;			/* partly dropped: nothing to read there */
-		old = MemoryContextSwitchTo(cxt);
-		e = palloc(sizeof(DatabaseEntry));
-		e->oid = d->oid;
-		strlcpy(e->name, NameStr(d->datname), NAMEDATALEN);
-		dbs = lappend(dbs, e);
-		MemoryContextSwitchTo(old);
-	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	scan_catalog(DatabaseRelationId, add_database, &dbs);
 	return dbs;
 }
 
@@ -1028,7 +978,7 @@ drop_unused_page_key(void)
 		if (state.operation != PAGE_KEYS_OP_NONE)
 			ereport(ERROR,
 					(errmsg("a rotation of the data keys started while the old key was being dropped")));
-		ring_remove(ring, unused_id);
+		keyring_remove_key(ring, unused_id);
 		install_keyring(ring);
 		write_state(&state);	/* the ring without it, in the WAL */
 	}

@@ -106,12 +106,8 @@ RedoPageKeysChange(XLogReaderState *record)
 	if (locallen != xlrec.keyring_len || memcmp(local, ring_bytes, locallen) != 0)
 	{
 		Keyring    *ring = palloc(sizeof(Keyring));
-		char		recorded[8192];
-		const char *command = encryption_key_command;
 
-		if (keyring_recorded_command(".", recorded, sizeof(recorded)))
-			command = recorded;
-		if (!keyring_open_bytes(command, encryption_key_command_timeout,
+		if (!keyring_open_bytes(CurrentKeyCommand(), encryption_key_command_timeout,
 								ring_bytes, xlrec.keyring_len, ring, &err))
 		{
 			ereport(WARNING,

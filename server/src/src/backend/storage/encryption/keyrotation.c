@@ -45,8 +45,6 @@
  */
 #include "postgres.h"
 
-#include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/keyring.h"
@@ -60,20 +58,8 @@
 #include "utils/guc_tables.h"
 
 /* The test hook: kill -9 of the server at the named step */
-static void
-crash_point(const char *step)
-{
-	const char *at = getenv("PGCIPHER_TEST_KEY_ROTATION_CRASH_AT");
-
-	if (at == NULL || strcmp(at, step) != 0)
-		return;
-	ereport(LOG,
-			(errmsg("key rotation test hook: killing the server at step \"%s\"", step)));
-	kill(PostmasterPid, SIGKILL);
-	kill(MyProcPid, SIGKILL);
-	for (;;)
-		pg_usleep(1000000L);
-}
+#define crash_point(step) \
+	EncryptionTestCrashPoint("PGCIPHER_TEST_KEY_ROTATION_CRASH_AT", step)
 
 /* ALTER SYSTEM SET encryption_key_command = command */
 static void
@@ -175,13 +161,8 @@ pg_rotate_encryption_key(PG_FUNCTION_ARGS)
 	check_rotation_possible(command);
 	mode = rotation_mode(fcinfo);
 
-	/* one rotation at a time; the lock goes with the process */
-	lockfd = OpenTransientFile(KEYRING_DIR, O_RDONLY);
-	if (lockfd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", KEYRING_DIR)));
-	if (flock(lockfd, LOCK_EX | LOCK_NB) != 0)
+	/* one change of the key ring at a time; the lock goes with the process */
+	if ((lockfd = LockKeyringDirectory(false)) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("another rotation of the key-encryption key is in progress")));

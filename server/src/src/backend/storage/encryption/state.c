@@ -29,12 +29,15 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/keyring.h"
 #include "common/page_keys.h"
 #include "port/atomics.h"
+#include "postmaster/postmaster.h"
 #include "storage/encryption.h"
 #include "storage/spin.h"
 #include "utils/guc.h"
@@ -155,35 +158,25 @@ DataKeysVersion(void)
 /*
  * Copy the key id into key (DATA_ENCRYPTION_MAX_XTS_KEY_LEN bytes); false
  * if the ring does not hold it.  Allocates nothing and never throws (18's
- * read completion calls it in a critical section).
+ * read completion calls it in a critical section): the ring is copied onto
+ * the stack, under the sequence counter, and wiped.
  */
 bool
 CopyDataKey(uint32 id, unsigned char *key)
 {
-	uint32		v;
+	Keyring		ring;
+	const KeyringKey *k;
 	bool		found;
 
 	if (keyring == NULL)
 		return false;
-	for (;;)
-	{
-		const KeyringKey *k;
-
-		v = pg_atomic_read_u32(&shared->key_version);
-		if (v % 2 == 1)
-		{
-			pg_spin_delay();
-			continue;
-		}
-		pg_read_barrier();
-		k = keyring_get_key(keyring, id);
-		found = (k != NULL);
-		if (found)
-			memcpy(key, k->key, Min(k->len, DATA_ENCRYPTION_MAX_XTS_KEY_LEN));
-		pg_read_barrier();
-		if (pg_atomic_read_u32(&shared->key_version) == v)
-			return found;
-	}
+	CopyDataEncryptionKeyring(&ring);
+	k = keyring_get_key(&ring, id);
+	found = (k != NULL);
+	if (found)
+		memcpy(key, k->key, Min(k->len, DATA_ENCRYPTION_MAX_XTS_KEY_LEN));
+	data_encryption_wipe(&ring, sizeof(ring));
+	return found;
 }
 
 /*
@@ -254,6 +247,65 @@ SetDataRotationProgress(const DataRotationProgress *progress)
 	SpinLockAcquire(&shared->mutex);
 	memcpy(&shared->progress, progress, sizeof(DataRotationProgress));
 	SpinLockRelease(&shared->mutex);
+}
+
+/*
+ * One change of the key ring at a time (a rotation of the KEK or of the
+ * data keys, a replay of one): an exclusive lock on the key ring's
+ * directory, released when the returned descriptor is closed
+ * (CloseTransientFile(), or at the end of the transaction).  Without wait,
+ * -1 when another process holds it.
+ */
+int
+LockKeyringDirectory(bool wait)
+{
+	int			fd = OpenTransientFile(KEYRING_DIR, O_RDONLY);
+
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\": %m", KEYRING_DIR)));
+	if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
+	{
+		CloseTransientFile(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The key command the key ring is wrapped by now: the one initdb or the
+ * latest rotation of the KEK recorded (a running server's setting changes
+ * only at a reload), else the setting
+ */
+const char *
+CurrentKeyCommand(void)
+{
+	static char recorded[8192];
+
+	if (keyring_recorded_command(".", recorded, sizeof(recorded)))
+		return recorded;
+	return encryption_key_command;
+}
+
+/*
+ * The tests' kill -9 of the server at a step of a key operation: when the
+ * environment variable envvar names step, the process kills its
+ * postmaster and itself (keyrotation.c, datarotation.c)
+ */
+void
+EncryptionTestCrashPoint(const char *envvar, const char *step)
+{
+	const char *at = getenv(envvar);
+
+	if (at == NULL || strcmp(at, step) != 0)
+		return;
+	ereport(LOG,
+			(errmsg("%s: killing the server at step \"%s\"", envvar, step)));
+	kill(PostmasterPid, SIGKILL);
+	kill(MyProcPid, SIGKILL);
+	for (;;)
+		pg_usleep(1000000L);
 }
 
 /* The SQLSTATE of each KeyringErrorKind (design section 9) */

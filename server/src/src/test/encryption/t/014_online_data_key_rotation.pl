@@ -143,6 +143,19 @@ $node->safe_psql('other',
 my $expected = $checks->($node);
 my $expected_crashed = $checks->($node, 1);
 
+# A node that took the rotation over half-way finishes it: every page under
+# slot B, every row as on the primary
+my $finished = sub {
+	my ($n, $what) = @_;
+	ok(wait_done($what, $n), "the $what finishes the rotation");
+	my $m = page_marks($n->data_dir);
+	is_deeply(
+		$m,
+		{ A => 0, B => $m->{B}, clear => 0 },
+		"the ${what}'s pages all under slot B ($m->{B})");
+	is($checks->($n, 1), $expected_crashed, "the $what reads every row");
+};
+
 # a standby made before the rotation, which follows it through the WAL,
 # and one promoted half-way, which finishes it
 $node->backup('before');
@@ -349,8 +362,26 @@ is( $node->safe_psql(
 		 WHERE a.amname = 'btree' AND c.relpersistence <> 't'"),
 	't',
 	'amcheck: every btree index intact');
-my $found = LeakScan::scan_for_markers([$pgdata], \@markers);
+$node->safe_psql('postgres', 'CHECKPOINT');
+my $found = LeakScan::scan_for_markers(\@markers, $pgdata);
 LeakScan::markers_nowhere($found, \@markers, 'after the rotation');
+
+# the control: the same rows in an unencrypted cluster, which the same scan
+# must find, so that the scan above can fail
+my $control = PostgreSQL::Test::Cluster->new('rotate_control');
+$control->init;
+$control->start;
+$control->safe_psql(
+	'postgres',
+	"CREATE TABLE marked (id int PRIMARY KEY, v text);
+	 INSERT INTO marked VALUES "
+	  . join(',', map { "($_, '$markers[$_-1]{bytes}')" } 1 .. 3) . ';
+	 CHECKPOINT');
+my $control_found = LeakScan::scan_for_markers(\@markers, $control->data_dir);
+ok(scalar(@{ $control_found->{ $_->{name} } // [] }),
+	"control: the scan finds $_->{name} in an unencrypted cluster")
+  for @markers;
+$control->stop;
 $node->stop;
 command_ok([ 'pg_checksums', '--check', '-D', $pgdata ],
 	'pg_checksums: every checksum over the new ciphertext verifies');
@@ -385,27 +416,11 @@ like(
 	qr/generation 2\noperation rotate\nmarked no\npaused yes/,
 	'the half-way backup restores paused half-way');
 $restored->safe_psql('postgres', 'SELECT pg_encryption_resume(0, 10000)');
-ok( wait_done('restored backup', $restored),
-	'the restored backup finishes the rotation');
-my $rm = page_marks($restored->data_dir);
-is_deeply(
-	$rm,
-	{ A => 0, B => $rm->{B}, clear => 0 },
-	"the restored backup's pages all under slot B ($rm->{B})");
-is($checks->($restored, 1),
-	$expected_crashed, 'the restored backup reads every row');
+$finished->($restored, 'restored backup');
 $restored->stop;
 
 # --- the standby promoted half-way finished it ---
-ok(wait_done('promoted standby', $promoted),
-	'the standby promoted half-way finishes the rotation');
-my $pm = page_marks($promoted->data_dir);
-is_deeply(
-	$pm,
-	{ A => 0, B => $pm->{B}, clear => 0 },
-	"the promoted standby's pages all under slot B ($pm->{B})");
-is($checks->($promoted, 1),
-	$expected_crashed, 'the promoted standby reads every row');
+$finished->($promoted, 'promoted standby');
 $promoted->stop;
 for my $db ('copied', 'logged')
 {
