@@ -217,6 +217,13 @@ ctr_cipher_create(int cipher, const unsigned char *key)
 	return ctr;
 }
 
+/* A new key for a CTR context, in place (the WAL key slots: walcrypt.c) */
+bool
+ctr_cipher_rekey(CtrCipher *ctr, const unsigned char *key)
+{
+	return EVP_EncryptInit_ex(ctr->ctx, NULL, NULL, key, NULL) == 1;
+}
+
 void
 ctr_cipher_free(CtrCipher *ctr)
 {

@@ -16,13 +16,16 @@
  *	 cost_limit 200
  *	 switch_oid 16410
  *	 switch_xid 771
+ *	 wal_generation 2
+ *	 wal_switch_lsn 0/5000000
  *	 done 1 5 16384
  *	 crc 8c2f55e1
  *
  * Written like the key ring (keyring_write_file(): a temporary file, fsync,
  * rename, fsync of the directory), so a crash leaves the old state or the
  * new.  No file is the state of every cluster before online rotation
- * existed: generation 1, unmarked pages, nothing running.  Shared by the
+ * existed: generation 1, unmarked pages, nothing running; no wal_ lines
+ * (a file written before the WAL key rotated) is WAL generation 1.  Shared by the
  * server (storage/encryption/), pg_controldata and pg_upgrade.
  *
  * Portions Copyright (c) 2026, pgcipher developers
@@ -47,6 +50,7 @@ page_keys_initial(PageKeysState *state)
 {
 	memset(state, 0, sizeof(PageKeysState));
 	state->generation = 1;
+	state->wal_generation = 1;
 	state->operation = PAGE_KEYS_OP_NONE;
 	state->cost_delay = PAGE_KEYS_DEFAULT_COST_DELAY;
 	state->cost_limit = PAGE_KEYS_DEFAULT_COST_LIMIT;
@@ -126,6 +130,17 @@ parse_line(char *line, PageKeysState *state)
 		return yes_no(value, &state->marked);
 	if (strcmp(line, "paused") == 0)
 		return yes_no(value, &state->paused);
+	if (strcmp(line, "wal_switch_lsn") == 0)
+	{
+		unsigned int hi,
+					lo;
+		char		extra;
+
+		if (sscanf(value, "%X/%X%c", &hi, &lo, &extra) != 2)
+			return false;
+		state->wal_switch_lsn = ((uint64) hi << 32) | lo;
+		return true;
+	}
 	if (strcmp(line, "done") == 0)
 	{
 		state->ndone = 0;
@@ -159,6 +174,8 @@ parse_line(char *line, PageKeysState *state)
 		state->switch_oid = (uint32) n;
 	else if (strcmp(line, "switch_xid") == 0)
 		state->switch_xid = (uint32) n;
+	else if (strcmp(line, "wal_generation") == 0 && n >= 1)
+		state->wal_generation = (uint32) n;
 	else
 		return false;
 	return true;
@@ -269,6 +286,9 @@ page_keys_format(const PageKeysState *state, char *text, size_t size)
 	ADD("cost_limit %d\n", state->cost_limit);
 	ADD("switch_oid %u\n", state->switch_oid);
 	ADD("switch_xid %u\n", state->switch_xid);
+	ADD("wal_generation %u\n", state->wal_generation);
+	ADD("wal_switch_lsn %X/%X\n", (unsigned int) (state->wal_switch_lsn >> 32),
+		(unsigned int) state->wal_switch_lsn);
 	ADD("done");
 	for (int i = 0; i < state->ndone; i++)
 		ADD(" %u", state->done[i]);
@@ -304,10 +324,24 @@ page_keys_write(const char *datadir, const PageKeysState *state,
 void
 page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 {
-	snprintf(buf, size, "generation %u (slot %c), %s%s%s",
+	char		wal[64];
+
+	if (state->wal_generation <= 1)
+		snprintf(wal, sizeof(wal), "WAL generation 1 (slot A)");
+	else if (state->wal_switch_lsn == 0)
+		snprintf(wal, sizeof(wal), "WAL generation %u (slot %c) at the next segment",
+				 state->wal_generation,
+				 page_keys_slot(state->wal_generation) == PAGE_SLOT_A ? 'A' : 'B');
+	else
+		snprintf(wal, sizeof(wal), "WAL generation %u (slot %c) from %X/%X",
+				 state->wal_generation,
+				 page_keys_slot(state->wal_generation) == PAGE_SLOT_A ? 'A' : 'B',
+				 (unsigned int) (state->wal_switch_lsn >> 32),
+				 (unsigned int) state->wal_switch_lsn);
+	snprintf(buf, size, "generation %u (slot %c), %s%s%s; %s",
 			 state->generation,
 			 page_keys_slot(state->generation) == PAGE_SLOT_A ? 'A' : 'B',
 			 state->operation == PAGE_KEYS_OP_NONE ? "no operation" : "rotating",
 			 state->paused ? " (paused)" : "",
-			 state->marked ? ", every page marked" : "");
+			 state->marked ? ", every page marked" : "", wal);
 }

@@ -40,7 +40,10 @@
 #include "common/string.h"
 #include "common/wal_encryption.h"
 
-static CtrCipher *wal_cipher = NULL;
+/* one cipher per WAL key slot (PAGE_SLOT_A, PAGE_SLOT_B); NULL: no key */
+static CtrCipher *wal_ciphers[2] = {NULL, NULL};
+
+void		(*wal_encryption_refresh_hook) (void) = NULL;
 
 StaticAssertDecl(WAL_PAGE_EPOCH_OFFSET == offsetof(XLogPageHeaderData, xlp_rem_len) + sizeof(uint32) &&
 				 WAL_PAGE_EPOCH_OFFSET + sizeof(uint32) <= SizeOfXLogShortPHD,
@@ -66,7 +69,8 @@ wal_iv(XLogRecPtr pageptr, uint32 epoch, int offset, unsigned char *iv)
 
 /* Encrypt or decrypt bytes [from, to) of a page; false if OpenSSL fails */
 static bool
-wal_crypt_range(const char *in, char *out, XLogRecPtr pageptr, uint32 epoch,
+wal_crypt_range(CtrCipher *wal_cipher, const char *in, char *out,
+				XLogRecPtr pageptr, uint32 epoch,
 				int from, int to)
 {
 	unsigned char iv[16];
@@ -80,38 +84,54 @@ wal_crypt_range(const char *in, char *out, XLogRecPtr pageptr, uint32 epoch,
 }
 
 /*
- * Install the WAL cipher, made from the key ring's WAL key (the server's
- * start_modules() makes it with the others); the previous one, if any, is
- * freed.
+ * Install the cipher of a WAL key slot (NULL: the slot has no key).  The
+ * caller keeps it: the server's walcrypt.c re-keys its two in place.
  */
 void
-wal_encryption_set_cipher(CtrCipher *ctr)
+wal_encryption_set_cipher(int slot, CtrCipher *ctr)
 {
-	if (wal_cipher != NULL && wal_cipher != ctr)
-		ctr_cipher_free(wal_cipher);
-	wal_cipher = ctr;
+	Assert(slot == PAGE_SLOT_A || slot == PAGE_SLOT_B);
+	wal_ciphers[slot] = ctr;
+}
+
+CtrCipher *
+wal_encryption_cipher(int slot)
+{
+	return wal_ciphers[slot];
 }
 
 /*
- * Install the WAL key (the frontend tools': pg_waldump, pg_rewind): the
- * key ring holds 2 x AES key length bytes for every purpose; CTR uses the
- * first half.  False if OpenSSL fails.
+ * Install the WAL key of a slot (the frontend tools': pg_waldump,
+ * pg_rewind): the key ring holds 2 x AES key length bytes for every
+ * purpose; CTR uses the first half.  False if OpenSSL fails.
  */
 bool
-wal_encryption_set_key(int cipher, const unsigned char *key)
+wal_encryption_set_key(int slot, int cipher, const unsigned char *key)
 {
 	CtrCipher  *ctr = ctr_cipher_create(cipher, key);
 
 	if (ctr == NULL)
 		return false;
-	wal_encryption_set_cipher(ctr);
+	if (wal_ciphers[slot] != NULL)
+		ctr_cipher_free(wal_ciphers[slot]);
+	wal_ciphers[slot] = ctr;
 	return true;
 }
 
 bool
 wal_encryption_enabled(void)
 {
-	return wal_cipher != NULL;
+	if (wal_encryption_refresh_hook)
+		wal_encryption_refresh_hook();
+	return wal_ciphers[PAGE_SLOT_A] != NULL || wal_ciphers[PAGE_SLOT_B] != NULL;
+}
+
+/* The WAL key slot a page read from disk is under */
+int
+wal_page_key_slot(const char *page)
+{
+	return (((const XLogPageHeaderData *) page)->xlp_info & XLP_WAL_KEY_B) ?
+		PAGE_SLOT_B : PAGE_SLOT_A;
 }
 
 bool
@@ -146,7 +166,7 @@ void
 wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
 				 uint32 epoch, int valid)
 {
-	wal_encrypt_page_cached(NULL, src, dst, pageptr, epoch, valid);
+	wal_encrypt_page_cached(NULL, src, dst, pageptr, epoch, PAGE_SLOT_A, valid);
 }
 
 /*
@@ -156,18 +176,35 @@ wal_encrypt_page(const char *src, char *dst, XLogRecPtr pageptr,
  * records longer; then only the new bytes are encrypted.  The bytes already
  * encrypted are reused only when the page, its epoch and their plaintext
  * are the same, so the result is exactly what wal_encrypt_page() gives
- * (CTR: one keystream byte per epoch and position).
+ * (CTR: one keystream byte per epoch and position).  slot is the WAL key
+ * slot the page goes under (XLP_WAL_KEY_B for slot B).
  */
 void
 wal_encrypt_page_cached(WALPartialPage *last, const char *src, char *dst,
-						XLogRecPtr pageptr, uint32 epoch, int valid)
+						XLogRecPtr pageptr, uint32 epoch, int slot, int valid)
 {
 	int			hdr = XLogPageHeaderSize((const XLogPageHeaderData *) src);
 	int			from = hdr;
+	CtrCipher  *wal_cipher;
 
-	Assert(wal_cipher != NULL && epoch != 0 && pageptr % XLOG_BLCKSZ == 0);
+	if (wal_encryption_refresh_hook)
+		wal_encryption_refresh_hook();
+	wal_cipher = wal_ciphers[slot];
+	Assert(epoch != 0 && pageptr % XLOG_BLCKSZ == 0);
+	if (wal_cipher == NULL)
+	{
+		/* the writer chose a slot whose key it holds; never write plaintext */
+#ifndef FRONTEND
+		elog(PANIC, "no WAL key in slot %c to encrypt the WAL page at %X/%X",
+			 slot == PAGE_SLOT_A ? 'A' : 'B', LSN_FORMAT_ARGS(pageptr));
+#else
+		fprintf(stderr, "no WAL key to encrypt a WAL page\n");
+		exit(1);
+#endif
+	}
 	valid = Max(Min(valid, XLOG_BLCKSZ), hdr);
 	if (last != NULL && last->pageptr == pageptr && last->epoch == epoch &&
+		last->slot == slot &&
 		last->valid > hdr && last->valid <= valid &&
 		memcmp(src, last->plain, last->valid) == 0)
 	{
@@ -178,9 +215,11 @@ wal_encrypt_page_cached(WALPartialPage *last, const char *src, char *dst,
 	{
 		memcpy(dst, src, hdr);
 		((XLogPageHeaderData *) dst)->xlp_info |= XLP_ENCRYPTED;
+		if (slot == PAGE_SLOT_B)
+			((XLogPageHeaderData *) dst)->xlp_info |= XLP_WAL_KEY_B;
 		wal_page_set_epoch(dst, epoch);
 	}
-	if (!wal_crypt_range(src, dst, pageptr, epoch, from, valid))
+	if (!wal_crypt_range(wal_cipher, src, dst, pageptr, epoch, from, valid))
 	{
 		/* cannot happen with a valid context; never write plaintext */
 #ifndef FRONTEND
@@ -201,6 +240,7 @@ wal_encrypt_page_cached(WALPartialPage *last, const char *src, char *dst,
 
 			last->pageptr = pageptr;
 			last->epoch = epoch;
+			last->slot = slot;
 			last->valid = valid;
 			memcpy(last->plain + keep, src + keep, valid - keep);
 			memcpy(last->cipher + keep, dst + keep, valid - keep);
@@ -212,25 +252,31 @@ wal_encrypt_page_cached(WALPartialPage *last, const char *src, char *dst,
 
 /*
  * Decrypt in place the first len bytes of a page read from disk, if it
- * carries XLP_ENCRYPTED, and clear the flag: the buffer now holds
- * plaintext (and keystream garbage past the end of the WAL, which readers
- * reject as they reject any invalid record), and a second call is a no-op.
- * Returns false if the page is encrypted and no WAL key is loaded.
+ * carries XLP_ENCRYPTED, under the key of the slot XLP_WAL_KEY_B names,
+ * and clear both flags: the buffer now holds plaintext (and keystream
+ * garbage past the end of the WAL, which readers reject as they reject any
+ * invalid record), and a second call is a no-op.  Returns false if the
+ * page is encrypted and the key of its slot is not loaded (the WAL is
+ * older than the old WAL key a rotation dropped, or no key is loaded).
  */
 bool
 wal_decrypt_page(char *page, XLogRecPtr pageptr, int len)
 {
 	int			hdr;
+	CtrCipher  *wal_cipher;
 
 	if (len < SizeOfXLogShortPHD || !wal_page_is_encrypted(page))
 		return true;
+	if (wal_encryption_refresh_hook)
+		wal_encryption_refresh_hook();
+	wal_cipher = wal_ciphers[wal_page_key_slot(page)];
 	if (wal_cipher == NULL)
 		return false;
 	hdr = XLogPageHeaderSize((XLogPageHeaderData *) page);
-	if (!wal_crypt_range(page, page, pageptr, wal_page_epoch(page), hdr,
-						 Min(len, XLOG_BLCKSZ)))
+	if (!wal_crypt_range(wal_cipher, page, page, pageptr, wal_page_epoch(page),
+						 hdr, Min(len, XLOG_BLCKSZ)))
 		return false;
-	((XLogPageHeaderData *) page)->xlp_info &= ~XLP_ENCRYPTED;
+	((XLogPageHeaderData *) page)->xlp_info &= ~(XLP_ENCRYPTED | XLP_WAL_KEY_B);
 	return true;
 }
 
@@ -282,17 +328,23 @@ wal_encryption_load_keys(const char *datadir, const char *argv0,
 
 	ring = pg_malloc0(sizeof(Keyring));
 	ok = keyring_load(datadir, cmd, timeout_s, ring, err);
-	if (ok && (key = keyring_get_key(ring, KEY_WAL)) == NULL)
+	if (ok && keyring_get_key(ring, KEY_WAL) == NULL &&
+		keyring_get_key(ring, KEY_WAL_B) == NULL)
 	{
 		keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT, NULL,
 						  "key file \"%s\" has no WAL key", path);
 		ok = false;
 	}
-	else if (ok && !wal_encryption_set_key(ring->cipher, key->key))
+	/* both slots: WAL from before and after an online rotation */
+	for (int slot = PAGE_SLOT_A; ok && slot <= PAGE_SLOT_B; slot++)
 	{
-		keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not set up the WAL cipher");
-		keyring_set_detail(err, "%s", data_encryption_error_reason());
-		ok = false;
+		key = keyring_get_key(ring, slot == PAGE_SLOT_A ? KEY_WAL : KEY_WAL_B);
+		if (key != NULL && !wal_encryption_set_key(slot, ring->cipher, key->key))
+		{
+			keyring_set_error(err, KEYRING_ERR_CRYPTO, NULL, "could not set up the WAL cipher");
+			keyring_set_detail(err, "%s", data_encryption_error_reason());
+			ok = false;
+		}
 	}
 	data_encryption_wipe(ring, sizeof(Keyring));
 	free(ring);

@@ -564,8 +564,19 @@ transform_slru_files(const char *path, const char *subdir)
 		PageKeysState *keys = pg_malloc(sizeof(PageKeysState));
 		KeyringError err;
 
-		if (!page_keys_read(old_cluster.pgdata, keys, &err) ||
-			!page_keys_write(new_cluster.pgdata, keys, &err))
+		if (!page_keys_read(old_cluster.pgdata, keys, &err))
+		{
+			keyring_log_error(&err);
+			pg_fatal("could not carry the old cluster's page key state over");
+		}
+
+		/*
+		 * The new cluster's WAL is its own, under the WAL key initdb drew
+		 * (slot A): the old cluster's WAL generations stay behind
+		 */
+		keys->wal_generation = 1;
+		keys->wal_switch_lsn = 0;
+		if (!page_keys_write(new_cluster.pgdata, keys, &err))
 		{
 			keyring_log_error(&err);
 			pg_fatal("could not carry the old cluster's page key state over");

@@ -63,6 +63,7 @@ extern bool xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
 typedef struct CtrCipher CtrCipher;
 
 extern CtrCipher *ctr_cipher_create(int cipher, const unsigned char *key);
+extern bool ctr_cipher_rekey(CtrCipher *ctr, const unsigned char *key);
 extern void ctr_cipher_free(CtrCipher *ctr);
 extern bool ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
 					  const unsigned char *in, unsigned char *out, int len);

@@ -74,6 +74,13 @@
  */
 #define KEY_RELATION_B		4
 #define KEY_SLRU			5
+/*
+ * WAL key slots (design 7, 9.6): slot A is KEY_WAL, slot B this one; each
+ * rotation of the data keys moves new WAL to the other slot from a segment
+ * boundary, and the old WAL key stays until the DBA drops it or the next
+ * rotation replaces it.
+ */
+#define KEY_WAL_B			6
 #define KEYRING_MAX_KEYS	8
 
 /* Longest output accepted from the key command */

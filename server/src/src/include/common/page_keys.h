@@ -47,6 +47,10 @@ typedef struct PageKeysState
 	uint32		switch_oid;		/* the OID counter when the generation began */
 	uint32		switch_xid;		/* the next XID then: older ones may write old
 								 * pages */
+	uint32		wal_generation; /* new WAL: its slot, page_keys_slot() */
+	uint64		wal_switch_lsn; /* WAL pages from here on are under it; 0: the
+								 * switch has not happened yet, all WAL is
+								 * under the previous one */
 	int			ndone;
 	uint32		done[PAGE_KEYS_MAX_DONE];	/* database OIDs finished */
 } PageKeysState;
@@ -62,6 +66,28 @@ static inline uint32
 page_keys_slot_key_id(int slot)
 {
 	return slot == PAGE_SLOT_B ? KEY_RELATION_B : KEY_RELATION;
+}
+
+/* WAL key slot A is KEY_WAL, B is KEY_WAL_B */
+static inline uint32
+wal_keys_slot_key_id(int slot)
+{
+	return slot == PAGE_SLOT_B ? KEY_WAL_B : KEY_WAL;
+}
+
+/*
+ * The slot a WAL page at pageptr is written under: the current WAL
+ * generation's from the switch on, the previous one's before it
+ */
+static inline int
+wal_keys_write_slot(uint32 wal_generation, uint64 wal_switch_lsn,
+					uint64 pageptr)
+{
+	int			slot = page_keys_slot(wal_generation);
+
+	if (wal_generation > 1 && (wal_switch_lsn == 0 || pageptr < wal_switch_lsn))
+		return 1 - slot;
+	return slot;
 }
 
 /*

@@ -13,8 +13,10 @@
  * padding; a new epoch is chosen each time the server starts WAL after
  * recovery, so WAL rewritten at an LSN after a crash or on a new timeline
  * never reuses keystream.  XLP_ENCRYPTED in the clear xlp_info marks an
- * encrypted page; it is set only on the copy that is written, never in
- * the WAL buffers.  See docs/design.md.
+ * encrypted page, and XLP_WAL_KEY_B the one under the WAL key of slot B
+ * (an online rotation of the data keys moves WAL between the two slots);
+ * both are set only on the copy that is written, never in the WAL
+ * buffers.  See docs/design.md.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -30,13 +32,24 @@
 
 /* xlp_info bit of an encrypted page; outside XLP_ALL_FLAGS on purpose */
 #define XLP_ENCRYPTED			0x0010
+/* ... under the WAL key of slot B (KEY_WAL_B); without it, slot A (KEY_WAL) */
+#define XLP_WAL_KEY_B			0x0020
 
 /* where the epoch sits: the padding after xlp_rem_len (bytes 20..23) */
 #define WAL_PAGE_EPOCH_OFFSET	20
 
-extern void wal_encryption_set_cipher(CtrCipher *ctr);
-extern bool wal_encryption_set_key(int cipher, const unsigned char *key);
+extern void wal_encryption_set_cipher(int slot, CtrCipher *ctr);
+extern CtrCipher *wal_encryption_cipher(int slot);
+extern bool wal_encryption_set_key(int slot, int cipher,
+								   const unsigned char *key);
 extern bool wal_encryption_enabled(void);
+extern int	wal_page_key_slot(const char *page);
+
+/*
+ * The server's: called before each encryption or decryption, so that a
+ * process re-keys its ciphers when an online rotation changed the keys
+ */
+extern void (*wal_encryption_refresh_hook) (void);
 extern bool wal_page_is_encrypted(const char *page);
 extern uint32 wal_page_epoch(const char *page);
 extern void wal_page_set_epoch(char *page, uint32 epoch);
@@ -48,6 +61,7 @@ typedef struct WALPartialPage
 {
 	XLogRecPtr	pageptr;
 	uint32		epoch;
+	int			slot;			/* of the WAL key */
 	int			valid;			/* bytes of plain and cipher; 0: none */
 	char		plain[XLOG_BLCKSZ];
 	char		cipher[XLOG_BLCKSZ];
@@ -55,7 +69,7 @@ typedef struct WALPartialPage
 
 extern void wal_encrypt_page_cached(WALPartialPage *last, const char *src,
 									char *dst, XLogRecPtr pageptr,
-									uint32 epoch, int valid);
+									uint32 epoch, int slot, int valid);
 extern bool wal_decrypt_page(char *page, XLogRecPtr pageptr, int len);
 
 #ifdef FRONTEND

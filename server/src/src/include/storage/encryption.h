@@ -54,6 +54,8 @@ extern uint32 PageWriteGeneration(void);
 extern bool PagesMarked(void);
 extern void GetPageKeysState(struct PageKeysState *out);
 extern void SetPageKeysState(const struct PageKeysState *state);
+extern int	WALWriteSlot(XLogRecPtr pageptr);
+extern void SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
 extern int	LockKeyringDirectory(bool wait);
@@ -89,8 +91,13 @@ typedef struct DataRotationProgress
 extern void GetDataRotationProgress(DataRotationProgress *out);
 extern void SetDataRotationProgress(const DataRotationProgress *progress);
 
-/* keylog.c: the WAL record of a change of the page keys, and its redo */
+/*
+ * keylog.c: a change of the key ring or the page key state, written,
+ * WAL-logged and in effect; its redo
+ */
 struct XLogReaderState;
+extern void InstallDataKeyring(struct Keyring *ring);
+extern void WritePageKeysState(struct PageKeysState *state);
 extern void LogPageKeysChange(const struct PageKeysState *state);
 extern void RedoPageKeysChange(struct XLogReaderState *record);
 
@@ -98,6 +105,15 @@ extern void RedoPageKeysChange(struct XLogReaderState *record);
 extern void RegisterDataRotationLauncher(void);
 extern PGDLLIMPORT void DataRotationLauncherMain(Datum main_arg);
 extern PGDLLIMPORT void DataRotationWorkerMain(Datum main_arg);
+
+/*
+ * walkeys.c: new WAL switches to a rotation's WAL key at a segment
+ * boundary; the old WAL key leaves the ring when nothing needs it
+ */
+extern void SwitchWALKey(void);
+extern bool OldWALKeyNeeded(const struct PageKeysState *state, char *why,
+							size_t size);
+extern uint32 OldWALKeyId(const struct PageKeysState *state);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */
 extern void CompleteKeyRotation(bool loaded_from_next);
@@ -108,7 +124,7 @@ extern void CompleteKeyRotation(bool loaded_from_next);
  */
 extern void InitializePageEncryption(int cipher);
 extern void InitializeSlruEncryption(XtsCipher *cipher);
-extern void InitializeWALEncryption(CtrCipher *wal);
+extern void InitializeWALEncryption(int cipher);
 extern void InitializeTempFileEncryption(XtsCipher *units);
 extern void InitializeSpillFileEncryption(CtrCipher *cipher);
 extern void InitializeStatementTextEncryption(CtrCipher *cipher);

@@ -315,7 +315,7 @@ test_wal_pages(void)
 	bool		tail_zero = true;
 
 	memset(key, 0x5a, sizeof(key));
-	check(wal_encryption_set_key(DATA_ENCRYPTION_AES256, key), "WAL key set");
+	check(wal_encryption_set_key(PAGE_SLOT_A, DATA_ENCRYPTION_AES256, key), "WAL key set");
 	make_wal_page(page, lsn);
 	wal_encrypt_page(page, enc, lsn, 7, valid);
 	check(wal_page_is_encrypted(enc) && !wal_page_is_encrypted(page) &&
@@ -387,30 +387,89 @@ test_wal_partial_page_cache(void)
 	int			steps = 0;
 
 	memset(key, 0x3c, sizeof(key));
-	wal_encryption_set_key(DATA_ENCRYPTION_AES256, key);
+	wal_encryption_set_key(PAGE_SLOT_A, DATA_ENCRYPTION_AES256, key);
 	make_wal_page(page, lsn);
 	for (int valid = SizeOfXLogLongPHD + 1; valid <= XLOG_BLCKSZ; valid += 37 + valid % 101)
 	{
-		wal_encrypt_page_cached(&last, page, cached, lsn, 9, valid);
+		wal_encrypt_page_cached(&last, page, cached, lsn, 9, PAGE_SLOT_A, valid);
 		wal_encrypt_page(page, plain, lsn, 9, valid);
 		same &= memcmp(cached, plain, XLOG_BLCKSZ) == 0;
 		steps++;
 	}
 	check(same && steps > 50, "WAL cache: %d growing writes of one page equal uncached encryption", steps);
 
-	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 9, 3000);
-	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, 4000);
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 9, PAGE_SLOT_A, 3000);
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, PAGE_SLOT_A, 4000);
 	wal_encrypt_page(page, plain, lsn + XLOG_BLCKSZ, 10, 4000);
 	check(memcmp(cached, plain, XLOG_BLCKSZ) == 0, "WAL cache: another epoch re-encrypts the page");
 
 	page[100] ^= 1;				/* the prefix differs from what was cached */
-	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, 5000);
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, PAGE_SLOT_A, 5000);
 	wal_encrypt_page(page, plain, lsn + XLOG_BLCKSZ, 10, 5000);
 	check(memcmp(cached, plain, XLOG_BLCKSZ) == 0, "WAL cache: another plaintext re-encrypts the page");
 
-	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, 2000);
+	wal_encrypt_page_cached(&last, page, cached, lsn + XLOG_BLCKSZ, 10, PAGE_SLOT_A, 2000);
 	wal_encrypt_page(page, plain, lsn + XLOG_BLCKSZ, 10, 2000);
 	check(memcmp(cached, plain, XLOG_BLCKSZ) == 0, "WAL cache: a shorter write than cached is encrypted afresh");
+}
+
+/*
+ * The two WAL key slots of an online rotation: a page under slot B says so
+ * in its clear header and decrypts only with slot B's key; the partial-page
+ * cache never hands one slot's ciphertext to the other.
+ */
+static void
+test_wal_key_slots(void)
+{
+	static WALPartialPage last;
+	unsigned char key_a[64],
+				key_b[64];
+	char		page[XLOG_BLCKSZ],
+				enc_a[XLOG_BLCKSZ],
+				enc_b[XLOG_BLCKSZ],
+				dec[XLOG_BLCKSZ];
+	XLogRecPtr	lsn = UINT64CONST(0x7000000);
+
+	memset(key_a, 0x11, sizeof(key_a));
+	memset(key_b, 0x22, sizeof(key_b));
+	wal_encryption_set_key(PAGE_SLOT_A, DATA_ENCRYPTION_AES256, key_a);
+	wal_encryption_set_key(PAGE_SLOT_B, DATA_ENCRYPTION_AES256, key_b);
+	make_wal_page(page, lsn);
+	wal_encrypt_page_cached(NULL, page, enc_a, lsn, 5, PAGE_SLOT_A, XLOG_BLCKSZ);
+	wal_encrypt_page_cached(NULL, page, enc_b, lsn, 5, PAGE_SLOT_B, XLOG_BLCKSZ);
+	check(wal_page_key_slot(enc_a) == PAGE_SLOT_A && wal_page_key_slot(enc_b) == PAGE_SLOT_B &&
+		  (((XLogPageHeaderData *) enc_b)->xlp_info & (XLP_ENCRYPTED | XLP_WAL_KEY_B)) ==
+		  (XLP_ENCRYPTED | XLP_WAL_KEY_B),
+		  "WAL slots: a page under slot B carries XLP_WAL_KEY_B in clear");
+	check(memcmp(enc_a + 100, enc_b + 100, 64) != 0,
+		  "WAL slots: the two keys give other ciphertext");
+	memcpy(dec, enc_b, XLOG_BLCKSZ);
+	check(wal_decrypt_page(dec, lsn, XLOG_BLCKSZ) &&
+		  memcmp(dec + SizeOfXLogShortPHD, page + SizeOfXLogShortPHD,
+				 XLOG_BLCKSZ - SizeOfXLogShortPHD) == 0 &&
+		  ((XLogPageHeaderData *) dec)->xlp_info == ((XLogPageHeaderData *) page)->xlp_info,
+		  "WAL slots: slot B's page decrypts with its key, both flags cleared");
+	memcpy(dec, enc_a, XLOG_BLCKSZ);
+	check(wal_decrypt_page(dec, lsn, XLOG_BLCKSZ) &&
+		  memcmp(dec + SizeOfXLogShortPHD, page + SizeOfXLogShortPHD,
+				 XLOG_BLCKSZ - SizeOfXLogShortPHD) == 0,
+		  "WAL slots: slot A's page beside it decrypts with slot A's key");
+
+	/* the cache: the same page, epoch and plaintext under the other slot */
+	wal_encrypt_page_cached(&last, page, dec, lsn, 5, PAGE_SLOT_A, 3000);
+	wal_encrypt_page_cached(&last, page, dec, lsn, 5, PAGE_SLOT_B, XLOG_BLCKSZ);
+	check(memcmp(dec, enc_b, XLOG_BLCKSZ) == 0,
+		  "WAL slots: the partial-page cache is not reused across slots");
+
+	/* slot B's key gone (dropped): its pages do not decrypt, A's still do */
+	ctr_cipher_free(wal_encryption_cipher(PAGE_SLOT_B));
+	wal_encryption_set_cipher(PAGE_SLOT_B, NULL);
+	memcpy(dec, enc_b, XLOG_BLCKSZ);
+	check(!wal_decrypt_page(dec, lsn, XLOG_BLCKSZ) &&
+		  memcmp(dec, enc_b, XLOG_BLCKSZ) == 0,
+		  "WAL slots: without slot B's key its page is refused, left as it was");
+	memcpy(dec, enc_a, XLOG_BLCKSZ);
+	check(wal_decrypt_page(dec, lsn, XLOG_BLCKSZ), "WAL slots: slot A still decrypts");
 }
 
 /* the temporary files' tweak layout, byte by byte as it was first written */
@@ -950,7 +1009,7 @@ known_output(int cipher, const char *kind, char *hex)
 	{
 		XLogRecPtr	lsn = UINT64CONST(0x42000000);
 
-		wal_encryption_set_key(cipher, key);
+		wal_encryption_set_key(PAGE_SLOT_A, cipher, key);
 		for (int i = 0; i < 16; i++, lsn += XLOG_BLCKSZ)
 		{
 			/* records of a fixed pattern; the epoch and length vary */
@@ -1059,6 +1118,7 @@ main(int argc, char **argv)
 	test_xts_sequential_tweaks();
 	test_wal_pages();
 	test_wal_partial_page_cache();
+	test_wal_key_slots();
 	test_known_outputs(argv[1]);
 	test_keyring_format();
 	test_keyring_fingerprint_and_format_1();

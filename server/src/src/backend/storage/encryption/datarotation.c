@@ -3,9 +3,10 @@
  * datarotation.c
  *	  pgcipher: rotate the page key of a running cluster, online.
  *
- * SELECT pg_rotate_data_keys() draws a new page key into the slot the
- * current one does not use, makes every process write new pages under it,
- * and returns; a launcher (a background worker started with the server)
+ * SELECT pg_rotate_data_keys() draws a new page key and a new WAL key into
+ * the slots the current ones do not use, makes every process write new
+ * pages under the first and new WAL (from the next segment: walkeys.c)
+ * under the second, and returns; a launcher (a background worker started with the server)
  * then has one worker per database (template0 included) dirty every block
  * of every fork of every relation, through shared buffers and with a
  * full-page image in the WAL, throttled as VACUUM is, and write it: a
@@ -19,6 +20,8 @@
  *	   (crash: the ring holds a key nothing uses; the launcher drops it)
  *	2. write pg_encryption/pages: the new generation, "rotate"; every
  *	   process writes new pages under it from its next page on
+ *	2'. new WAL under the new WAL key from the next segment on
+ *	   (walkeys.c; crash: the launcher switches after the restart)
  *	3. per database: dirty every block with its full-page image, write
  *	   it, and record the database done in pg_encryption/pages (crash:
  *	   the database is done again)
@@ -108,50 +111,6 @@ lock_keyring_directory(bool wait)
 	return fd;
 }
 
-/*
- * Write ring as the key ring (wrapped under the current command, in the
- * current mode) and make it the keys every process uses.  The caller holds
- * the key ring directory's lock.
- */
-static void
-install_keyring(Keyring *ring)
-{
-	unsigned char file[4096];
-	size_t		filelen;
-	KeyringError err;
-	int			mode = ring->kek_source == KEK_SOURCE_UNWRAP ?
-		KEYRING_MODE_UNWRAP : KEYRING_MODE_KEK;
-
-	ring->from_next = false;
-	filelen = keyring_wrap_under_command(ring, CurrentKeyCommand(),
-										 encryption_key_command_timeout, mode,
-										 file, sizeof(file), &err);
-	if (filelen == 0)
-		ReportKeyringError(ERROR, &err);
-	if (!keyring_write_file(KEYRING_FILE, file, filelen, &err))
-		ReportKeyringError(ERROR, &err);
-	ChangeDataKeys(ring);
-}
-
-
-/*
- * A change of the page key state: written to pg_encryption/pages, logged
- * with the key ring (keylog.c) so that standbys and restores follow, then
- * in effect for every process.  The caller holds the key ring directory's
- * lock.
- */
-static void
-write_state(PageKeysState *state)
-{
-	KeyringError err;
-
-	state->serial++;
-	if (!page_keys_write(".", state, &err))
-		ReportKeyringError(ERROR, &err);
-	LogPageKeysChange(state);
-	SetPageKeysState(state);
-}
-
 /* Throttle arguments, checked before anything is written */
 static void
 check_throttle(int cost_delay, int cost_limit)
@@ -201,6 +160,8 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	uint32		generation;
 	int			new_slot;
 	int			old_slot;
+	uint32		old_wal_id;
+	char		why[256];
 	char		line[128];
 
 	check_superuser_on_primary("rotate the data keys");
@@ -229,6 +190,22 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	}
 
 	/*
+	 * The WAL key's slot: the old WAL key there leaves the ring (replaced by
+	 * the new one) only if nothing needs it any more (walkeys.c)
+	 */
+	old_wal_id = OldWALKeyId(&state);
+	if (old_wal_id != 0 && OldWALKeyNeeded(&state, why, sizeof(why)))
+	{
+		data_encryption_wipe(ring, sizeof(Keyring));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot rotate the data keys while the WAL key of generation %u is still needed",
+						state.wal_generation - 1),
+				 errdetail("%s", why),
+				 errhint("The rotation draws the next WAL key into its slot.  A CHECKPOINT moves the redo point; drop or advance the replication slot, let the archiver catch up, or wait for the backup to end; then try again.")));
+	}
+
+	/*
 	 * The transaction files stay under the key initdb drew: once slot A is to
 	 * be freed, keep that key as KEY_SLRU
 	 */
@@ -240,10 +217,13 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 		keyring_put_key(ring, &slru);
 		data_encryption_wipe(&slru, sizeof(slru));
 	}
+	/* the new page key and the new WAL key, into the slots not in use */
+	for (int i = 0; i < 2; i++)
 	{
 		KeyringKey	key;
-		bool		drawn = keyring_draw_key(&key, page_keys_slot_key_id(new_slot),
-											 ring->cipher);
+		uint32		id = i == 0 ? page_keys_slot_key_id(new_slot) :
+			wal_keys_slot_key_id(page_keys_slot(state.wal_generation + 1));
+		bool		drawn = keyring_draw_key(&key, id, ring->cipher);
 
 		if (drawn)
 			keyring_put_key(ring, &key);
@@ -260,7 +240,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	/* 1: the key ring, with the new key nothing uses yet */
 	PG_TRY();
 	{
-		install_keyring(ring);
+		InstallDataKeyring(ring);
 	}
 	PG_FINALLY();
 	{
@@ -287,9 +267,18 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	LWLockRelease(OidGenLock);
 	state.switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
 	state.ndone = 0;
-	write_state(&state);
-	CloseTransientFile(lockfd);
+	state.wal_generation++;
+	state.wal_switch_lsn = InvalidXLogRecPtr;	/* the next step says where */
+	WritePageKeysState(&state);
 	crash_point("switched");
+
+	/* 2': new WAL under the new WAL key from the next segment on */
+	SwitchWALKey();
+	CloseTransientFile(lockfd);
+	if (old_wal_id != 0)
+		ereport(LOG,
+				(errmsg("the WAL key of generation %u left the key ring",
+						state.wal_generation - 2)));
 
 	ereport(LOG,
 			(errmsg("rotation of the data keys started: new pages are written under generation %u",
@@ -329,7 +318,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 		state.cost_limit = cost_limit;
 	}
 	state.paused = paused;
-	write_state(&state);
+	WritePageKeysState(&state);
 	CloseTransientFile(lockfd);
 	PG_RETURN_VOID();
 }
@@ -908,7 +897,7 @@ rewrite_every_database(void)
 			GetPageKeysState(&state);
 			if (state.ndone < PAGE_KEYS_MAX_DONE)
 				state.done[state.ndone++] = db->oid;
-			write_state(&state);
+			WritePageKeysState(&state);
 			CloseTransientFile(lockfd);
 			crash_point("database-done");
 		}
@@ -927,7 +916,7 @@ rewrite_every_database(void)
 		state.marked = true;
 		state.paused = false;
 		state.ndone = 0;
-		write_state(&state);
+		WritePageKeysState(&state);
 		CloseTransientFile(lockfd);
 	}
 	ereport(LOG,
@@ -979,8 +968,8 @@ drop_unused_page_key(void)
 			ereport(ERROR,
 					(errmsg("a rotation of the data keys started while the old key was being dropped")));
 		keyring_remove_key(ring, unused_id);
-		install_keyring(ring);
-		write_state(&state);	/* the ring without it, in the WAL */
+		InstallDataKeyring(ring);
+		WritePageKeysState(&state); /* the ring without it, in the WAL */
 	}
 	PG_FINALLY();
 	{
@@ -1025,6 +1014,14 @@ DataRotationLauncherMain(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		GetPageKeysState(&state);
+		if (state.wal_generation > 1 && state.wal_switch_lsn == InvalidXLogRecPtr)
+		{
+			/* a restart interrupted step 2' */
+			int			lockfd = lock_keyring_directory(true);
+
+			SwitchWALKey();
+			CloseTransientFile(lockfd);
+		}
 		if (state.operation == PAGE_KEYS_OP_ROTATE && !state.paused &&
 			!rewrite_every_database())
 			wait_ms = 10000L;

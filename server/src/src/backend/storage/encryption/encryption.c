@@ -108,7 +108,7 @@ set_up(void *cipher)
 /*
  * The page key state (pg_encryption/pages): which generation new pages are
  * written under, and whether an online rotation runs.  The ring must hold
- * that generation's key.
+ * that generation's key, and the WAL key new WAL is written under.
  */
 static void
 load_page_keys_state(void)
@@ -126,6 +126,16 @@ load_page_keys_state(void)
 				 errmsg("encryption key file \"%s\" lacks the page key of generation %u, which \"%s\" says new pages are written under",
 						KEYRING_FILE, state.generation, PAGE_KEYS_FILE),
 				 errhint("The two files must come from the same backup of this cluster.")));
+	/* new WAL's key, and the previous one's while the switch is ahead */
+	slot = page_keys_slot(state.wal_generation);
+	if (keyring_get_key(keyring, wal_keys_slot_key_id(slot)) == NULL ||
+		(state.wal_generation > 1 && state.wal_switch_lsn == 0 &&
+		 keyring_get_key(keyring, wal_keys_slot_key_id(1 - slot)) == NULL))
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" lacks the WAL key of generation %u, which \"%s\" says new WAL is written under",
+						KEYRING_FILE, state.wal_generation, PAGE_KEYS_FILE),
+				 errhint("The two files must come from the same backup of this cluster.")));
 	SetPageKeysState(&state);
 }
 
@@ -134,7 +144,8 @@ load_page_keys_state(void)
  * under the page key slots (two generations while an online rotation runs:
  * pagecrypt.c keys them from the shared ring), the small transaction files
  * under the key initdb drew for relations (kept as KEY_SLRU once a
- * rotation frees slot A), WAL under its own, the files that live only
+ * rotation frees slot A), WAL under the WAL key slots (walcrypt.c keys
+ * them from the shared ring, like the page slots), the files that live only
  * until a restart (temporary files, spill files, statement texts) under
  * the temporary-file key.  See design §8.  One cipher per key and mode,
  * shared by the modules that use it: a process makes one cipher call at a
@@ -148,12 +159,11 @@ start_modules(void)
 	XtsCipher  *slru = set_up(xts_cipher_create(cipher, ring_key(slru_id)));
 	XtsCipher  *temp_units = set_up(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 	CtrCipher  *temp_stream = set_up(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
-	CtrCipher  *wal = set_up(ctr_cipher_create(cipher, ring_key(KEY_WAL)));
 
 	load_page_keys_state();
 	InitializePageEncryption(cipher);
 	InitializeSlruEncryption(slru);
-	InitializeWALEncryption(wal);
+	InitializeWALEncryption(cipher);
 	InitializeTempFileEncryption(temp_units);
 	InitializeSpillFileEncryption(temp_stream);
 	InitializeStatementTextEncryption(temp_stream);

@@ -1,10 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * keylog.c
- *	  pgcipher: the WAL record of a change of the page keys, and its redo.
+ *	  pgcipher: a change of the data keys — written, WAL-logged, in effect —
+ *	  and its redo.
  *
- * Every change the online rotation of the data keys makes to
- * pg_encryption/pages (datarotation.c) is logged as one XLOG_ENCRYPTION_KEYS
+ * InstallDataKeyring() and WritePageKeysState() are how the online
+ * rotation (datarotation.c) and the WAL key's switch and drop (walkeys.c)
+ * change the key ring and pg_encryption/pages.  Every change to
+ * pg_encryption/pages is logged as one XLOG_ENCRYPTION_KEYS
  * record carrying that file and the key ring file as they are now: the
  * key ring wrapped under the KEK, never a key in clear.  A physical
  * standby, a restored base backup or a point-in-time recovery replays the
@@ -21,7 +24,10 @@
  * readable: replayed full-page images are plaintext, written under
  * whatever generation the standby writes.  Whether every page is marked is
  * the node's own business (its pages reach disk when its own checkpoints
- * say), so redo keeps the node's own value.
+ * say), so redo keeps the node's own value.  So is the old WAL key while
+ * the node's own crash recovery would start before the WAL switched away
+ * from it (a standby's restartpoints lag its primary's checkpoints): redo
+ * keeps it in the node's key ring until a later rotation replaces it.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -32,6 +38,7 @@
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "access/xlogreader.h"
 #include "catalog/pg_control.h"
@@ -39,6 +46,83 @@
 #include "common/keyring_int.h"
 #include "common/page_keys.h"
 #include "storage/encryption.h"
+#include "storage/lwlock.h"
+
+/*
+ * Write ring as the key ring (wrapped under the current command, in the
+ * current mode) and make it the keys every process uses.  The caller holds
+ * the key ring directory's lock.
+ */
+void
+InstallDataKeyring(Keyring *ring)
+{
+	unsigned char file[KEYRING_MAX_FILE];
+	size_t		filelen;
+	KeyringError err;
+	int			mode = ring->kek_source == KEK_SOURCE_UNWRAP ?
+		KEYRING_MODE_UNWRAP : KEYRING_MODE_KEK;
+
+	ring->from_next = false;
+	filelen = keyring_wrap_under_command(ring, CurrentKeyCommand(),
+										 encryption_key_command_timeout, mode,
+										 file, sizeof(file), &err);
+	if (filelen == 0)
+		ReportKeyringError(ERROR, &err);
+	if (!keyring_write_file(KEYRING_FILE, file, filelen, &err))
+		ReportKeyringError(ERROR, &err);
+	ChangeDataKeys(ring);
+}
+
+/*
+ * A change of the page key state: written to pg_encryption/pages, logged
+ * with the key ring so that standbys and restores follow, then in effect
+ * for every process.  The caller holds the key ring directory's lock.
+ * WALWriteLock is held while it takes effect: XLogWrite() reads the WAL
+ * half of the state (WALWriteSlot()) under it, and must never see half of
+ * a change.
+ */
+void
+WritePageKeysState(PageKeysState *state)
+{
+	KeyringError err;
+
+	state->serial++;
+	if (!page_keys_write(".", state, &err))
+		ReportKeyringError(ERROR, &err);
+	LogPageKeysChange(state);
+	LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
+	SetPageKeysState(state);
+	LWLockRelease(WALWriteLock);
+}
+
+/*
+ * A key ring replayed without the old WAL key (its drop, logged by the
+ * primary) while this node's own crash recovery would start before the
+ * switch away from it: put the node's copy of the key back in.  True if
+ * it did.
+ */
+static bool
+keep_old_wal_key(Keyring *ring, const PageKeysState *next)
+{
+	uint32		old_id = wal_keys_slot_key_id(1 - page_keys_slot(next->wal_generation));
+	Keyring    *local;
+	const KeyringKey *key;
+	XLogRecPtr	redo;
+	TimeLineID	tli;
+
+	GetOldestRestartPoint(&redo, &tli);
+	if (next->wal_generation <= 1 || keyring_get_key(ring, old_id) != NULL ||
+		(next->wal_switch_lsn != InvalidXLogRecPtr && redo >= next->wal_switch_lsn))
+		return false;
+	local = palloc(sizeof(Keyring));
+	CopyDataEncryptionKeyring(local);
+	key = keyring_get_key(local, old_id);
+	if (key != NULL)
+		keyring_put_key(ring, key);
+	data_encryption_wipe(local, sizeof(Keyring));
+	pfree(local);
+	return key != NULL;
+}
 
 /*
  * Log the state just written to pg_encryption/pages with the key ring as
@@ -120,9 +204,20 @@ RedoPageKeysChange(XLogReaderState *record)
 			data_encryption_wipe(ring, sizeof(Keyring));
 			goto done;
 		}
-		if (!keyring_write_file(KEYRING_FILE, ring_bytes, xlrec.keyring_len, &err))
-			ReportKeyringError(FATAL, &err);
-		ChangeDataKeys(ring);
+		if (keep_old_wal_key(ring, next))
+		{
+			ereport(LOG,
+					(errmsg("keeping the WAL key of generation %u: crash recovery of this server starts before %X/%X",
+							next->wal_generation - 1, LSN_FORMAT_ARGS(next->wal_switch_lsn)),
+					 errdetail("The primary dropped it; this server keeps it until the next rotation replaces it.")));
+			InstallDataKeyring(ring);
+		}
+		else
+		{
+			if (!keyring_write_file(KEYRING_FILE, ring_bytes, xlrec.keyring_len, &err))
+				ReportKeyringError(FATAL, &err);
+			ChangeDataKeys(ring);
+		}
 		data_encryption_wipe(ring, sizeof(Keyring));
 		pfree(ring);
 	}

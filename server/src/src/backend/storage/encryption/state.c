@@ -62,6 +62,8 @@ typedef struct EncryptionShared
 	pg_atomic_uint32 key_version;	/* odd while the key ring changes */
 	pg_atomic_uint32 write_generation;	/* PageKeysState.generation */
 	pg_atomic_uint32 marked;	/* PageKeysState.marked */
+	pg_atomic_uint32 wal_generation;	/* PageKeysState.wal_generation */
+	pg_atomic_uint64 wal_switch_lsn;	/* PageKeysState.wal_switch_lsn */
 	slock_t		mutex;			/* protects what follows */
 	PageKeysState state;		/* pg_encryption/pages as last written */
 	DataRotationProgress progress;
@@ -109,6 +111,8 @@ DataEncryptionKeyringMemory(void)
 	pg_atomic_init_u32(&shared->key_version, 0);
 	pg_atomic_init_u32(&shared->write_generation, 1);
 	pg_atomic_init_u32(&shared->marked, 0);
+	pg_atomic_init_u32(&shared->wal_generation, 1);
+	pg_atomic_init_u64(&shared->wal_switch_lsn, 0);
 	SpinLockInit(&shared->mutex);
 	page_keys_initial(&shared->state);
 	return keyring;
@@ -230,6 +234,34 @@ SetPageKeysState(const PageKeysState *state)
 	pg_atomic_write_u32(&shared->marked, state->marked ? 1 : 0);
 	pg_write_barrier();
 	pg_atomic_write_u32(&shared->write_generation, state->generation);
+	SetWALKeySwitch(state->wal_generation, state->wal_switch_lsn);
+}
+
+/*
+ * The WAL key slot XLogWrite() encrypts the page at pageptr under
+ * (walcrypt.c).  Its inputs change only under WALWriteLock (walkeys.c), so
+ * every page is written under one slot, whichever process writes it.
+ */
+int
+WALWriteSlot(XLogRecPtr pageptr)
+{
+	if (shared == NULL)
+		return PAGE_SLOT_A;
+	return wal_keys_write_slot(pg_atomic_read_u32(&shared->wal_generation),
+							   pg_atomic_read_u64(&shared->wal_switch_lsn),
+							   pageptr);
+}
+
+/* The WAL half of the state, and the shared copy's fields */
+void
+SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn)
+{
+	SpinLockAcquire(&shared->mutex);
+	shared->state.wal_generation = wal_generation;
+	shared->state.wal_switch_lsn = switch_lsn;
+	SpinLockRelease(&shared->mutex);
+	pg_atomic_write_u64(&shared->wal_switch_lsn, switch_lsn);
+	pg_atomic_write_u32(&shared->wal_generation, wal_generation);
 }
 
 /* The workers' progress (datarotation.c) */

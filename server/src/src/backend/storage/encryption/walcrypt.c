@@ -27,6 +27,14 @@
  * (CopyWALPagePrefix), so the new timeline's file is consistent from the
  * moment it exists.
  *
+ * Key slots.  WAL is under the WAL key of slot A (KEY_WAL) or B
+ * (KEY_WAL_B); an online rotation of the data keys moves new WAL to the
+ * other slot from a segment boundary (walkeys.c), and WALWriteSlot() says
+ * which slot a page's LSN falls in.  Each process holds a cipher per slot,
+ * re-keyed in place when the shared key ring changes (the refresh hook
+ * common/wal_encryption.c calls before each page), so that neither
+ * XLogWrite() nor a WAL reader allocates in a critical section.
+ *
  * Decryption happens in the WAL reader (xlogreader.c, xlogrecovery.c);
  * the pages and tweaks are defined in common/wal_encryption.c.
  *
@@ -42,6 +50,7 @@
 
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
+#include "common/page_keys.h"
 #include "common/wal_encryption.h"
 #include "storage/encryption.h"
 
@@ -55,6 +64,41 @@ static WALPartialPage *last_partial_page = NULL;
 
 /* epoch for pages first written by this server incarnation; never 0 */
 static uint32 wal_write_epoch = 0;
+
+/* a CTR context per WAL key slot, made once, re-keyed in place */
+static CtrCipher *slot_cipher[2] = {NULL, NULL};
+
+/* the key ring version they were keyed from (odd: none) */
+static uint32 keys_version_seen = 1;
+
+/*
+ * Re-key the slot ciphers from the shared key ring when it changed; a slot
+ * whose key is not in the ring has none, and WAL under it cannot be read.
+ * Allocates nothing and never throws: XLogWrite() and the WAL readers call
+ * it, in critical sections too, through wal_encryption_refresh_hook.
+ */
+static void
+refresh_wal_ciphers(void)
+{
+	uint32		version = DataKeysVersion();
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+
+	if (likely(version == keys_version_seen))
+		return;
+	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
+	{
+		bool		have = CopyDataKey(wal_keys_slot_key_id(slot), key) &&
+			ctr_cipher_rekey(slot_cipher[slot], key);
+
+		wal_encryption_set_cipher(slot, have ? slot_cipher[slot] : NULL);
+	}
+	data_encryption_wipe(key, sizeof(key));
+	if (last_partial_page != NULL)
+		last_partial_page->valid = 0;
+	/* the ring changed while we copied: look again next time */
+	if (version % 2 == 0)
+		keys_version_seen = version;
+}
 
 /*
  * Called by the postmaster before each start of the startup process, and
@@ -75,12 +119,30 @@ ChooseWALEncryptionEpoch(void)
 /*
  * Called by InitializeDataEncryption() once the key ring is loaded, in the
  * postmaster (or a single-user or bootstrap backend), before any WAL is
- * written; children inherit the cipher, the epoch and the buffer.
+ * written; children inherit the ciphers, the epoch and the buffer.  Both
+ * slots get a context now, keyed with whichever WAL key the ring holds,
+ * so that re-keying never allocates.
  */
 void
-InitializeWALEncryption(CtrCipher *wal)
+InitializeWALEncryption(int cipher)
 {
-	wal_encryption_set_cipher(wal);
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+
+	if (!CopyDataKey(KEY_WAL, key) && !CopyDataKey(KEY_WAL_B, key))
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" holds no WAL key", KEYRING_FILE)));
+	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
+		if (slot_cipher[slot] == NULL &&
+			(slot_cipher[slot] = ctr_cipher_create(cipher, key)) == NULL)
+			ereport(FATAL,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not set up the data encryption ciphers"),
+					 errdetail("%s", data_encryption_error_reason())));
+	data_encryption_wipe(key, sizeof(key));
+	keys_version_seen = DataKeysVersion() + 1;	/* odd: never seen */
+	refresh_wal_ciphers();
+	wal_encryption_refresh_hook = refresh_wal_ciphers;
 	ChooseWALEncryptionEpoch();
 	if (wal_scratch == NULL)
 	{
@@ -115,7 +177,8 @@ encrypt_wal_buffer_page(char *page, char *out, XLogRecPtr pageptr,
 		valid = valid_end - pageptr;
 	else
 		valid = 0;
-	wal_encrypt_page_cached(last_partial_page, page, out, pageptr, epoch, valid);
+	wal_encrypt_page_cached(last_partial_page, page, out, pageptr, epoch,
+							WALWriteSlot(pageptr), valid);
 }
 
 /*
@@ -190,6 +253,7 @@ CopyWALPagePrefix(int srcfd, const char *path, char *page, off_t offset,
 		return;
 	}
 	(void) wal_decrypt_page(page, pageptr, XLOG_BLCKSZ);
-	wal_encrypt_page(page, wal_scratch, pageptr, wal_write_epoch, upto);
+	wal_encrypt_page_cached(NULL, page, wal_scratch, pageptr, wal_write_epoch,
+							WALWriteSlot(pageptr), upto);
 	memcpy(page, wal_scratch, XLOG_BLCKSZ);
 }

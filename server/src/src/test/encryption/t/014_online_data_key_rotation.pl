@@ -443,8 +443,9 @@ is($checks->($node), $expected, 'second rotation: every row as before');
 # --- kill -9 at every step: the server starts, resumes and completes ---
 for my $step (
 	'keyring-written', 'switched',
-	'database-rewritten', 'database-done',
-	'completed', 'old-key-dropped')
+	'wal-switched', 'database-rewritten',
+	'database-done', 'completed',
+	'old-key-dropped')
 {
 	my ($gen) = page_state() =~ /generation (\d+)/;
 	local $ENV{PGCIPHER_TEST_DATA_ROTATION_CRASH_AT} = $step;
@@ -482,6 +483,11 @@ for my $step (
 	is($checks->($node, 1),
 		$expected_crashed,
 		"kill -9 at step $step: every row as before (unlogged ones reset)");
+	like(
+		page_state(),
+		qr/wal_generation $want\nwal_switch_lsn (?!0\/0\n)/,
+		"kill -9 at step $step: new WAL under WAL generation $want, switched"
+	);
 }
 
 done_testing();
