@@ -320,7 +320,7 @@ echo "   started with the retired passphrase instead, the server refuses and nam
 (postgres -D "$demo/enc/data" 2>&1 || true) | grep -E "FATAL|DETAIL" | sed 's/^.*\] /   /'
 sed -i "s|cat $demo/passphrase'|cat $demo/passphrase-2027'|" "$demo/enc/data/postgresql.auto.conf"
 
-step "4d'. Replace the page key itself online, pgbench running: every block rewritten, nothing stops"
+step "4d'. Replace the page and WAL keys themselves online, pgbench running: every block rewritten, nothing stops"
 pg_ctl -D "$demo/enc/data" -l "$demo/enc/server.log" -w start >/dev/null
 pgbench_enc() { pgbench -h "$demo/enc" -p "$enc_port" -U postgres "$@" postgres; }
 pgbench_enc -i -s 10 -q > "$demo/pgbench-init.log" 2>&1
@@ -340,7 +340,13 @@ done
 wait "$pgbench_pid"
 grep -E "^progress|number of failed|^tps" "$demo/pgbench-rotation.log" | sed 's/^/   pgbench: /'
 pg_controldata "$demo/enc/data" | grep "page keys" | sed 's/^/   /'
-grep -E "rotation of the data keys|left the key ring" "$demo/enc/server.log" | sed 's/^.*LOG: */   server log: /'
+grep -E "rotation of the data keys|left the key ring|on is written under" "$demo/enc/server.log" | sed 's/^.*LOG: */   server log: /'
+seg=$(psql_enc -At -c "SELECT pg_walfile_name(pg_current_wal_lsn())")
+info=$(od -An -tu2 -j2 -N2 "$demo/enc/data/pg_wal/$seg" | tr -d ' ')
+printf '   xlp_info of the first page of WAL segment %s on disk: 0x%04x (0x0010 XLP_ENCRYPTED, 0x0020 XLP_WAL_KEY_B: new WAL is under WAL key slot B; design 6)\n' "$seg" "$info"
+if [ $((info & 0x30)) != 48 ]; then echo "demo: new WAL is not under the new WAL key!" >&2; exit 1; fi
+echo "   nothing here needs the WAL from before the switch once a checkpoint passes it: SELECT pg_encryption_drop_old_wal_key();"
+echo "   $(psql_enc -At -c "SELECT pg_encryption_drop_old_wal_key()")  (it checkpointed first)"
 echo "   flags of block 0 of cards on disk (bytes 10-11, little-endian: 00 c0 = 0xC000, encrypted under page key slot B; design 4.2):"
 od -An -tx1 -j10 -N2 "$demo/enc/data/$(psql_enc -At -c "SELECT pg_relation_filepath('cards')")" | sed 's/^/   /'
 psql_enc -q -c "CHECKPOINT" >/dev/null

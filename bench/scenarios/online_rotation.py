@@ -184,6 +184,10 @@ def run(run, p):
         for rep in range(1, p["rounds"] + 1):
             for delay, limit in order if rep % 2 else list(reversed(order)):
                 point = dict(cost_delay=delay, cost_limit=limit)
+                # the last rotation's WAL key is dropped once crash recovery
+                # starts after its switch: checkpoint here, not inside the
+                # next rotation's call (which would checkpoint by itself)
+                c.psql("CHECKPOINT")
                 before, _, wal_rate = _measure(c, p["clients"], p["before_seconds"])
                 budget = 60 + size / 2**20 / (5 if delay else 20) * 2
                 during, done_s, wal, said = _rotate(run, c, p["clients"], delay, limit, budget)

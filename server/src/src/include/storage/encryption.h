@@ -111,8 +111,8 @@ extern PGDLLIMPORT void DataRotationWorkerMain(Datum main_arg);
  * boundary; the old WAL key leaves the ring when nothing needs it
  */
 extern void SwitchWALKey(void);
-extern bool OldWALKeyNeeded(const struct PageKeysState *state, char *why,
-							size_t size);
+extern bool OldWALKeyNeeded(const struct PageKeysState *state,
+							bool checkpoint, char *why, size_t size);
 extern uint32 OldWALKeyId(const struct PageKeysState *state);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */

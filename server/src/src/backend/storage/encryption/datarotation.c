@@ -194,7 +194,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	 * the new one) only if nothing needs it any more (walkeys.c)
 	 */
 	old_wal_id = OldWALKeyId(&state);
-	if (old_wal_id != 0 && OldWALKeyNeeded(&state, why, sizeof(why)))
+	if (old_wal_id != 0 && OldWALKeyNeeded(&state, true, why, sizeof(why)))
 	{
 		data_encryption_wipe(ring, sizeof(Keyring));
 		ereport(ERROR,
@@ -202,7 +202,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 				 errmsg("cannot rotate the data keys while the WAL key of generation %u is still needed",
 						state.wal_generation - 1),
 				 errdetail("%s", why),
-				 errhint("The rotation draws the next WAL key into its slot.  A CHECKPOINT moves the redo point; drop or advance the replication slot, let the archiver catch up, or wait for the backup to end; then try again.")));
+				 errhint("The rotation draws the next WAL key into its slot.  Drop or advance the replication slot, let the archiver catch up, or wait for the backup to end; then try again.")));
 	}
 
 	/*
@@ -959,10 +959,14 @@ drop_unused_page_key(void)
 	}
 	phase(DATA_ROTATION_DROPPING_KEY);
 	ring = palloc(sizeof(Keyring));
-	CopyDataEncryptionKeyring(ring);
 	lockfd = lock_keyring_directory(true);
 	PG_TRY();
 	{
+		/*
+		 * the ring as it is now: a drop of the old WAL key may have changed
+		 * it
+		 */
+		CopyDataEncryptionKeyring(ring);
 		GetPageKeysState(&state);
 		if (state.operation != PAGE_KEYS_OP_NONE)
 			ereport(ERROR,

@@ -29,7 +29,8 @@
  * archiver (a segment before the switch not yet archived), a base backup
  * in progress (it may copy the key ring after the drop, while its WAL
  * starts before the switch).  pg_encryption_drop_old_wal_key() drops it
- * when none of these holds it; the next rotation replaces it under the
+ * when none of these holds it (checkpointing first if the redo point is
+ * before the switch); the next rotation replaces it under the
  * same conditions and refuses to start otherwise.  Backups and WAL
  * archives taken before the drop keep their own copy of the key ring,
  * which holds it.  Design 9.6.
@@ -47,6 +48,7 @@
 #include "common/keyring.h"
 #include "common/page_keys.h"
 #include "miscadmin.h"
+#include "postmaster/bgwriter.h"
 #include "replication/slot.h"
 #include "storage/encryption.h"
 #include "storage/fd.h"
@@ -145,10 +147,13 @@ slot_before(XLogRecPtr switch_lsn, char *name, XLogRecPtr *restart_lsn)
 
 /*
  * Whether this server may still read WAL under the old WAL key; if so,
- * why, in a sentence for an errdetail.  Call it on a primary.
+ * why, in a sentence for an errdetail.  Call it on a primary.  When crash
+ * recovery would start before the switch, a checkpoint is what the DBA
+ * would run: with checkpoint, it runs one (immediate) and looks on.
  */
 bool
-OldWALKeyNeeded(const PageKeysState *state, char *why, size_t size)
+OldWALKeyNeeded(const PageKeysState *state, bool checkpoint, char *why,
+				size_t size)
 {
 	XLogRecPtr	switch_lsn = state->wal_switch_lsn;
 	XLogRecPtr	lsn;
@@ -162,6 +167,8 @@ OldWALKeyNeeded(const PageKeysState *state, char *why, size_t size)
 				 state->wal_generation);
 		return true;
 	}
+	if (checkpoint && crash_recovery_start() < switch_lsn)
+		RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_IMMEDIATE);
 	if ((lsn = crash_recovery_start()) < switch_lsn)
 	{
 		snprintf(why, size, "Crash recovery would start at %X/%X, before the switch to the new WAL key at %X/%X.",
@@ -272,12 +279,12 @@ pg_encryption_drop_old_wal_key(PG_FUNCTION_ARGS)
 				 state->wal_generation);
 		PG_RETURN_TEXT_P(cstring_to_text(line));
 	}
-	if (OldWALKeyNeeded(state, why, sizeof(why)))
+	if (OldWALKeyNeeded(state, true, why, sizeof(why)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("the WAL key of generation %u is still needed", state->wal_generation - 1),
 				 errdetail("%s", why),
-				 errhint("A CHECKPOINT moves the redo point; drop or advance the replication slot, let the archiver catch up, or wait for the backup to end; then try again.")));
+				 errhint("Drop or advance the replication slot, let the archiver catch up, or wait for the backup to end; then try again.")));
 
 	ring = palloc(sizeof(Keyring));
 	CopyDataEncryptionKeyring(ring);

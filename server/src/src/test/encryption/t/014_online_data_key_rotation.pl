@@ -28,9 +28,12 @@ my $node = PostgreSQL::Test::Cluster->new('rotate_data');
 $node->init(
 	allows_streaming => 1,
 	extra => [ '--data-checksums', LeakScan::encryption_options('aes-256') ]);
-# in-place tablespaces: the standbys on this host replay CREATE TABLESPACE
+# in-place tablespaces: the standbys on this host replay CREATE TABLESPACE;
+# the standbys stream without a slot, and the rotations' full-page images
+# make checkpoints come often: keep the WAL they have not received
 $node->append_conf('postgresql.conf',
-	"max_worker_processes = 16\nallow_in_place_tablespaces = on\n");
+	"max_worker_processes = 16\nallow_in_place_tablespaces = on\nwal_keep_size = 1GB\n"
+);
 $node->start;
 my $pgdata = $node->data_dir;
 my $bin = $node->config_data('--bindir');

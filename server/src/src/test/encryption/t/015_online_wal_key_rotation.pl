@@ -3,14 +3,15 @@
 # The WAL key's generations (design 7, 9.6; walkeys.c): pg_rotate_data_keys()
 # draws a new WAL key too, and new WAL is written under it from a segment
 # boundary, each page naming its key slot in its clear header
-# (XLP_WAL_KEY_B).  Crash recovery, pg_waldump, pg_rewind, a standby and a
-# point-in-time recovery from the archive read WAL of both keys.  The old
-# WAL key stays while this server may still read WAL under it, and
-# pg_encryption_drop_old_wal_key() and the next rotation say what holds
-# it: the redo point, a replication slot, the archiver, a running backup.
+# (XLP_WAL_KEY_B).  Crash recovery, pg_waldump, pg_rewind, a standby, a
+# logical subscriber and a point-in-time recovery from the archive read
+# WAL of both keys.  The old WAL key stays while this server may still
+# read WAL under it: pg_encryption_drop_old_wal_key() and the next
+# rotation say what holds it (a replication slot, the archiver, a running
+# backup) and checkpoint by themselves when only the redo point does.
 # Once dropped, WAL from before the switch reads only with the key ring of
-# a backup taken before.  No marker is in the WAL written after the
-# switch; an unencrypted control finds them.
+# a backup taken before.  No marker is in the WAL, the archive or the
+# data; an unencrypted control finds them.
 use strict;
 use warnings FATAL => 'all';
 use File::Basename;
@@ -32,7 +33,7 @@ my $marker = sub {
 
 my $node = PostgreSQL::Test::Cluster->new('wal_keys');
 $node->init(
-	allows_streaming => 1,
+	allows_streaming => 'logical',
 	has_archiving => 1,
 	extra => [ '--data-checksums', LeakScan::encryption_options('aes-128') ]);
 $node->append_conf(
@@ -100,6 +101,18 @@ INSERT INTO t SELECT g, '@{[ $marker->('before') ]}' || g FROM generate_series(1
 SELECT pg_create_physical_replication_slot('lagging', true);
 CHECKPOINT;));
 $node->backup('before');
+
+# a logical subscriber (unencrypted): decoding reads WAL of both keys
+my $sub = PostgreSQL::Test::Cluster->new('wal_keys_sub');
+$sub->init;
+$sub->start;
+$sub->safe_psql('postgres', 'CREATE TABLE t (id int PRIMARY KEY, v text)');
+$node->safe_psql('postgres', 'CREATE PUBLICATION p FOR TABLE t');
+$sub->safe_psql('postgres',
+	"CREATE SUBSCRIPTION s CONNECTION '"
+	  . $node->connstr
+	  . " dbname=postgres' PUBLICATION p");
+$sub->wait_for_subscription_sync($node, 's');
 my $standby = PostgreSQL::Test::Cluster->new('wal_keys_standby');
 $standby->init_from_backup($node, 'before', has_streaming => 1);
 $standby->start;
@@ -140,6 +153,13 @@ ok( $slots->{before}{A} > 0
 	"WAL pages before the switch under slot A ($slots->{before}{A}), after it under slot B ($slots->{after}{B})"
 );
 
+$node->wait_for_catchup('s');
+is( $sub->safe_psql('postgres', 'SELECT count(*), count(DISTINCT v) FROM t'),
+	'3000|3000',
+	'logical replication carries the rows from both sides of the switch');
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION s');
+$sub->stop;
+
 # pg_waldump reads across the switch
 my ($stdout, $stderr);
 IPC::Run::run(
@@ -159,32 +179,29 @@ ok(scalar(@lsns) > 2000,
 	'pg_waldump decodes every insert, before and after the switch');
 unlike($stderr, qr/error/i, 'pg_waldump reports no error');
 
-# --- the old WAL key is still needed: both refusals say why ---
-my ($ret, $out, $err) =
-  $node->psql('postgres', 'SELECT pg_encryption_drop_old_wal_key()');
-like(
-	$err,
-	qr/the WAL key of generation 1 is still needed.*Crash recovery would start at/s,
-	'drop refused: the redo point lies before the switch');
-($ret, $out, $err) = $node->psql('postgres', 'SELECT pg_rotate_data_keys()');
-like(
-	$err,
-	qr/cannot rotate the data keys while the WAL key of generation 1 is still needed/,
-	'the next rotation refused while the old WAL key is needed');
-
 # crash recovery from a redo point before the switch reads both keys
+ok( lsn($node->safe_psql(
+			'postgres', 'SELECT redo_lsn FROM pg_control_checkpoint()')
+	) < $switch,
+	'crash recovery would start before the switch');
 $node->stop('immediate');
 $node->start;
 is( $node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT v) FROM t'),
 	'3000|3000',
 	'crash recovery across the switch reads every row');
 
-($ret, $out, $err) =
+# --- the old WAL key is still needed: the drop and the next rotation say why ---
+my ($ret, $out, $err) =
   $node->psql('postgres', 'SELECT pg_encryption_drop_old_wal_key()');
 like(
 	$err,
-	qr/Replication slot "lagging" keeps WAL from/,
+	qr/the WAL key of generation 1 is still needed.*Replication slot "lagging" keeps WAL from/s,
 	'drop refused: a replication slot keeps WAL from before the switch');
+($ret, $out, $err) = $node->psql('postgres', 'SELECT pg_rotate_data_keys()');
+like(
+	$err,
+	qr/cannot rotate the data keys while the WAL key of generation 1 is still needed.*Replication slot "lagging"/s,
+	'the next rotation refused while the old WAL key is needed');
 $node->safe_psql('postgres', "SELECT pg_drop_replication_slot('lagging')");
 ($ret, $out, $err) =
   $node->psql('postgres', 'SELECT pg_encryption_drop_old_wal_key()');
@@ -331,6 +348,38 @@ $node->start;
 $other->wait_for_catchup($node);
 is($node->safe_psql('postgres', 'SELECT count(*), max(id) FROM t'),
 	'3002|3002', 'the rewound node follows its new primary');
+
+# --- back to back: a rotation and a drop checkpoint when only the redo
+# point holds the old WAL key ---
+for my $gen (4, 5)
+{
+	$other->safe_psql('postgres', 'SELECT pg_rotate_data_keys(0, 10000)');
+	ok(wait_done($other),
+		"rotation to generation $gen right after the last one");
+	like(
+		page_state($other->data_dir),
+		qr/wal_generation $gen\n/,
+		"WAL generation $gen");
+}
+my ($switch5) = page_state($other->data_dir) =~ m{wal_switch_lsn (\S+)};
+ok( lsn($other->safe_psql(
+			'postgres', 'SELECT redo_lsn FROM pg_control_checkpoint()')
+	) < lsn($switch5),
+	'the redo point is before the last switch');
+is( $other->safe_psql('postgres', 'SELECT pg_encryption_drop_old_wal_key()'),
+	'dropped the WAL key of generation 4',
+	'the drop checkpoints, then drops the old WAL key');
+ok( lsn($other->safe_psql(
+			'postgres', 'SELECT redo_lsn FROM pg_control_checkpoint()')
+	) >= lsn($switch5),
+	'the redo point moved past the switch');
+$other->wait_for_catchup($node);
+like(
+	page_state($pgdata),
+	qr/wal_generation 5\n/,
+	'the rewound node, now a standby, follows');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM t'),
+	'3002', 'the standby reads every row');
 
 # --- no marker in the WAL, the archive or the data; the control finds them ---
 $other->safe_psql('postgres', 'CHECKPOINT');
