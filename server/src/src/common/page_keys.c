@@ -320,6 +320,45 @@ page_keys_write(const char *datadir, const PageKeysState *state,
 	return ok;
 }
 
+/*
+ * initdb --encryption-keys-from: the new cluster writes its pages, from
+ * bootstrap on, under the old cluster's page key generation, whose key
+ * keyring_create() copied, so that pg_upgrade can move the old files as
+ * they are into a cluster whose every page is under that one generation
+ * (its own catalogs included).  Its WAL is its own: WAL generation 1.  An
+ * old cluster whose rotation has not finished is refused.
+ */
+bool
+page_keys_adopt(const char *olddir, const char *newdir, KeyringError *err)
+{
+	PageKeysState *old = malloc(sizeof(PageKeysState));
+	PageKeysState *state = malloc(sizeof(PageKeysState));
+	bool		ok = false;
+
+	if (old == NULL || state == NULL)
+		keyring_set_error(err, KEYRING_ERR_IO, NULL, "out of memory");
+	else if (page_keys_read(olddir, old, err))
+	{
+		if (old->operation != PAGE_KEYS_OP_NONE)
+			keyring_set_error(err, KEYRING_ERR_FILE_CORRUPT,
+							  "Start the old cluster and let the rotation finish (pg_stat_progress_encryption), then try again.",
+							  "the rotation of the data keys of the cluster in \"%s\" has not finished",
+							  olddir);
+		else if (old->generation == 1)
+			ok = true;			/* the initial state: no file to write */
+		else
+		{
+			page_keys_initial(state);
+			state->generation = old->generation;
+			state->marked = true;	/* every page written carries its mark */
+			ok = page_keys_write(newdir, state, err);
+		}
+	}
+	free(old);
+	free(state);
+	return ok;
+}
+
 /* One line for pg_controldata and the server's messages */
 void
 page_keys_describe(const PageKeysState *state, char *buf, size_t size)

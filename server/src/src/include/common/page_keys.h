@@ -115,6 +115,8 @@ extern bool page_keys_read(const char *datadir, PageKeysState *state,
 						   KeyringError *err);
 extern bool page_keys_write(const char *datadir, const PageKeysState *state,
 							KeyringError *err);
+extern bool page_keys_adopt(const char *olddir, const char *newdir,
+							KeyringError *err);
 extern const char *page_keys_operation_name(int operation);
 extern void page_keys_describe(const PageKeysState *state, char *buf,
 							   size_t size);

@@ -232,8 +232,14 @@ InitializeDataEncryption(bool bootstrap)
 	Assert(data_encryption_cipher == cipher);
 	start_modules();
 
-	/* the postmaster: the online rotation's launcher, resuming a rotation */
-	if (!bootstrap && IsPostmasterEnvironment && !IsUnderPostmaster)
+	/*
+	 * the postmaster: the online rotation's launcher, resuming a rotation;
+	 * not under pg_upgrade, whose new cluster holds the old one's page keys
+	 * before it holds its page key state (the launcher would take them for
+	 * unused keys and drop them)
+	 */
+	if (!bootstrap && IsPostmasterEnvironment && !IsUnderPostmaster &&
+		!IsBinaryUpgrade)
 		RegisterDataRotationLauncher();
 }
 

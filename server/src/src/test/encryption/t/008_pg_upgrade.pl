@@ -544,6 +544,47 @@ $found = scan_for_markers(\@markers, $plain->data_dir);
 ok( scalar(grep { @{ $found->{ $_->{name} } // [] } } @markers) >= 8,
 	'the decrypted cluster holds the plaintext again (markers found)');
 
+# --------------------------- after an online rotation of the data keys
+# The old cluster's pages are under page key slot B and its WAL under WAL
+# key slot B (design 9.6): --copy re-keys each page by its mark; --link
+# with the old keys (initdb --encryption-keys-from) carries
+# pg_encryption/pages, the new cluster's own WAL at generation 1.
+{
+	$same->start;
+	$same->safe_psql('postgres', 'SELECT pg_rotate_data_keys(0, 10000)');
+	$same->poll_query_until('postgres',
+		"SELECT operation || ' ' || phase = 'none idle' FROM pg_stat_progress_encryption"
+	) or die 'the rotation did not finish';
+	like(
+		slurp_file($same->data_dir . '/pg_encryption/pages'),
+		qr/^generation 2\n.*^wal_generation 2\n/ms,
+		'the old cluster rotated: pages and WAL under generation 2');
+	$same->stop;
+
+	my $rotated_rekeyed =
+	  new_cluster('rotated_rekeyed', encryption_options('aes-256'));
+	($ok, $out) = upgrade($same, $rotated_rekeyed, '--copy');
+	ok($ok,
+		'rotated → new keys in copy mode: each page decrypted by its mark')
+	  or diag($out);
+	check_upgraded('rotated → --copy re-key',
+		$rotated_rekeyed, $expected17, $expected17_dump, 1);
+
+	my $rotated_same = new_cluster(
+		'rotated_same_keys',
+		encryption_options('aes-256'),
+		'--encryption-keys-from=' . $same->data_dir);
+	($ok, $out) = upgrade($same, $rotated_same, '--link');
+	ok($ok, 'rotated → the same page key: --link') or diag($out);
+	like(
+		slurp_file($rotated_same->data_dir . '/pg_encryption/pages'),
+		qr/^generation 2\n.*^wal_generation 1\nwal_switch_lsn 0\/0\n/ms,
+		'--link carries the page key state; the new WAL starts at generation 1'
+	);
+	check_upgraded('rotated → --link',
+		$rotated_same, $expected17, $expected17_dump, 1);
+}
+
 # ------------------------------ a damaged page is not hidden by the rewrite
 {
 	my $bad = PostgreSQL::Test::Cluster->new('damaged',

@@ -109,7 +109,7 @@ $sub->start;
 $sub->safe_psql('postgres', 'CREATE TABLE t (id int PRIMARY KEY, v text)');
 $node->safe_psql('postgres', 'CREATE PUBLICATION p FOR TABLE t');
 $sub->safe_psql('postgres',
-	"CREATE SUBSCRIPTION s CONNECTION '"
+		"CREATE SUBSCRIPTION s CONNECTION '"
 	  . $node->connstr
 	  . " dbname=postgres' PUBLICATION p");
 $sub->wait_for_subscription_sync($node, 's');
