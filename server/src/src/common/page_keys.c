@@ -41,6 +41,7 @@
 #endif
 
 #include <errno.h>
+#include <sys/stat.h>
 
 #include "common/page_keys.h"
 #include "port/pg_crc32c.h"
@@ -358,6 +359,67 @@ page_keys_adopt(const char *olddir, const char *newdir, KeyringError *err)
 	free(state);
 	return ok;
 }
+
+#ifdef FRONTEND
+
+/*
+ * pg_checksums --check on the cluster in datadir: count its blocks by key
+ * if it is encrypted (it holds a key ring).  False, with err filled, if
+ * pg_encryption/pages cannot be read.
+ */
+bool
+page_keys_tally_start(PageKeysTally *tally, const char *datadir,
+					  KeyringError *err)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	memset(tally, 0, sizeof(PageKeysTally));
+	snprintf(path, sizeof(path), "%s/%s", datadir, KEYRING_FILE);
+	if (stat(path, &st) != 0)
+		return true;
+	tally->encrypted = true;
+	return page_keys_read(datadir, &tally->state, err);
+}
+
+/* One stored block that is not all zeros */
+void
+page_keys_tally_block(PageKeysTally *tally, const char *page)
+{
+	int			slot;
+
+	if (!tally->encrypted)
+		return;
+	slot = page_stored_slot(page, tally->state.marked);
+	tally->blocks[slot == PAGE_SLOT_CLEAR ? 2 : slot]++;
+}
+
+/*
+ * Print the counts; false if, with no rotation running, a block is under
+ * another key than the generation pg_encryption/pages names (a file
+ * restored from a backup of another generation, a damaged mark)
+ */
+bool
+page_keys_tally_report(const PageKeysTally *tally)
+{
+	int			slot = page_keys_slot(tally->state.generation);
+	int64		others = tally->blocks[1 - slot] + tally->blocks[2];
+
+	if (!tally->encrypted)
+		return true;
+	printf("Blocks under page key generation %u (slot %c): %lld\n",
+		   tally->state.generation, slot == PAGE_SLOT_A ? 'A' : 'B',
+		   (long long) tally->blocks[slot]);
+	printf("Blocks under another page key or none: %lld\n", (long long) others);
+	if (tally->state.operation != PAGE_KEYS_OP_NONE)
+	{
+		printf("A rotation of the data keys is running: blocks of two generations are expected.\n");
+		return true;
+	}
+	return others == 0;
+}
+
+#endif							/* FRONTEND */
 
 /* One line for pg_controldata and the server's messages */
 void

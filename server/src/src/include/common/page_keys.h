@@ -117,6 +117,24 @@ extern bool page_keys_write(const char *datadir, const PageKeysState *state,
 							KeyringError *err);
 extern bool page_keys_adopt(const char *olddir, const char *newdir,
 							KeyringError *err);
+
+/*
+ * pg_checksums --check: every stored block of the cluster by the key its
+ * mark names, against what pg_encryption/pages allows (design 9.6)
+ */
+typedef struct PageKeysTally
+{
+	bool		encrypted;		/* else nothing is counted */
+	PageKeysState state;
+	int64		blocks[3];		/* PAGE_SLOT_A, PAGE_SLOT_B, under no key */
+} PageKeysTally;
+
+#ifdef FRONTEND
+extern bool page_keys_tally_start(PageKeysTally *tally, const char *datadir,
+								  KeyringError *err);
+extern void page_keys_tally_block(PageKeysTally *tally, const char *page);
+extern bool page_keys_tally_report(const PageKeysTally *tally);
+#endif
 extern const char *page_keys_operation_name(int operation);
 extern void page_keys_describe(const PageKeysState *state, char *buf,
 							   size_t size);

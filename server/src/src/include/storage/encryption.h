@@ -49,6 +49,8 @@ extern const struct Keyring *DataEncryptionKeyring(void);
 extern void CopyDataEncryptionKeyring(struct Keyring *out);
 extern uint32 DataKeysVersion(void);
 extern bool CopyDataKey(uint32 id, unsigned char *key);
+extern void CopyStartupSlotKey(uint32 id_a, uint32 id_b, const char *what,
+							   unsigned char *key);
 extern void ChangeDataKeys(const struct Keyring *ring);
 extern uint32 PageWriteGeneration(void);
 extern bool PagesMarked(void);

@@ -188,10 +188,7 @@ InitializePageEncryption(int cipher)
 {
 	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
 
-	if (!CopyDataKey(KEY_RELATION, key) && !CopyDataKey(KEY_RELATION_B, key))
-		ereport(FATAL,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("encryption key file \"%s\" holds no page key", KEYRING_FILE)));
+	CopyStartupSlotKey(KEY_RELATION, KEY_RELATION_B, "page key", key);
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
 		if (slot_cipher[slot] == NULL &&
 			(slot_cipher[slot] = xts_cipher_create(cipher, key)) == NULL)

@@ -184,6 +184,21 @@ CopyDataKey(uint32 id, unsigned char *key)
 }
 
 /*
+ * At start-up, a key of either slot of one purpose (id_a, id_b), to make a
+ * module's two cipher contexts with (they are re-keyed in place later); a
+ * key ring with neither is damaged
+ */
+void
+CopyStartupSlotKey(uint32 id_a, uint32 id_b, const char *what,
+				   unsigned char *key)
+{
+	if (!CopyDataKey(id_a, key) && !CopyDataKey(id_b, key))
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("encryption key file \"%s\" holds no %s", KEYRING_FILE, what)));
+}
+
+/*
  * Replace the keys every process uses by ring's (one writer at a time: the
  * caller holds the key ring directory's lock).  The file is written first:
  * memory never holds a key the ring on disk lacks, but for a moment the

@@ -128,10 +128,7 @@ InitializeWALEncryption(int cipher)
 {
 	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
 
-	if (!CopyDataKey(KEY_WAL, key) && !CopyDataKey(KEY_WAL_B, key))
-		ereport(FATAL,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("encryption key file \"%s\" holds no WAL key", KEYRING_FILE)));
+	CopyStartupSlotKey(KEY_WAL, KEY_WAL_B, "WAL key", key);
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
 		if (slot_cipher[slot] == NULL &&
 			(slot_cipher[slot] = ctr_cipher_create(cipher, key)) == NULL)

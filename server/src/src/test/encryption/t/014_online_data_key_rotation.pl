@@ -7,13 +7,15 @@
 # mark says which); the rotation pauses, resumes re-throttled, waits for
 # temporary tables older than it, and ends with every page of every fork
 # under the new key, the old key gone from the key ring, pg_checksums and
-# amcheck satisfied and no marker in any file.  A kill -9 of the server at
+# amcheck satisfied (pg_checksums also counts every block under the new
+# key, and finds a file of the old one) and no marker in any file.  A kill -9 of the server at
 # every step of it (the test hook of datarotation.c) leaves a cluster that
 # starts, resumes, finishes and reads every row.  The changes travel in the
 # WAL (keylog.c): a standby follows its primary's rotation, and a base
 # backup taken half-way restores, resumes and finishes it.
 use strict;
 use warnings FATAL => 'all';
+use File::Copy;
 use File::Find;
 use FindBin;
 use Time::HiRes qw(usleep);
@@ -386,8 +388,30 @@ ok(scalar(@{ $control_found->{ $_->{name} } // [] }),
   for @markers;
 $control->stop;
 $node->stop;
-command_ok([ 'pg_checksums', '--check', '-D', $pgdata ],
+my ($stdout, $stderr);
+ok( IPC::Run::run(
+		[ 'pg_checksums', '--check', '-D', $pgdata ],
+		'>', \$stdout, '2>', \$stderr),
 	'pg_checksums: every checksum over the new ciphertext verifies');
+like(
+	$stdout,
+	qr/Blocks under page key generation 2 \(slot B\): [1-9]\d*\nBlocks under another page key or none: 0\n/,
+	'pg_checksums: every block under generation 2, none under another key');
+
+# a file restored from a backup of the old generation: pg_checksums finds it
+my $authid = "$pgdata/global/1260";
+my $saved = PostgreSQL::Test::Utils::tempdir() . '/1260';
+copy($authid, $saved) or die $!;
+copy($node->backup_dir . '/before/global/1260', $authid) or die $!;
+my $rc = IPC::Run::run([ 'pg_checksums', '--check', '-D', $pgdata ],
+	'>', \$stdout, '2>', \$stderr);
+ok( !$rc
+	  && $stdout =~ /Blocks under another page key or none: [1-9]/
+	  && $stderr =~
+	  /blocks are under another page key than generation 2, the one "pg_encryption\/pages" says/,
+	'pg_checksums fails on a file of the old generation restored from a backup'
+) or diag("pg_checksums: $stdout\n$stderr");
+copy($saved, $authid) or die $!;
 $node->start;
 is($checks->($node), $expected, 'after a restart, every row as before');
 
