@@ -9,16 +9,19 @@
  * current one does not use (KEY_WAL is slot A, KEY_WAL_B slot B), logs the
  * key ring with it, and calls SwitchWALKey():
  *
- *	1. XLOG_SWITCH ends the current segment;
- *	2. under WALWriteLock, the switch point is the later of that end and
- *	   the first page not written yet, and every page from it on is
- *	   written under the new slot (WALWriteSlot(): XLogWrite() reads the
- *	   rule under the same lock, so each page is under one slot);
+ *	1. under WALWriteLock, the switch point is the start of the segment
+ *	   being filled if none of it is written, else of the next one, and
+ *	   every page from it on is written under the new slot
+ *	   (WALWriteSlot(): XLogWrite() reads the rule under the same lock, so
+ *	   each page is under one slot, and none past the point is written
+ *	   yet);
+ *	2. XLOG_SWITCH ends the segment, so the switch comes now rather than
+ *	   when WAL fills it;
  *	3. pg_encryption/pages records the point, and logs it.
  *
  * The record that brings a standby the new key precedes every page under
  * it.  Each page says its slot in the clear header (XLP_WAL_KEY_B), so a
- * reader never needs the switch point.  A crash between 2 and 3 leaves
+ * reader never needs the switch point.  A crash between 1 and 3 leaves
  * "at the next segment" in the file: WAL written after the point is
  * readable by its flag, new WAL goes on under the old slot, and the
  * launcher switches again after the restart.
@@ -204,9 +207,9 @@ void
 SwitchWALKey(void)
 {
 	PageKeysState *state = palloc(sizeof(PageKeysState));
-	XLogRecPtr	segment_end;
-	XLogRecPtr	unwritten;
+	XLogRecPtr	insert;
 	XLogRecPtr	switch_lsn;
+	XLogSegNo	segno;
 
 	GetPageKeysState(state);
 	if (state->wal_generation <= 1 || state->wal_switch_lsn != InvalidXLogRecPtr)
@@ -215,18 +218,23 @@ SwitchWALKey(void)
 		return;
 	}
 
-	/* 1 */
-	segment_end = RequestXLogSwitch(false);
-
-	/* 2 */
+	/*
+	 * 1: the start of the segment being filled if nothing of it is written
+	 * yet, else of the next one.  XLogWrite() writes under WALWriteLock, so
+	 * no page at or after that point is written while we hold it.
+	 */
 	LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
-	unwritten = GetXLogWriteRecPtr();
-	if (unwritten % XLOG_BLCKSZ != 0)
-		unwritten += XLOG_BLCKSZ - unwritten % XLOG_BLCKSZ;
-	switch_lsn = Max(segment_end, unwritten);
+	insert = GetXLogInsertRecPtr();
+	XLByteToSeg(insert, segno, wal_segment_size);
+	XLogSegNoOffsetToRecPtr(segno, 0, wal_segment_size, switch_lsn);
+	if (GetXLogWriteRecPtr() > switch_lsn)
+		XLogSegNoOffsetToRecPtr(segno + 1, 0, wal_segment_size, switch_lsn);
 	SetWALKeySwitch(state->wal_generation, switch_lsn);
 	LWLockRelease(WALWriteLock);
 	crash_point("wal-switched");
+
+	/* 2: end the segment now, rather than when WAL fills it */
+	(void) RequestXLogSwitch(false);
 
 	/* 3 */
 	state->wal_switch_lsn = switch_lsn;

@@ -327,6 +327,14 @@ is($temp->query_safe('SELECT count(*) FROM old_temp'),
 	'1000', 'the older temporary table reads while it waits');
 $temp->quit;
 ok(wait_done('first rotation'), 'the rotation completes');
+{
+	my ($hi, $lo) = page_state() =~ m{wal_switch_lsn ([0-9A-F]+)/([0-9A-F]+)};
+	ok( defined($lo)
+		  && (hex($hi) * 2**32 + hex($lo)) % (16 * 1024 * 1024) == 0
+		  && hex($hi) + hex($lo) > 0,
+		"under pgbench, new WAL switched to the new WAL key at a segment boundary ($hi/$lo)"
+	);
+}
 $pgbench->finish;
 is($?, 0, 'pgbench ran through the rotation');
 like(
