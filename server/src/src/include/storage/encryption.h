@@ -51,6 +51,7 @@ extern uint32 DataKeysVersion(void);
 extern bool CopyDataKey(uint32 id, unsigned char *key);
 extern void CopyStartupSlotKey(uint32 id_a, uint32 id_b, const char *what,
 							   unsigned char *key);
+extern void *StartupCipher(void *cipher);
 extern void ChangeDataKeys(const struct Keyring *ring);
 extern uint32 PageWriteGeneration(void);
 extern bool PagesMarked(void);

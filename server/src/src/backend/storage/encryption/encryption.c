@@ -93,18 +93,6 @@ ring_key(uint32 id)
 	return key->key;
 }
 
-/* A cipher OpenSSL could not set up stops the start, with OpenSSL's reason */
-static void *
-set_up(void *cipher)
-{
-	if (cipher == NULL)
-		ereport(FATAL,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not set up the data encryption ciphers"),
-				 errdetail("%s", data_encryption_error_reason())));
-	return cipher;
-}
-
 /*
  * The page key state (pg_encryption/pages): which generation new pages are
  * written under, and whether an online rotation runs.  The ring must hold
@@ -156,9 +144,9 @@ start_modules(void)
 {
 	int			cipher = data_encryption_cipher;
 	uint32		slru_id = keyring_get_key(keyring, KEY_SLRU) ? KEY_SLRU : KEY_RELATION;
-	XtsCipher  *slru = set_up(xts_cipher_create(cipher, ring_key(slru_id)));
-	XtsCipher  *temp_units = set_up(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
-	CtrCipher  *temp_stream = set_up(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
+	XtsCipher  *slru = StartupCipher(xts_cipher_create(cipher, ring_key(slru_id)));
+	XtsCipher  *temp_units = StartupCipher(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
+	CtrCipher  *temp_stream = StartupCipher(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 
 	load_page_keys_state();
 	InitializePageEncryption(cipher);

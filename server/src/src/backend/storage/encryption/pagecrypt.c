@@ -190,19 +190,12 @@ InitializePageEncryption(int cipher)
 
 	CopyStartupSlotKey(KEY_RELATION, KEY_RELATION_B, "page key", key);
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
-		if (slot_cipher[slot] == NULL &&
-			(slot_cipher[slot] = xts_cipher_create(cipher, key)) == NULL)
-			ereport(FATAL,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not set up the data encryption ciphers"),
-					 errdetail("%s", data_encryption_error_reason())));
+		if (slot_cipher[slot] == NULL)
+			slot_cipher[slot] = StartupCipher(xts_cipher_create(cipher, key));
 	data_encryption_wipe(key, sizeof(key));
 	keys_version_seen = DataKeysVersion() + 1;	/* odd: never seen */
 	if (!refresh_slots())
-		ereport(FATAL,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not set up the data encryption ciphers"),
-				 errdetail("%s", data_encryption_error_reason())));
+		(void) StartupCipher(NULL);
 	if (write_buffer == NULL)
 	{
 		write_buffer = MemoryContextAllocAligned(TopMemoryContext,

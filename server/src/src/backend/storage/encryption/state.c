@@ -184,6 +184,21 @@ CopyDataKey(uint32 id, unsigned char *key)
 }
 
 /*
+ * A cipher context made at start-up, or a FATAL error with OpenSSL's
+ * reason: a cluster that cannot set up its ciphers must not start
+ */
+void *
+StartupCipher(void *cipher)
+{
+	if (cipher == NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not set up the data encryption ciphers"),
+				 errdetail("%s", data_encryption_error_reason())));
+	return cipher;
+}
+
+/*
  * At start-up, a key of either slot of one purpose (id_a, id_b), to make a
  * module's two cipher contexts with (they are re-keyed in place later); a
  * key ring with neither is damaged

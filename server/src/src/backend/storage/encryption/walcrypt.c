@@ -130,12 +130,8 @@ InitializeWALEncryption(int cipher)
 
 	CopyStartupSlotKey(KEY_WAL, KEY_WAL_B, "WAL key", key);
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
-		if (slot_cipher[slot] == NULL &&
-			(slot_cipher[slot] = ctr_cipher_create(cipher, key)) == NULL)
-			ereport(FATAL,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not set up the data encryption ciphers"),
-					 errdetail("%s", data_encryption_error_reason())));
+		if (slot_cipher[slot] == NULL)
+			slot_cipher[slot] = StartupCipher(ctr_cipher_create(cipher, key));
 	data_encryption_wipe(key, sizeof(key));
 	keys_version_seen = DataKeysVersion() + 1;	/* odd: never seen */
 	refresh_wal_ciphers();
