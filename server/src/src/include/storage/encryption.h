@@ -59,6 +59,7 @@ extern void GetPageKeysState(struct PageKeysState *out);
 extern void SetPageKeysState(const struct PageKeysState *state);
 extern int	WALWriteSlot(XLogRecPtr pageptr);
 extern void SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn);
+extern bool WALKeySwitchDiffers(uint32 wal_generation, XLogRecPtr switch_lsn);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
 extern int	LockKeyringDirectory(bool wait);
@@ -101,6 +102,7 @@ extern void SetDataRotationProgress(const DataRotationProgress *progress);
 struct XLogReaderState;
 extern void InstallDataKeyring(struct Keyring *ring);
 extern void WritePageKeysState(struct PageKeysState *state);
+extern void DropDataKey(uint32 id, struct PageKeysState *state);
 extern void LogPageKeysChange(const struct PageKeysState *state);
 extern void RedoPageKeysChange(struct XLogReaderState *record);
 

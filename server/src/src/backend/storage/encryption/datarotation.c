@@ -936,7 +936,6 @@ static void
 drop_unused_page_key(void)
 {
 	PageKeysState state;
-	Keyring    *ring;
 	uint32		unused_id;
 	int			lockfd;
 
@@ -958,30 +957,13 @@ drop_unused_page_key(void)
 		crash_point("checkpointed");
 	}
 	phase(DATA_ROTATION_DROPPING_KEY);
-	ring = palloc(sizeof(Keyring));
 	lockfd = lock_keyring_directory(true);
-	PG_TRY();
-	{
-		/*
-		 * the ring as it is now: a drop of the old WAL key may have changed
-		 * it
-		 */
-		CopyDataEncryptionKeyring(ring);
-		GetPageKeysState(&state);
-		if (state.operation != PAGE_KEYS_OP_NONE)
-			ereport(ERROR,
-					(errmsg("a rotation of the data keys started while the old key was being dropped")));
-		keyring_remove_key(ring, unused_id);
-		InstallDataKeyring(ring);
-		WritePageKeysState(&state); /* the ring without it, in the WAL */
-	}
-	PG_FINALLY();
-	{
-		data_encryption_wipe(ring, sizeof(Keyring));
-		pfree(ring);
-		CloseTransientFile(lockfd);
-	}
-	PG_END_TRY();
+	GetPageKeysState(&state);
+	if (state.operation != PAGE_KEYS_OP_NONE)
+		ereport(ERROR,
+				(errmsg("a rotation of the data keys started while the old key was being dropped")));
+	DropDataKey(unused_id, &state);
+	CloseTransientFile(lockfd);
 	phase(DATA_ROTATION_IDLE);
 	ereport(LOG,
 			(errmsg("the page key of generation %u left the key ring", state.generation - 1),

@@ -86,13 +86,46 @@ WritePageKeysState(PageKeysState *state)
 {
 	KeyringError err;
 
+	bool		wal_changes;
+
 	state->serial++;
 	if (!page_keys_write(".", state, &err))
 		ReportKeyringError(ERROR, &err);
 	LogPageKeysChange(state);
-	LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
+	/* most changes leave the WAL half alone: no need to stop WAL writes */
+	wal_changes = WALKeySwitchDiffers(state->wal_generation, state->wal_switch_lsn);
+	if (wal_changes)
+		LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
 	SetPageKeysState(state);
-	LWLockRelease(WALWriteLock);
+	if (wal_changes)
+		LWLockRelease(WALWriteLock);
+}
+
+/*
+ * Remove the key id from the key ring, on disk and in memory, and log the
+ * state with the ring without it (state as it is now), so that standbys
+ * and restores drop it too.  The caller holds the key ring directory's
+ * lock and has made sure nothing needs the key.
+ */
+void
+DropDataKey(uint32 id, PageKeysState *state)
+{
+	Keyring    *ring = palloc(sizeof(Keyring));
+
+	PG_TRY();
+	{
+		/* the ring as it is now, under the lock */
+		CopyDataEncryptionKeyring(ring);
+		keyring_remove_key(ring, id);
+		InstallDataKeyring(ring);
+		WritePageKeysState(state);
+	}
+	PG_FINALLY();
+	{
+		data_encryption_wipe(ring, sizeof(Keyring));
+		pfree(ring);
+	}
+	PG_END_TRY();
 }
 
 /*

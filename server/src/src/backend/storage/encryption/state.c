@@ -282,6 +282,14 @@ WALWriteSlot(XLogRecPtr pageptr)
 							   pageptr);
 }
 
+/* Whether the WAL half of a state differs from the one in effect */
+bool
+WALKeySwitchDiffers(uint32 wal_generation, XLogRecPtr switch_lsn)
+{
+	return pg_atomic_read_u32(&shared->wal_generation) != wal_generation ||
+		pg_atomic_read_u64(&shared->wal_switch_lsn) != switch_lsn;
+}
+
 /* The WAL half of the state, and the shared copy's fields */
 void
 SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn)

@@ -253,7 +253,6 @@ Datum
 pg_encryption_drop_old_wal_key(PG_FUNCTION_ARGS)
 {
 	PageKeysState *state = palloc(sizeof(PageKeysState));
-	Keyring    *ring;
 	uint32		old_id;
 	int			lockfd;
 	char		why[256];
@@ -294,21 +293,8 @@ pg_encryption_drop_old_wal_key(PG_FUNCTION_ARGS)
 				 errdetail("%s", why),
 				 errhint("Drop or advance the replication slot, let the archiver catch up, or wait for the backup to end; then try again.")));
 
-	ring = palloc(sizeof(Keyring));
-	CopyDataEncryptionKeyring(ring);
-	PG_TRY();
-	{
-		keyring_remove_key(ring, old_id);
-		InstallDataKeyring(ring);
-		WritePageKeysState(state);	/* the ring without it, in the WAL */
-	}
-	PG_FINALLY();
-	{
-		data_encryption_wipe(ring, sizeof(Keyring));
-		pfree(ring);
-		CloseTransientFile(lockfd);
-	}
-	PG_END_TRY();
+	DropDataKey(old_id, state);
+	CloseTransientFile(lockfd);
 	ereport(LOG,
 			(errmsg("the WAL key of generation %u left the key ring", state->wal_generation - 1),
 			 errdetail("WAL from before %X/%X can be read only with the key ring of a backup taken before.",
