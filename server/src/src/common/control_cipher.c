@@ -178,8 +178,8 @@ control_cipher_of_cluster(const char *datadir)
 
 /*
  * update_controlfile() calls this on the image it is about to write.  A
- * server stamps the cipher it has loaded (it checked at start-up that
- * pg_control records the same); a frontend program (pg_resetwal,
+ * server stamps the cipher it encrypts with (it checked at start-up that
+ * pg_control records the same; pg_enable_encryption() changes it); a frontend program (pg_resetwal,
  * pg_rewind, pg_checksums, pg_createsubscriber) carries the record over.
  */
 void
@@ -194,8 +194,8 @@ control_cipher_carry(const char *datadir, char *image)
 	else
 		memcpy(image + CONTROL_CIPHER_RECORD_OFFSET, raw, CONTROL_CIPHER_RECORD_SIZE);
 #else
-	(void) datadir;				/* the server knows what it loaded */
-	control_cipher_stamp(image, data_encryption_cipher);
+	(void) datadir;				/* the server knows what it encrypts with */
+	control_cipher_stamp(image, DataEncryptionCipher());
 #endif
 }
 

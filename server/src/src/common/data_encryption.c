@@ -38,6 +38,7 @@ struct XtsCipher
 {
 	EVP_CIPHER_CTX *enc;		/* key schedule for encryption */
 	EVP_CIPHER_CTX *dec;		/* key schedule for decryption */
+	int			cipher;			/* DATA_ENCRYPTION_* it is set up for */
 };
 
 const char *
@@ -111,6 +112,7 @@ xts_cipher_create(int cipher, const unsigned char *key)
 	xts = malloc(sizeof(XtsCipher));
 	if (xts == NULL)
 		return NULL;
+	xts->cipher = cipher;
 	xts->enc = EVP_CIPHER_CTX_new();
 	xts->dec = EVP_CIPHER_CTX_new();
 	if (xts->enc == NULL || xts->dec == NULL ||
@@ -127,13 +129,23 @@ xts_cipher_create(int cipher, const unsigned char *key)
  * Replace the key of a cipher set up by xts_cipher_create(), keeping its
  * contexts: the page code re-keys a slot when a rotation brings it a key,
  * possibly inside a critical section (18's read completion), where it must
- * not allocate.
+ * not allocate.  Only a change of cipher (a cluster encrypted online, whose
+ * processes started with a placeholder: design 9.7) makes OpenSSL allocate
+ * (with malloc), once per process.
  */
 bool
-xts_cipher_rekey(XtsCipher *xts, const unsigned char *key)
+xts_cipher_rekey(XtsCipher *xts, int cipher, const unsigned char *key)
 {
-	return EVP_EncryptInit_ex(xts->enc, NULL, NULL, key, NULL) == 1 &&
-		EVP_DecryptInit_ex(xts->dec, NULL, NULL, key, NULL) == 1;
+	const EVP_CIPHER *evp = NULL;
+
+	if (cipher != xts->cipher)
+	{
+		if ((evp = xts_evp_cipher(cipher)) == NULL)
+			return false;
+		xts->cipher = cipher;
+	}
+	return EVP_EncryptInit_ex(xts->enc, evp, NULL, key, NULL) == 1 &&
+		EVP_DecryptInit_ex(xts->dec, evp, NULL, key, NULL) == 1;
 }
 
 void
@@ -185,28 +197,34 @@ xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
 struct CtrCipher
 {
 	EVP_CIPHER_CTX *ctx;
+	int			cipher;			/* DATA_ENCRYPTION_* it is set up for */
 };
+
+static const EVP_CIPHER *
+ctr_evp_cipher(int cipher)
+{
+	switch (cipher)
+	{
+		case DATA_ENCRYPTION_AES128:
+			return EVP_aes_128_ctr();
+		case DATA_ENCRYPTION_AES256:
+			return EVP_aes_256_ctr();
+	}
+	return NULL;
+}
 
 CtrCipher *
 ctr_cipher_create(int cipher, const unsigned char *key)
 {
-	const EVP_CIPHER *evp;
+	const EVP_CIPHER *evp = ctr_evp_cipher(cipher);
 	CtrCipher  *ctr;
 
-	switch (cipher)
-	{
-		case DATA_ENCRYPTION_AES128:
-			evp = EVP_aes_128_ctr();
-			break;
-		case DATA_ENCRYPTION_AES256:
-			evp = EVP_aes_256_ctr();
-			break;
-		default:
-			return NULL;
-	}
+	if (evp == NULL)
+		return NULL;
 	ctr = malloc(sizeof(CtrCipher));
 	if (ctr == NULL)
 		return NULL;
+	ctr->cipher = cipher;
 	ctr->ctx = EVP_CIPHER_CTX_new();
 	if (ctr->ctx == NULL ||
 		EVP_EncryptInit_ex(ctr->ctx, evp, NULL, key, NULL) != 1)
@@ -217,11 +235,22 @@ ctr_cipher_create(int cipher, const unsigned char *key)
 	return ctr;
 }
 
-/* A new key for a CTR context, in place (the WAL key slots: walcrypt.c) */
+/*
+ * A new key for a CTR context, in place (the WAL key slots: walcrypt.c);
+ * as xts_cipher_rekey(), only a change of cipher allocates
+ */
 bool
-ctr_cipher_rekey(CtrCipher *ctr, const unsigned char *key)
+ctr_cipher_rekey(CtrCipher *ctr, int cipher, const unsigned char *key)
 {
-	return EVP_EncryptInit_ex(ctr->ctx, NULL, NULL, key, NULL) == 1;
+	const EVP_CIPHER *evp = NULL;
+
+	if (cipher != ctr->cipher)
+	{
+		if ((evp = ctr_evp_cipher(cipher)) == NULL)
+			return false;
+		ctr->cipher = cipher;
+	}
+	return EVP_EncryptInit_ex(ctr->ctx, evp, NULL, key, NULL) == 1;
 }
 
 void

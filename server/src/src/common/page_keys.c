@@ -66,6 +66,8 @@ page_keys_operation_name(int operation)
 			return "none";
 		case PAGE_KEYS_OP_ROTATE:
 			return "rotate";
+		case PAGE_KEYS_OP_ENABLE:
+			return "enable";
 	}
 	return "unknown";
 }
@@ -123,6 +125,8 @@ parse_line(char *line, PageKeysState *state)
 			state->operation = PAGE_KEYS_OP_NONE;
 		else if (strcmp(value, "rotate") == 0)
 			state->operation = PAGE_KEYS_OP_ROTATE;
+		else if (strcmp(value, "enable") == 0)
+			state->operation = PAGE_KEYS_OP_ENABLE;
 		else
 			return false;
 		return true;
@@ -177,6 +181,8 @@ parse_line(char *line, PageKeysState *state)
 		state->switch_xid = (uint32) n;
 	else if (strcmp(line, "wal_generation") == 0 && n >= 1)
 		state->wal_generation = (uint32) n;
+	else if (strcmp(line, "slru_done") == 0)
+		state->slru_done = (uint32) n;
 	else
 		return false;
 	return true;
@@ -290,6 +296,8 @@ page_keys_format(const PageKeysState *state, char *text, size_t size)
 	ADD("wal_generation %u\n", state->wal_generation);
 	ADD("wal_switch_lsn %X/%X\n", (unsigned int) (state->wal_switch_lsn >> 32),
 		(unsigned int) state->wal_switch_lsn);
+	if (state->operation == PAGE_KEYS_OP_ENABLE)
+		ADD("slru_done %u\n", state->slru_done);	/* only then: old files stay valid */
 	ADD("done");
 	for (int i = 0; i < state->ndone; i++)
 		ADD(" %u", state->done[i]);
@@ -413,7 +421,9 @@ page_keys_tally_report(const PageKeysTally *tally)
 	printf("Blocks under another page key or none: %lld\n", (long long) others);
 	if (tally->state.operation != PAGE_KEYS_OP_NONE)
 	{
-		printf("A rotation of the data keys is running: blocks of two generations are expected.\n");
+		printf(tally->state.operation == PAGE_KEYS_OP_ENABLE ?
+			   "The cluster is being encrypted: blocks under no key are expected.\n" :
+			   "A rotation of the data keys is running: blocks of two generations are expected.\n");
 		return true;
 	}
 	return others == 0;
@@ -427,7 +437,13 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 {
 	char		wal[64];
 
-	if (state->wal_generation <= 1)
+	if (state->operation == PAGE_KEYS_OP_ENABLE && state->wal_switch_lsn == 0)
+		snprintf(wal, sizeof(wal), "WAL in clear until the next segment");
+	else if (state->wal_generation <= 1 && state->wal_switch_lsn != 0)
+		snprintf(wal, sizeof(wal), "WAL generation 1 (slot A) from %X/%X",
+				 (unsigned int) (state->wal_switch_lsn >> 32),
+				 (unsigned int) state->wal_switch_lsn);
+	else if (state->wal_generation <= 1)
 		snprintf(wal, sizeof(wal), "WAL generation 1 (slot A)");
 	else if (state->wal_switch_lsn == 0)
 		snprintf(wal, sizeof(wal), "WAL generation %u (slot %c) at the next segment",
@@ -442,7 +458,8 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 	snprintf(buf, size, "generation %u (slot %c), %s%s%s; %s",
 			 state->generation,
 			 page_keys_slot(state->generation) == PAGE_SLOT_A ? 'A' : 'B',
-			 state->operation == PAGE_KEYS_OP_NONE ? "no operation" : "rotating",
+			 state->operation == PAGE_KEYS_OP_NONE ? "no operation" :
+			 state->operation == PAGE_KEYS_OP_ENABLE ? "encrypting" : "rotating",
 			 state->paused ? " (paused)" : "",
 			 state->marked ? ", every page marked" : "", wal);
 }

@@ -63,7 +63,8 @@ extern bool xts_decrypt(XtsCipher *xts, const unsigned char *tweak,
 typedef struct CtrCipher CtrCipher;
 
 extern CtrCipher *ctr_cipher_create(int cipher, const unsigned char *key);
-extern bool ctr_cipher_rekey(CtrCipher *ctr, const unsigned char *key);
+extern bool ctr_cipher_rekey(CtrCipher *ctr, int cipher,
+							 const unsigned char *key);
 extern void ctr_cipher_free(CtrCipher *ctr);
 extern bool ctr_crypt(CtrCipher *ctr, const unsigned char *iv, int skip,
 					  const unsigned char *in, unsigned char *out, int len);
@@ -147,7 +148,8 @@ extern void page_set_stored_slot(char *page, int slot);
 extern void page_clear_mark(char *page);
 
 /* Give an XTS cipher another key of its length, allocating nothing */
-extern bool xts_cipher_rekey(XtsCipher *xts, const unsigned char *key);
+extern bool xts_cipher_rekey(XtsCipher *xts, int cipher,
+							 const unsigned char *key);
 
 /* Overwrite secret memory in a way the compiler cannot optimise away */
 extern void data_encryption_wipe(void *ptr, size_t len);

@@ -24,6 +24,10 @@
 /* What the workers are doing */
 #define PAGE_KEYS_OP_NONE		0
 #define PAGE_KEYS_OP_ROTATE		1	/* rewriting every block under the new key */
+#define PAGE_KEYS_OP_ENABLE		2	/* encrypting a cluster that was not */
+
+/* slru_done when every SLRU is encrypted (storage/encryption/slrucrypt.c) */
+#define PAGE_KEYS_SLRU_ALL		0xFFU
 
 /* Throttle defaults: vacuum's, which a DBA already knows how to read */
 #define PAGE_KEYS_DEFAULT_COST_DELAY	2	/* ms */
@@ -51,6 +55,8 @@ typedef struct PageKeysState
 	uint64		wal_switch_lsn; /* WAL pages from here on are under it; 0: the
 								 * switch has not happened yet, all WAL is
 								 * under the previous one */
+	uint32		slru_done;		/* enable: SLRUs converted, a bit each
+								 * (slrucrypt.c) */
 	int			ndone;
 	uint32		done[PAGE_KEYS_MAX_DONE];	/* database OIDs finished */
 } PageKeysState;
@@ -81,13 +87,28 @@ wal_keys_slot_key_id(int slot)
  */
 static inline int
 wal_keys_write_slot(uint32 wal_generation, uint64 wal_switch_lsn,
-					uint64 pageptr)
+					bool from_clear, uint64 pageptr)
 {
 	int			slot = page_keys_slot(wal_generation);
 
-	if (wal_generation > 1 && (wal_switch_lsn == 0 || pageptr < wal_switch_lsn))
-		return 1 - slot;
+	if (from_clear || wal_generation > 1)
+	{
+		if (wal_switch_lsn == 0 || pageptr < wal_switch_lsn)
+			return from_clear ? PAGE_SLOT_CLEAR : 1 - slot;
+	}
 	return slot;
+}
+
+/*
+ * Whether new WAL is still to switch to the state's WAL generation: after
+ * a rotation drew a new WAL key, or while a cluster is encrypted online
+ * (WAL before the switch is in clear)
+ */
+static inline bool
+wal_switch_pending(const PageKeysState *state)
+{
+	return state->wal_switch_lsn == 0 &&
+		(state->wal_generation > 1 || state->operation == PAGE_KEYS_OP_ENABLE);
 }
 
 /*

@@ -30,7 +30,14 @@ extern PGDLLIMPORT char *encryption_key_command;
 extern PGDLLIMPORT int encryption_key_command_timeout;
 extern PGDLLIMPORT int data_encryption_cipher;	/* DATA_ENCRYPTION_* */
 
-#define DataEncryptionEnabled() (data_encryption_cipher != DATA_ENCRYPTION_OFF)
+/*
+ * Whether the server's I/O encrypts now: shared by every process, and
+ * turned on or off while the server runs by pg_enable_encryption() and
+ * pg_disable_encryption() (design 9.7)
+ */
+extern int	DataEncryptionCipher(void);
+
+#define DataEncryptionEnabled() (DataEncryptionCipher() != DATA_ENCRYPTION_OFF)
 
 /* encryption.c: start-up, the one place that loads keys */
 extern void InitializeDataEncryption(bool bootstrap);
@@ -51,15 +58,34 @@ extern uint32 DataKeysVersion(void);
 extern bool CopyDataKey(uint32 id, unsigned char *key);
 extern void CopyStartupSlotKey(uint32 id_a, uint32 id_b, const char *what,
 							   unsigned char *key);
+extern void SetDataEncryptionCipher(int cipher);
+extern int	DataKeysCipher(void);
+
+/* A module's one cipher, keyed from the shared key ring (state.c) */
+typedef struct ModuleCipher
+{
+	XtsCipher  *xts;			/* one of the two */
+	CtrCipher  *ctr;
+	uint32		id;				/* its key, or fallback if the ring lacks it */
+	uint32		fallback;
+	uint32		seen;			/* DataKeysVersion() it was keyed at */
+	bool		have;			/* keyed from the ring */
+} ModuleCipher;
+
+extern void StartModuleCipher(ModuleCipher *mc, bool ctr, uint32 id,
+							  uint32 fallback);
+extern bool RefreshModuleCipher(ModuleCipher *mc);
 extern void *StartupCipher(void *cipher);
 extern void ChangeDataKeys(const struct Keyring *ring);
 extern uint32 PageWriteGeneration(void);
 extern bool PagesMarked(void);
+extern uint32 SlrusConverted(void);
+extern bool DataEncryptionChanging(void);
 extern void GetPageKeysState(struct PageKeysState *out);
 extern void SetPageKeysState(const struct PageKeysState *state);
 extern int	WALWriteSlot(XLogRecPtr pageptr);
 extern void SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn);
-extern bool WALKeySwitchDiffers(uint32 wal_generation, XLogRecPtr switch_lsn);
+extern bool WALKeySwitchDiffers(const struct PageKeysState *state);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
 extern void *GrowStaticBuffer(void *buf, size_t *size, size_t len);
 extern int	LockKeyringDirectory(bool wait);
@@ -119,6 +145,11 @@ extern void SwitchWALKey(void);
 extern bool OldWALKeyNeeded(const struct PageKeysState *state,
 							bool checkpoint, char *why, size_t size);
 extern uint32 OldWALKeyId(const struct PageKeysState *state);
+extern void RemoveRecycledWALSegments(XLogRecPtr from);
+
+/* enabling.c: pg_enable_encryption(), and the launcher's SLRU step */
+extern bool EncryptSlrusOnline(void);
+extern const char *show_data_encryption(void);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */
 extern void CompleteKeyRotation(bool loaded_from_next);
@@ -128,11 +159,11 @@ extern void CompleteKeyRotation(bool loaded_from_next);
  * order its start_modules() shows
  */
 extern void InitializePageEncryption(int cipher);
-extern void InitializeSlruEncryption(XtsCipher *cipher);
+extern void InitializeSlruEncryption(void);
 extern void InitializeWALEncryption(int cipher);
-extern void InitializeTempFileEncryption(XtsCipher *units);
-extern void InitializeSpillFileEncryption(CtrCipher *cipher);
-extern void InitializeStatementTextEncryption(CtrCipher *cipher);
+extern void InitializeTempFileEncryption(void);
+extern void InitializeSpillFileEncryption(void);
+extern void InitializeStatementTextEncryption(void);
 
 /* walcrypt.c: XLogWrite() and XLogFileCopy() hooks */
 extern void ChooseWALEncryptionEpoch(void);
@@ -141,6 +172,7 @@ extern ssize_t WriteWALPages(int fd, char *buf, size_t nbytes, off_t offset,
 extern void ResetWALPageEpoch(char *page);
 extern void CopyWALPagePrefix(int srcfd, const char *path, char *page,
 							  off_t offset, int upto, XLogSegNo segno);
+extern bool WALSegmentRecyclable(const char *path);
 
 /* slrucrypt.c: SLRU pages and two-phase state files */
 extern const char *EncryptSlruPage(const char *dir, int64 pageno,
@@ -149,10 +181,14 @@ extern void DecryptSlruPage(const char *dir, int64 pageno, char *page);
 extern void *EncryptTwoPhaseState(TransactionId xid, const void *content,
 								  int len, pg_crc32c *crc);
 extern void DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len);
+struct SlruCtlData;
+extern void RegisterEncryptedSlru(struct SlruCtlData *ctl);
+extern void CompleteSlruConversion(void);
+extern bool ConvertSlrusOnline(uint32 done, void (*commit) (uint32 bit));
 
 /* spillcrypt.c: logical decoding spill files */
 extern ssize_t WriteSpillFileData(int fd, const char *data, size_t len);
-extern off_t SpillFileFirstOffset(void);
+extern off_t SpillFileFirstOffset(File vfd);
 extern void DecryptSpillFileData(File vfd, char *data, size_t len,
 								 off_t offset);
 

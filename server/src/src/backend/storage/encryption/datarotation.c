@@ -75,6 +75,8 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/smgr.h"
 #include "tcop/tcopprot.h"
@@ -172,7 +174,9 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	if (state.operation != PAGE_KEYS_OP_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("a rotation of the data keys is already running"),
+				 errmsg(state.operation == PAGE_KEYS_OP_ENABLE ?
+						"the cluster is being encrypted" :
+						"a rotation of the data keys is already running"),
 				 errhint("Watch it in pg_stat_progress_encryption; pg_encryption_pause() and pg_encryption_resume() stop and restart it.")));
 
 	generation = state.generation + 1;
@@ -443,7 +447,7 @@ static bool
 should_continue(PageKeysState *state)
 {
 	GetPageKeysState(state);
-	return state->operation == PAGE_KEYS_OP_ROTATE && !state->paused;
+	return state->operation != PAGE_KEYS_OP_NONE && !state->paused;
 }
 
 /*
@@ -843,6 +847,7 @@ rewrite_every_database(void)
 {
 	PageKeysState state;
 	bool		shared_done = false;
+	bool		enabling;
 
 	completed_here = false;
 
@@ -854,7 +859,31 @@ rewrite_every_database(void)
 	 * such transaction runs.  Later transactions write the new key only.
 	 */
 	GetPageKeysState(&state);
-	while (TransactionIdPrecedes(GetOldestActiveTransactionId(), state.switch_xid))
+	if (state.operation == PAGE_KEYS_OP_ENABLE)
+	{
+		/*
+		 * An encryption: pages an older transaction wrote are in clear,
+		 * which stays readable, so a transaction prepared before (it writes
+		 * nothing more) is not waited for; the ones running now are (design
+		 * 9.7)
+		 */
+		phase(DATA_ROTATION_WAITING_XACTS);
+		for (uint32 i = 0; i < ProcGlobal->allProcCount; i++)
+		{
+			PGPROC	   *proc = &ProcGlobal->allProcs[i];
+			VirtualTransactionId vxid;
+
+			/* a prepared transaction's proc has no process */
+			if (proc == MyProc || proc->pid == 0)
+				continue;
+			GET_VXID_FROM_PGPROC(vxid, *proc);
+			if (VirtualTransactionIdIsValid(vxid) &&
+				!VirtualTransactionIdIsRecoveredPreparedXact(vxid))
+				(void) VirtualXactLock(vxid, true);
+		}
+	}
+	while (state.operation != PAGE_KEYS_OP_ENABLE &&
+		   TransactionIdPrecedes(GetOldestActiveTransactionId(), state.switch_xid))
 	{
 		phase(DATA_ROTATION_WAITING_XACTS);
 		if (!should_continue(&state))
@@ -912,6 +941,7 @@ rewrite_every_database(void)
 		int			lockfd = lock_keyring_directory(true);
 
 		GetPageKeysState(&state);
+		enabling = (state.operation == PAGE_KEYS_OP_ENABLE);
 		state.operation = PAGE_KEYS_OP_NONE;
 		state.marked = true;
 		state.paused = false;
@@ -919,9 +949,16 @@ rewrite_every_database(void)
 		WritePageKeysState(&state);
 		CloseTransientFile(lockfd);
 	}
-	ereport(LOG,
-			(errmsg("rotation of the data keys rewrote every block: every page is under generation %u",
-					state.generation)));
+	if (enabling)
+		ereport(LOG,
+				(errmsg("encryption of the cluster is complete: every page is under generation %u",
+						state.generation),
+				 errdetail("WAL written before %X/%X stays in clear, and so do backups and archives taken before.",
+						   LSN_FORMAT_ARGS(state.wal_switch_lsn))));
+	else
+		ereport(LOG,
+				(errmsg("rotation of the data keys rewrote every block: every page is under generation %u",
+						state.generation)));
 	completed_here = true;
 	crash_point("completed");
 	return true;
@@ -988,6 +1025,18 @@ DataRotationLauncherMain(Datum main_arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	phase(DATA_ROTATION_IDLE);
 
+	/*
+	 * A cluster being encrypted: log its key ring and state again, for a
+	 * standby that a crash kept from the first record (redo skips it if not)
+	 */
+	{
+		PageKeysState state;
+
+		GetPageKeysState(&state);
+		if (state.operation == PAGE_KEYS_OP_ENABLE && !RecoveryInProgress())
+			LogPageKeysChange(&state);
+	}
+
 	for (;;)
 	{
 		PageKeysState state;
@@ -1000,7 +1049,7 @@ DataRotationLauncherMain(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		GetPageKeysState(&state);
-		if (state.wal_generation > 1 && state.wal_switch_lsn == InvalidXLogRecPtr)
+		if (wal_switch_pending(&state))
 		{
 			/* a restart interrupted step 2' */
 			int			lockfd = lock_keyring_directory(true);
@@ -1008,8 +1057,8 @@ DataRotationLauncherMain(Datum main_arg)
 			SwitchWALKey();
 			CloseTransientFile(lockfd);
 		}
-		if (state.operation == PAGE_KEYS_OP_ROTATE && !state.paused &&
-			!rewrite_every_database())
+		if (state.operation != PAGE_KEYS_OP_NONE && !state.paused &&
+			(!EncryptSlrusOnline() || !rewrite_every_database()))
 			wait_ms = 10000L;
 		drop_unused_page_key();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -47,6 +47,9 @@
 /* The key ring, once loaded (its memory belongs to state.c) */
 static Keyring *keyring = NULL;
 
+/* pg_control does not record the cipher of a cluster being encrypted yet */
+static bool control_unstamped = false;
+
 static int	control_cipher_of_datadir(void);
 
 static void
@@ -143,18 +146,62 @@ static void
 start_modules(void)
 {
 	int			cipher = data_encryption_cipher;
-	uint32		slru_id = keyring_get_key(keyring, KEY_SLRU) ? KEY_SLRU : KEY_RELATION;
-	XtsCipher  *slru = StartupCipher(xts_cipher_create(cipher, ring_key(slru_id)));
-	XtsCipher  *temp_units = StartupCipher(xts_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
-	CtrCipher  *temp_stream = StartupCipher(ctr_cipher_create(cipher, ring_key(KEY_TEMPFILE)));
 
-	load_page_keys_state();
+	if (cipher != DATA_ENCRYPTION_OFF)
+	{
+		(void) ring_key(KEY_TEMPFILE);	/* a damaged ring stops us here */
+		load_page_keys_state();
+		CompleteSlruConversion();
+	}
 	InitializePageEncryption(cipher);
-	InitializeSlruEncryption(slru);
+	InitializeSlruEncryption();
 	InitializeWALEncryption(cipher);
-	InitializeTempFileEncryption(temp_units);
-	InitializeSpillFileEncryption(temp_stream);
-	InitializeStatementTextEncryption(temp_stream);
+	InitializeTempFileEncryption();
+	InitializeSpillFileEncryption();
+	InitializeStatementTextEncryption();
+}
+
+/*
+ * A cluster not encrypted: its processes get the shared key ring's memory
+ * (empty) and the modules their ciphers under placeholder keys, so that
+ * pg_enable_encryption() can turn encryption on in every process while the
+ * server runs (design 9.7).  A pg_encryption/pages that an enable wrote
+ * before it could write the key ring is removed: nothing was encrypted.
+ */
+static void
+start_dormant(void)
+{
+	PageKeysState state;
+	KeyringError err;
+
+	(void) DataEncryptionKeyringMemory();
+	if (page_keys_read(".", &state, &err) && state.operation == PAGE_KEYS_OP_ENABLE)
+	{
+		ereport(LOG,
+				(errmsg("removing \"%s\": the encryption of this cluster stopped before its key ring was written",
+						PAGE_KEYS_FILE)));
+		if (unlink(PAGE_KEYS_FILE) != 0)
+			ereport(FATAL,
+					(errcode_for_file_access(),
+					 errmsg("could not remove file \"%s\": %m", PAGE_KEYS_FILE)));
+	}
+	start_modules();
+}
+
+/*
+ * pg_control records no cipher but pg_encryption/pages says an online
+ * encryption began, and the key ring is there (design 9.7): the server
+ * stopped before pg_control said so.  The cipher is the key ring's; the
+ * next update of pg_control records it.
+ */
+static bool
+enabling_before_control(void)
+{
+	PageKeysState state;
+	KeyringError err;
+
+	return page_keys_read(".", &state, &err) &&
+		state.operation == PAGE_KEYS_OP_ENABLE;
 }
 
 /*
@@ -188,7 +235,14 @@ InitializeDataEncryption(bool bootstrap)
 								 * anything is written */
 		cipher = control_cipher_of_datadir();
 
-		if (cipher == DATA_ENCRYPTION_OFF)
+		if (cipher == DATA_ENCRYPTION_OFF && have_keyring &&
+			enabling_before_control())
+		{
+			load_keyring();
+			cipher = keyring->cipher;
+			control_unstamped = true;
+		}
+		else if (cipher == DATA_ENCRYPTION_OFF)
 		{
 			if (have_keyring)
 				ereport(FATAL,
@@ -197,27 +251,37 @@ InitializeDataEncryption(bool bootstrap)
 								KEYRING_FILE),
 						 errhint("If a program without pgcipher rewrote pg_control, pgcipher's pg_resetwal restores its record of the cipher from the key file; otherwise remove the directory \"%s\" if it does not belong to this cluster.",
 								 KEYRING_DIR)));
+			if (IsPostmasterEnvironment && !IsUnderPostmaster)
+			{
+				start_dormant();
+				if (!IsBinaryUpgrade)
+					RegisterDataRotationLauncher();
+			}
 			return;
 		}
-		if (data_encryption_key_length(cipher) == 0)
+		else
+		{
+			if (data_encryption_key_length(cipher) == 0)
 			ereport(FATAL,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("pg_control records unknown encryption cipher %d", cipher),
 					 errhint("This cluster may have been created by a newer version of pgcipher.")));
-		load_keyring();
-		CompleteKeyRotation(keyring->from_next);
-		if (keyring->cipher != (uint32) cipher)
-			ereport(FATAL,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("encryption key file is for %s, but pg_control records %s",
-							data_encryption_cipher_name(keyring->cipher),
-							data_encryption_cipher_name(cipher)),
-					 errhint("The key file \"%s\" does not belong to this cluster.", KEYRING_FILE)));
+			load_keyring();
+			CompleteKeyRotation(keyring->from_next);
+			if (keyring->cipher != (uint32) cipher)
+				ereport(FATAL,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("encryption key file is for %s, but pg_control records %s",
+								data_encryption_cipher_name(keyring->cipher),
+								data_encryption_cipher_name(cipher)),
+						 errhint("The key file \"%s\" does not belong to this cluster.", KEYRING_FILE)));
+		}
 	}
 
 	SetConfigOption("data_encryption", data_encryption_cipher_name(cipher),
 					PGC_INTERNAL, PGC_S_DYNAMIC_DEFAULT);
 	Assert(data_encryption_cipher == cipher);
+	SetDataEncryptionCipher(cipher);
 	start_modules();
 
 	/*
@@ -267,6 +331,8 @@ CheckDataEncryptionMatchesControlFile(void)
 {
 	int			control_cipher = control_cipher_of_datadir();
 
+	if (control_cipher == DATA_ENCRYPTION_OFF && control_unstamped)
+		return;					/* the next update of pg_control records it */
 	if (control_cipher != data_encryption_cipher)
 		ereport(FATAL,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -45,6 +45,7 @@
 #include "common/keyring.h"
 #include "common/keyring_int.h"
 #include "common/page_keys.h"
+#include "replication/walreceiver.h"
 #include "storage/encryption.h"
 #include "storage/lwlock.h"
 
@@ -93,7 +94,7 @@ WritePageKeysState(PageKeysState *state)
 		ReportKeyringError(ERROR, &err);
 	LogPageKeysChange(state);
 	/* most changes leave the WAL half alone: no need to stop WAL writes */
-	wal_changes = WALKeySwitchDiffers(state->wal_generation, state->wal_switch_lsn);
+	wal_changes = WALKeySwitchDiffers(state);
 	if (wal_changes)
 		LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
 	SetPageKeysState(state);
@@ -158,6 +159,61 @@ keep_old_wal_key(Keyring *ring, const PageKeysState *next)
 }
 
 /*
+ * Redo of a primary's pg_enable_encryption() on a node not encrypted: its
+ * steps 1 to 3 (enabling.c), with the key ring the primary wrote, opened
+ * with this node's own key command (encryption_key_command: a standby of a
+ * cluster to be encrypted needs it set first).  Pages this node writes
+ * from now on are encrypted; WAL it receives says per page.
+ */
+static void
+enable_in_redo(XLogReaderState *record, const unsigned char *ring_bytes,
+			   size_t ringlen, PageKeysState *next)
+{
+	Keyring    *ring = palloc(sizeof(Keyring));
+	KeyringError err;
+
+	if (!keyring_open_bytes(CurrentKeyCommand(), encryption_key_command_timeout,
+							ring_bytes, ringlen, ring, &err))
+		ereport(FATAL,
+				(errcode(ERRCODE_INVALID_PASSWORD),
+				 errmsg("cannot follow the primary, which is being encrypted: its key ring does not open with this server's key command"),
+				 errdetail("%s", err.message),
+				 errhint("Set encryption_key_command to a command that prints the primary's key-encryption key, and start the server again.")));
+	if (MakePGDirectory(KEYRING_DIR) != 0 && errno != EEXIST)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", KEYRING_DIR)));
+	next->marked = true;
+	next->slru_done = 0;		/* this node's own SLRUs: at the next records */
+	if (!page_keys_write(".", next, &err) ||
+		!keyring_write_file(KEYRING_FILE, ring_bytes, ringlen, &err))
+		ReportKeyringError(FATAL, &err);
+	if (encryption_key_command != NULL && encryption_key_command[0] != '\0' &&
+		!keyring_record_command(".", encryption_key_command, &err))
+		ReportKeyringError(FATAL, &err);
+	ChangeDataKeys(ring);
+	data_encryption_wipe(ring, sizeof(Keyring));
+	pfree(ring);
+	LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
+	SetPageKeysState(next);
+	SetDataEncryptionCipher(DataKeysCipher());
+	LWLockRelease(WALWriteLock);
+	/* recycled segments ahead of the WAL receiver hold WAL in clear */
+	{
+		XLogRecPtr	received = GetWalRcvFlushRecPtr(NULL, NULL);
+		XLogSegNo	segno;
+		XLogRecPtr	from;
+
+		XLByteToSeg(Max(received, record->EndRecPtr), segno, wal_segment_size);
+		XLogSegNoOffsetToRecPtr(segno + 2, 0, wal_segment_size, from);
+		RemoveRecycledWALSegments(from);
+	}
+	ereport(LOG,
+			(errmsg("following the primary: this server is encrypted with %s from now on",
+					data_encryption_cipher_name(DataEncryptionCipher()))));
+}
+
+/*
  * Log the state just written to pg_encryption/pages with the key ring as
  * it is on disk, and flush: a change is durable in the WAL before anyone
  * acts on it.  Never during recovery (the functions are refused there).
@@ -189,6 +245,20 @@ LogPageKeysChange(const PageKeysState *state)
 	pfree(text);
 }
 
+/* Redo's commit of an SLRU it encrypted: the bit in this node's state */
+static PageKeysState *redo_state = NULL;
+
+static void
+commit_slru_in_redo(uint32 bit)
+{
+	KeyringError err;
+
+	redo_state->slru_done |= 1U << bit;
+	if (!page_keys_write(".", redo_state, &err))
+		ReportKeyringError(FATAL, &err);
+	SetPageKeysState(redo_state);
+}
+
 /* xlog_redo() of XLOG_ENCRYPTION_KEYS */
 void
 RedoPageKeysChange(XLogReaderState *record)
@@ -207,15 +277,21 @@ RedoPageKeysChange(XLogReaderState *record)
 	ring_bytes = (const unsigned char *) data + sizeof(xlrec);
 	text = (const char *) ring_bytes + xlrec.keyring_len;
 
-	if (!DataEncryptionEnabled())
-		ereport(FATAL,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("WAL holds a change of the page keys, but this cluster is not encrypted")));
 	GetPageKeysState(current);
-	if (xlrec.serial <= current->serial)
-		goto done;				/* our files say this already, or more */
 	if (!page_keys_parse(text, xlrec.state_len, "WAL", next, &err))
 		ReportKeyringError(FATAL, &err);
+	if (!DataEncryptionEnabled())
+	{
+		/* the primary was encrypted online: so is this node (enabling.c) */
+		if (next->operation != PAGE_KEYS_OP_ENABLE)
+			ereport(FATAL,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("WAL holds a change of the page keys, but this cluster is not encrypted")));
+		enable_in_redo(record, ring_bytes, xlrec.keyring_len, next);
+		goto done;
+	}
+	if (xlrec.serial <= current->serial)
+		goto done;				/* our files say this already, or more */
 
 	/* a new key ring: open it with our own key command */
 	if (!keyring_read_file(KEYRING_FILE, local, KEYRING_MAX_FILE, &locallen, &err))
@@ -254,7 +330,16 @@ RedoPageKeysChange(XLogReaderState *record)
 		data_encryption_wipe(ring, sizeof(Keyring));
 		pfree(ring);
 	}
-	next->marked = current->marked;
+	next->marked = current->marked || next->operation == PAGE_KEYS_OP_ENABLE;
+	/* SLRUs the primary encrypted since: this node's own, first */
+	if (next->operation == PAGE_KEYS_OP_ENABLE &&
+		(next->slru_done & ~current->slru_done) != 0)
+	{
+		redo_state = current;
+		(void) ConvertSlrusOnline(~(next->slru_done & ~current->slru_done),
+								  commit_slru_in_redo);
+		redo_state = NULL;
+	}
 	if (!page_keys_write(".", next, &err))
 		ReportKeyringError(FATAL, &err);
 	SetPageKeysState(next);

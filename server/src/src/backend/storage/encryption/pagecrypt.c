@@ -166,7 +166,8 @@ refresh_slots(void)
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
 	{
 		slot_has_key[slot] = CopyDataKey(page_keys_slot_key_id(slot), key);
-		if (slot_has_key[slot] && !xts_cipher_rekey(slot_cipher[slot], key))
+		if (slot_has_key[slot] &&
+			!xts_cipher_rekey(slot_cipher[slot], DataKeysCipher(), key))
 			slot_has_key[slot] = ok = false;
 	}
 	data_encryption_wipe(key, sizeof(key));
@@ -189,6 +190,8 @@ InitializePageEncryption(int cipher)
 	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
 
 	CopyStartupSlotKey(KEY_RELATION, KEY_RELATION_B, "page key", key);
+	if (cipher == DATA_ENCRYPTION_OFF)
+		cipher = DATA_ENCRYPTION_AES256;	/* a placeholder's (design 9.7) */
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
 		if (slot_cipher[slot] == NULL)
 			slot_cipher[slot] = StartupCipher(xts_cipher_create(cipher, key));

@@ -27,21 +27,41 @@
 
 #include "storage/encryption.h"
 
-static CtrCipher *texts_cipher = NULL;	/* temporary-file key */
+static ModuleCipher texts_key;	/* the temporary-file key */
+
+/*
+ * The texts file follows the rule the server started with: a cluster
+ * encrypted online (design 9.7) keeps writing it in clear until the next
+ * start, which writes a new file.  The dump written at shutdown says which
+ * by its nonce: 0 for texts in clear.
+ */
+static bool texts_encrypted = false;
+/* The module's cipher, keyed from the current key ring */
+static CtrCipher *
+texts_cipher(void)
+{
+	if (!RefreshModuleCipher(&texts_key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("no key for pg_stat_statements query texts"),
+				 errdetail("%s", data_encryption_error_reason())));
+	return texts_key.ctr;
+}
 
 void
-InitializeStatementTextEncryption(CtrCipher *cipher)
+InitializeStatementTextEncryption(void)
 {
-	texts_cipher = cipher;
+	StartModuleCipher(&texts_key, true, KEY_TEMPFILE, 0);
+	texts_encrypted = DataEncryptionEnabled();
 }
 
 /* Encrypt or decrypt len bytes at offset of a file under nonce, in place */
 void
 CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
 {
-	if (!DataEncryptionEnabled() || len == 0)
+	if (!texts_encrypted || nonce == 0 || len == 0)
 		return;
-	if (!ctr_crypt_at(texts_cipher, nonce, offset, (unsigned char *) buf,
+	if (!ctr_crypt_at(texts_cipher(), nonce, offset, (unsigned char *) buf,
 					  (unsigned char *) buf, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -55,7 +75,7 @@ NewStatementTextsNonce(void)
 {
 	uint64		nonce;
 
-	if (!DataEncryptionEnabled())
+	if (!texts_encrypted)
 		return 0;
 	if (!pg_strong_random(&nonce, sizeof(nonce)))
 		ereport(ERROR,
@@ -75,7 +95,7 @@ WriteStatementText(int fd, const char *query, int query_len, off_t off,
 	char	   *buf;
 	bool		ok;
 
-	if (!DataEncryptionEnabled())
+	if (!texts_encrypted)
 		return pg_pwrite(fd, query, query_len, off) == query_len &&
 			pg_pwrite(fd, "\0", 1, off + query_len) == 1;
 
@@ -95,6 +115,7 @@ WriteStatementText(int fd, const char *query, int query_len, off_t off,
 bool
 WriteStatementTextsDumpNonce(FILE *file, uint64 *nonce)
 {
+	/* 0 for a cluster encrypted since this server started: texts in clear */
 	*nonce = NewStatementTextsNonce();
 	return !DataEncryptionEnabled() ||
 		fwrite(nonce, sizeof(uint64), 1, file) == 1;

@@ -31,8 +31,15 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "access/slru.h"
+#include "access/xlog.h"
+#include "common/page_keys.h"
 #include "storage/encryption.h"
+#include "storage/fd.h"
+#include "storage/lwlock.h"
 
 /* pg_upgrade's transform of SLRU files counts pages with our copy */
 StaticAssertDecl(ENCRYPTION_SLRU_PAGES_PER_SEGMENT == SLRU_PAGES_PER_SEGMENT,
@@ -40,28 +47,71 @@ StaticAssertDecl(ENCRYPTION_SLRU_PAGES_PER_SEGMENT == SLRU_PAGES_PER_SEGMENT,
 
 #define STATE_UNIT			8192
 
-static XtsCipher *state_cipher = NULL;	/* relation key */
+static ModuleCipher slru_key;	/* the transaction-file key */
+/* The module's cipher, keyed from the current key ring */
+static XtsCipher *
+state_cipher(void)
+{
+	if (!RefreshModuleCipher(&slru_key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("no key for transaction files"),
+				 errdetail("%s", data_encryption_error_reason())));
+	return slru_key.xts;
+}
 
 void
-InitializeSlruEncryption(XtsCipher *cipher)
+InitializeSlruEncryption(void)
 {
-	state_cipher = cipher;
+	StartModuleCipher(&slru_key, false, KEY_SLRU, KEY_RELATION);
 }
 
 /*
  * SLRU: returns the page to write (page itself when not encrypting); the
  * result is valid until the next call.
  */
+/*
+ * The SLRUs a cluster being encrypted online converts one at a time
+ * (ConvertSlrusOnline()): each has a bit in pg_encryption/pages' slru_done;
+ * an extension's SLRU shares the last.  Until its bit is set an SLRU is
+ * read and written in clear.
+ */
+static const char *const slru_dirs[] = {
+	"pg_xact", "pg_commit_ts", "pg_multixact/offsets", "pg_multixact/members",
+	"pg_subtrans", "pg_serial", "pg_notify",
+};
+
+#define SLRU_BIT_OTHERS		lengthof(slru_dirs)
+StaticAssertDecl(PAGE_KEYS_SLRU_ALL == (1U << (lengthof(slru_dirs) + 1)) - 1,
+				 "one bit per SLRU directory, and one for the others");
+
+static int
+slru_bit(const char *dir)
+{
+	for (int i = 0; i < lengthof(slru_dirs); i++)
+		if (strcmp(dir, slru_dirs[i]) == 0)
+			return i;
+	return SLRU_BIT_OTHERS;
+}
+
+/* Whether the SLRU in dir is encrypted now */
+static bool
+slru_encrypted(const char *dir)
+{
+	return DataEncryptionEnabled() &&
+		(SlrusConverted() & (1U << slru_bit(dir))) != 0;
+}
+
 const char *
 EncryptSlruPage(const char *dir, int64 pageno, const char *page)
 {
 	static PGAlignedBlock out;
 	unsigned char tweak[XTS_TWEAK_LEN];
 
-	if (!DataEncryptionEnabled() || data_encryption_is_zero(page, BLCKSZ))
+	if (!slru_encrypted(dir) || data_encryption_is_zero(page, BLCKSZ))
 		return page;
 	slru_encryption_tweak(tweak, dir, pageno);
-	if (!xts_encrypt(state_cipher, tweak, (const unsigned char *) page,
+	if (!xts_encrypt(state_cipher(), tweak, (const unsigned char *) page,
 					 (unsigned char *) out.data, BLCKSZ))
 		ereport(PANIC,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -76,10 +126,10 @@ DecryptSlruPage(const char *dir, int64 pageno, char *page)
 {
 	unsigned char tweak[XTS_TWEAK_LEN];
 
-	if (!DataEncryptionEnabled() || data_encryption_is_zero(page, BLCKSZ))
+	if (!slru_encrypted(dir) || data_encryption_is_zero(page, BLCKSZ))
 		return;
 	slru_encryption_tweak(tweak, dir, pageno);
-	if (!xts_decrypt(state_cipher, tweak, (unsigned char *) page,
+	if (!xts_decrypt(state_cipher(), tweak, (unsigned char *) page,
 					 (unsigned char *) page, BLCKSZ))
 		ereport(PANIC,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -110,9 +160,9 @@ crypt_state(bool encrypt, TransactionId xid, char *buf, size_t len)
 			n = len - off;		/* a short last piece joins this unit */
 		domain_encryption_tweak(tweak, unit, xid, 'P');
 		ok = encrypt ?
-			xts_encrypt(state_cipher, tweak, (unsigned char *) buf + off,
+			xts_encrypt(state_cipher(), tweak, (unsigned char *) buf + off,
 						(unsigned char *) buf + off, n) :
-			xts_decrypt(state_cipher, tweak, (unsigned char *) buf + off,
+			xts_decrypt(state_cipher(), tweak, (unsigned char *) buf + off,
 						(unsigned char *) buf + off, n);
 		if (!ok)
 			ereport(ERROR,
@@ -147,10 +197,258 @@ EncryptTwoPhaseState(TransactionId xid, const void *content, int len,
 	return buf;
 }
 
+/*
+ * A state file in clear: twophase.c's magic number first and a valid CRC
+ * last.  A cluster encrypted online keeps the files of transactions
+ * prepared before (design 9.7); an encrypted file passes both checks with
+ * probability 2^-64.
+ */
+#define TWOPHASE_MAGIC_NUMBER	0x57F94534	/* twophase.c's TWOPHASE_MAGIC */
+
+static bool
+state_in_clear(const char *buf, size_t len)
+{
+	uint32		magic;
+	pg_crc32c	crc;
+	pg_crc32c	stored;
+
+	if (len < sizeof(uint32) + sizeof(pg_crc32c))
+		return false;
+	memcpy(&magic, buf, sizeof(magic));
+	if (magic != TWOPHASE_MAGIC_NUMBER)
+		return false;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, len - sizeof(pg_crc32c));
+	FIN_CRC32C(crc);
+	memcpy(&stored, buf + len - sizeof(pg_crc32c), sizeof(stored));
+	return EQ_CRC32C(crc, stored);
+}
+
 /* ReadTwoPhaseFile(): the whole file, content and CRC, in place */
 void
 DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len)
 {
-	if (DataEncryptionEnabled())
+	if (DataEncryptionEnabled() && !state_in_clear(buf, len))
 		crypt_state(false, xid, buf, len);
+}
+
+/*
+ * Online encryption of the SLRUs (design 9.7).  SLRU pages carry no header
+ * to mark, so each SLRU switches whole: with every bank lock of it held and
+ * no page of it in I/O (every physical read and write of an SLRU page
+ * happens with its buffer marked in I/O, which takes a bank lock), its
+ * segments are encrypted into pg_encryption/slru/, the bit is committed in
+ * pg_encryption/pages (and logged), and the copies are renamed over the
+ * originals.  A crash before the commit leaves copies that the next start
+ * removes; after it, copies that it renames (CompleteSlruConversion()).  A
+ * base backup must not copy an SLRU half-way: the switch backs off while
+ * one runs, and one that starts meanwhile waits for the bank locks in its
+ * checkpoint, so it copies the SLRU, and pg_encryption/pages, afterwards.
+ */
+#define SLRU_STAGING_DIR	KEYRING_DIR "/slru"
+
+static SlruCtl registered[16];
+static int	nregistered = 0;
+
+/* slru.c's SimpleLruInit(), in the postmaster: children inherit the list */
+void
+RegisterEncryptedSlru(SlruCtl ctl)
+{
+	for (int i = 0; i < nregistered; i++)
+		if (registered[i] == ctl)
+			return;
+	if (nregistered < lengthof(registered))
+		registered[nregistered++] = ctl;
+}
+
+/* A segment's copy: its path with '!' for '/', which finish_staged() reads */
+static void
+staging_path(char *path, const char *dir, const char *filename)
+{
+	char		flat[MAXPGPATH];
+
+	snprintf(flat, sizeof(flat), "%s/%s", dir, filename);
+	for (char *c = flat; *c; c++)
+		if (*c == '/')
+			*c = '!';
+	snprintf(path, MAXPGPATH, "%s/%s", SLRU_STAGING_DIR, flat);
+}
+
+/* SlruScanDirectory() callback: encrypt one segment into the staging dir */
+static bool
+stage_segment(SlruCtl ctl, char *filename, int64 segpage, void *data)
+{
+	char		from[MAXPGPATH];
+	char		to[MAXPGPATH];
+	PGAlignedBlock page;
+	int			in,
+				out;
+	ssize_t		r;
+	unsigned char tweak[XTS_TWEAK_LEN];
+
+	snprintf(from, sizeof(from), "%s/%s", ctl->Dir, filename);
+	staging_path(to, ctl->Dir, filename);
+	in = OpenTransientFile(from, O_RDONLY | PG_BINARY);
+	if (in < 0)
+		return false;			/* truncated meanwhile: nothing to do */
+	out = OpenTransientFile(to, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (out < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", to)));
+	for (int64 pageno = segpage;; pageno++)
+	{
+		r = read(in, page.data, BLCKSZ);
+		if (r == 0)
+			break;
+		if (r != BLCKSZ)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", from)));
+		if (!data_encryption_is_zero(page.data, BLCKSZ))
+		{
+			slru_encryption_tweak(tweak, ctl->Dir, pageno);
+			if (!xts_encrypt(state_cipher(), tweak, (unsigned char *) page.data,
+							 (unsigned char *) page.data, BLCKSZ))
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("could not encrypt page %lld of \"%s\"",
+								(long long) pageno, ctl->Dir),
+						 errdetail("%s", data_encryption_error_reason())));
+		}
+		if (write(out, page.data, BLCKSZ) != BLCKSZ)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write file \"%s\": %m", to)));
+	}
+	if (pg_fsync(out) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", to)));
+	CloseTransientFile(out);
+	CloseTransientFile(in);
+	return false;
+}
+
+/*
+ * Rename the staged copies of the SLRUs whose bit is in done over their
+ * segments, and remove the others'
+ */
+static void
+finish_staged(uint32 done)
+{
+	DIR		   *dir = AllocateDir(SLRU_STAGING_DIR);
+	struct dirent *de;
+
+	if (dir == NULL)
+		return;
+	while ((de = ReadDir(dir, SLRU_STAGING_DIR)) != NULL)
+	{
+		char		path[MAXPGPATH];
+		char		target[MAXPGPATH];
+		char	   *slash;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", SLRU_STAGING_DIR, de->d_name);
+		strlcpy(target, de->d_name, sizeof(target));
+		for (char *c = target; *c; c++)
+			if (*c == '!')
+				*c = '/';
+		slash = strrchr(target, '/');
+		if (slash != NULL)
+		{
+			*slash = '\0';
+			if ((done & (1U << slru_bit(target))) != 0)
+			{
+				*slash = '/';
+				(void) durable_rename(path, target, ERROR);
+				continue;
+			}
+		}
+		(void) durable_unlink(path, LOG);
+	}
+	FreeDir(dir);
+}
+
+/*
+ * Start-up of an encrypted cluster, before anything reads an SLRU: what a
+ * crash left half-way
+ */
+void
+CompleteSlruConversion(void)
+{
+	struct stat st;
+
+	if (stat(SLRU_STAGING_DIR, &st) == 0)
+		finish_staged(SlrusConverted());
+}
+
+/* Every bank lock of ctl, with no page of it in I/O */
+static void
+lock_whole_slru(SlruCtl ctl)
+{
+	SlruShared	shared = ctl->shared;
+
+	for (;;)
+	{
+		bool		busy = false;
+
+		for (int b = 0; b < ctl->nbanks; b++)
+			LWLockAcquire(&shared->bank_locks[b].lock, LW_EXCLUSIVE);
+		for (int s = 0; s < shared->num_slots && !busy; s++)
+			busy = shared->page_status[s] == SLRU_PAGE_READ_IN_PROGRESS ||
+				shared->page_status[s] == SLRU_PAGE_WRITE_IN_PROGRESS;
+		if (!busy)
+			return;
+		for (int b = 0; b < ctl->nbanks; b++)
+			LWLockRelease(&shared->bank_locks[b].lock);
+		pg_usleep(1000L);
+	}
+}
+
+static void
+unlock_whole_slru(SlruCtl ctl)
+{
+	for (int b = 0; b < ctl->nbanks; b++)
+		LWLockRelease(&ctl->shared->bank_locks[b].lock);
+}
+
+/*
+ * Encrypt the SLRUs not done yet, one at a time; commit(bit) records the
+ * bit in pg_encryption/pages (the primary writes and logs it; redo on a
+ * standby writes its own file).  False if a base backup runs: try later.
+ */
+bool
+ConvertSlrusOnline(uint32 done, void (*commit) (uint32 bit))
+{
+	if (MakePGDirectory(SLRU_STAGING_DIR) != 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", SLRU_STAGING_DIR)));
+	for (int bit = 0; bit <= SLRU_BIT_OTHERS; bit++)
+	{
+		if (done & (1U << bit))
+			continue;
+		for (int i = 0; i < nregistered; i++)
+			if (slru_bit(registered[i]->Dir) == bit)
+				lock_whole_slru(registered[i]);
+		if (!RecoveryInProgress() && XLogBackupsRunning())
+		{
+			for (int i = 0; i < nregistered; i++)
+				if (slru_bit(registered[i]->Dir) == bit)
+					unlock_whole_slru(registered[i]);
+			return false;
+		}
+		for (int i = 0; i < nregistered; i++)
+			if (slru_bit(registered[i]->Dir) == bit)
+				(void) SlruScanDirectory(registered[i], stage_segment, NULL);
+		commit(bit);
+		EncryptionTestCrashPoint("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT", "slru-committed");
+		finish_staged(1U << bit);
+		for (int i = 0; i < nregistered; i++)
+			if (slru_bit(registered[i]->Dir) == bit)
+				unlock_whole_slru(registered[i]);
+	}
+	return true;
 }

@@ -30,12 +30,23 @@
 #define SPILL_MAGIC			"PGCSPIL1"
 #define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8, big-endian) */
 
-static CtrCipher *spill_cipher = NULL;	/* temporary-file key */
+static ModuleCipher spill_key;	/* the temporary-file key */
+/* The module's cipher, keyed from the current key ring */
+static CtrCipher *
+spill_cipher(void)
+{
+	if (!RefreshModuleCipher(&spill_key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("no key for logical decoding spill files"),
+				 errdetail("%s", data_encryption_error_reason())));
+	return spill_key.ctr;
+}
 
 void
-InitializeSpillFileEncryption(CtrCipher *cipher)
+InitializeSpillFileEncryption(void)
 {
-	spill_cipher = cipher;
+	StartModuleCipher(&spill_key, true, KEY_TEMPFILE, 0);
 }
 
 static void
@@ -45,7 +56,7 @@ spill_crypt(const unsigned char *header, off_t offset, const char *in,
 	uint64		nonce;
 
 	memcpy(&nonce, header + 8, sizeof(nonce));
-	if (!ctr_crypt_at(spill_cipher, pg_ntoh64(nonce), (uint64) offset,
+	if (!ctr_crypt_at(spill_cipher(), pg_ntoh64(nonce), (uint64) offset,
 					  (const unsigned char *) in, (unsigned char *) out, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -82,22 +93,35 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 			return -1;
 		offset = SPILL_HEADER_LEN;
 	}
-	else if (pg_pread(fd, header, SPILL_HEADER_LEN, 0) != SPILL_HEADER_LEN ||
-			 memcmp(header, SPILL_MAGIC, 8) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("logical decoding spill file has no valid encryption header")));
+	else if (pg_pread(fd, header, SPILL_HEADER_LEN, 0) != SPILL_HEADER_LEN)
+		return -1;
+	else if (memcmp(header, SPILL_MAGIC, 8) != 0)
+		return write(fd, data, len);	/* begun before the cluster was
+										 * encrypted (design 9.7) */
 
 	buf = GrowStaticBuffer(buf, &bufsize, len);
 	spill_crypt(header, offset, data, buf, len);
 	return write(fd, buf, len);
 }
 
-/* Where the first change of a spill file starts */
+/*
+ * Where the first change of the spill file vfd starts: after the header of
+ * an encrypted one.  A file without one was begun in clear, before the
+ * cluster was encrypted online (a change's first field, its length, can
+ * never read as the magic string).
+ */
 off_t
-SpillFileFirstOffset(void)
+SpillFileFirstOffset(File vfd)
 {
-	return DataEncryptionEnabled() ? SPILL_HEADER_LEN : 0;
+	char		magic[8];
+
+	if (!DataEncryptionEnabled() || vfd < 0)
+		return 0;
+	if (FileRead(vfd, magic, sizeof(magic), 0,
+				 WAIT_EVENT_REORDER_BUFFER_READ) == sizeof(magic) &&
+		memcmp(magic, SPILL_MAGIC, 8) == 0)
+		return SPILL_HEADER_LEN;
+	return 0;
 }
 
 /* Decrypt, in place, len bytes read at offset from spill file vfd */
@@ -105,21 +129,24 @@ void
 DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
 {
 	static File cached_vfd = -1;
+	static bool cached_encrypted = false;
 	static unsigned char header[SPILL_HEADER_LEN];
 
 	if (!DataEncryptionEnabled() || len == 0)
 		return;
 	/* files are read one at a time, in order: cache the open one's header */
-	if (vfd != cached_vfd || offset == SPILL_HEADER_LEN)
+	if (vfd != cached_vfd || offset <= SPILL_HEADER_LEN)
 	{
 		if (FileRead(vfd, header, SPILL_HEADER_LEN, 0,
-					 WAIT_EVENT_REORDER_BUFFER_READ) != SPILL_HEADER_LEN ||
-			memcmp(header, SPILL_MAGIC, 8) != 0)
+					 WAIT_EVENT_REORDER_BUFFER_READ) != SPILL_HEADER_LEN)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("logical decoding spill file \"%s\" has no valid encryption header",
+					 errmsg("logical decoding spill file \"%s\" is too short",
 							FilePathName(vfd))));
+		/* begun in clear, before the cluster was encrypted (design 9.7) */
+		cached_encrypted = (memcmp(header, SPILL_MAGIC, 8) == 0);
 		cached_vfd = vfd;
 	}
-	spill_crypt(header, offset, data, data, len);
+	if (cached_encrypted)
+		spill_crypt(header, offset, data, data, len);
 }

@@ -59,11 +59,15 @@ const struct config_enum_entry data_encryption_options[] = {
 /* What every process of the server shares, beside the key ring */
 typedef struct EncryptionShared
 {
+	pg_atomic_uint32 cipher;	/* DATA_ENCRYPTION_*: what I/O does now */
 	pg_atomic_uint32 key_version;	/* odd while the key ring changes */
 	pg_atomic_uint32 write_generation;	/* PageKeysState.generation */
 	pg_atomic_uint32 marked;	/* PageKeysState.marked */
 	pg_atomic_uint32 wal_generation;	/* PageKeysState.wal_generation */
 	pg_atomic_uint64 wal_switch_lsn;	/* PageKeysState.wal_switch_lsn */
+	pg_atomic_uint32 wal_from_clear;	/* WAL before the switch is in clear */
+	pg_atomic_uint32 slru_done;	/* SLRUs encrypted (slrucrypt.c) */
+	pg_atomic_uint32 changing;	/* an online encryption runs */
 	slock_t		mutex;			/* protects what follows */
 	PageKeysState state;		/* pg_encryption/pages as last written */
 	DataRotationProgress progress;
@@ -108,11 +112,15 @@ DataEncryptionKeyringMemory(void)
 		return keyring;
 	keyring = map_shared(sizeof(Keyring), "encryption keys");
 	shared = map_shared(sizeof(EncryptionShared), "the page key state");
+	pg_atomic_init_u32(&shared->cipher, data_encryption_cipher);
 	pg_atomic_init_u32(&shared->key_version, 0);
 	pg_atomic_init_u32(&shared->write_generation, 1);
 	pg_atomic_init_u32(&shared->marked, 0);
 	pg_atomic_init_u32(&shared->wal_generation, 1);
 	pg_atomic_init_u64(&shared->wal_switch_lsn, 0);
+	pg_atomic_init_u32(&shared->wal_from_clear, 0);
+	pg_atomic_init_u32(&shared->slru_done, PAGE_KEYS_SLRU_ALL);
+	pg_atomic_init_u32(&shared->changing, 0);
 	SpinLockInit(&shared->mutex);
 	page_keys_initial(&shared->state);
 	return keyring;
@@ -150,6 +158,33 @@ CopyDataEncryptionKeyring(Keyring *out)
 		if (pg_atomic_read_u32(&shared->key_version) == v)
 			return;
 	}
+}
+
+/*
+ * The cipher the server's I/O encrypts with now, the same in every process:
+ * "off" in a cluster not encrypted, until pg_enable_encryption() turns it
+ * on (design 9.7).  Before the shared memory exists (bootstrap), the
+ * setting's.
+ */
+int
+DataEncryptionCipher(void)
+{
+	return shared ? (int) pg_atomic_read_u32(&shared->cipher) : data_encryption_cipher;
+}
+
+/* Turn encryption on or off for every process, from its next I/O on */
+void
+SetDataEncryptionCipher(int cipher)
+{
+	pg_write_barrier();
+	pg_atomic_write_u32(&shared->cipher, (uint32) cipher);
+}
+
+/* The cipher of the key ring's keys, which the modules re-key with */
+int
+DataKeysCipher(void)
+{
+	return keyring ? (int) keyring->cipher : data_encryption_cipher;
 }
 
 /* Changes whenever the keys change: the modules re-key when it does */
@@ -201,16 +236,72 @@ StartupCipher(void *cipher)
 /*
  * At start-up, a key of either slot of one purpose (id_a, id_b), to make a
  * module's two cipher contexts with (they are re-keyed in place later); a
- * key ring with neither is damaged
+ * key ring with neither is damaged.  A cluster not encrypted has no keys:
+ * its processes get random placeholders, replaced when
+ * pg_enable_encryption() brings keys (design 9.7).
  */
 void
 CopyStartupSlotKey(uint32 id_a, uint32 id_b, const char *what,
 				   unsigned char *key)
 {
-	if (!CopyDataKey(id_a, key) && !CopyDataKey(id_b, key))
-		ereport(FATAL,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("encryption key file \"%s\" holds no %s", KEYRING_FILE, what)));
+	if (CopyDataKey(id_a, key) || CopyDataKey(id_b, key))
+		return;
+	if (DataEncryptionCipher() == DATA_ENCRYPTION_OFF &&
+		pg_strong_random(key, DATA_ENCRYPTION_MAX_XTS_KEY_LEN))
+		return;
+	ereport(FATAL,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("encryption key file \"%s\" holds no %s", KEYRING_FILE, what)));
+}
+
+/*
+ * A module's one cipher, keyed from the shared key ring (the transaction
+ * files' and the temporary files' modules): re-keyed in place when the
+ * ring changed since it was last keyed.  Allocates nothing, unless the
+ * cipher changes, and never throws; false when the ring holds no key for
+ * it (a cluster not encrypted) or the cipher refused the key.
+ */
+bool
+RefreshModuleCipher(ModuleCipher *mc)
+{
+	uint32		version = DataKeysVersion();
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+	int			cipher = DataKeysCipher();
+
+	if (likely(version == mc->seen))
+		return mc->have;
+	mc->have = (CopyDataKey(mc->id, key) ||
+				(mc->fallback != 0 && CopyDataKey(mc->fallback, key))) &&
+		(mc->xts ? xts_cipher_rekey(mc->xts, cipher, key) :
+		 ctr_cipher_rekey(mc->ctr, cipher, key));
+	data_encryption_wipe(key, sizeof(key));
+	/* a ring that changed while we copied differs from it next time */
+	mc->seen = version;
+	return mc->have;
+}
+
+/*
+ * Set up a module's cipher at start-up (the postmaster, children inherit
+ * it), keyed with key id (else fallback) or a placeholder
+ */
+void
+StartModuleCipher(ModuleCipher *mc, bool ctr, uint32 id, uint32 fallback)
+{
+	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
+	int			cipher = DataKeysCipher();
+
+	mc->id = id;
+	mc->fallback = fallback;
+	CopyStartupSlotKey(id, fallback ? fallback : id, "key for a module", key);
+	if (cipher == DATA_ENCRYPTION_OFF)
+		cipher = DATA_ENCRYPTION_AES256;	/* a placeholder's */
+	if (ctr)
+		mc->ctr = StartupCipher(ctr_cipher_create(cipher, key));
+	else
+		mc->xts = StartupCipher(xts_cipher_create(cipher, key));
+	data_encryption_wipe(key, sizeof(key));
+	mc->seen = DataKeysVersion() + 1;	/* odd: keyed at the first use */
+	mc->have = false;
 }
 
 /*
@@ -234,6 +325,24 @@ uint32
 PageWriteGeneration(void)
 {
 	return shared ? pg_atomic_read_u32(&shared->write_generation) : 1;
+}
+
+/* The SLRUs encrypted: all of them but while a cluster is encrypted online */
+uint32
+SlrusConverted(void)
+{
+	return shared ? pg_atomic_read_u32(&shared->slru_done) : PAGE_KEYS_SLRU_ALL;
+}
+
+/*
+ * Whether the cluster is not encrypted or being encrypted online: what the
+ * rules that must not change under a file's readers look at (tempcrypt.c)
+ */
+bool
+DataEncryptionChanging(void)
+{
+	return !DataEncryptionEnabled() ||
+		(shared && pg_atomic_read_u32(&shared->changing) != 0);
 }
 
 bool
@@ -262,6 +371,11 @@ SetPageKeysState(const PageKeysState *state)
 	memcpy(&shared->state, state, sizeof(PageKeysState));
 	SpinLockRelease(&shared->mutex);
 	pg_atomic_write_u32(&shared->marked, state->marked ? 1 : 0);
+	pg_atomic_write_u32(&shared->changing,
+						state->operation == PAGE_KEYS_OP_ENABLE ? 1 : 0);
+	pg_atomic_write_u32(&shared->slru_done,
+						state->operation == PAGE_KEYS_OP_ENABLE ?
+						state->slru_done : PAGE_KEYS_SLRU_ALL);
 	pg_write_barrier();
 	pg_atomic_write_u32(&shared->write_generation, state->generation);
 	SetWALKeySwitch(state->wal_generation, state->wal_switch_lsn);
@@ -279,25 +393,35 @@ WALWriteSlot(XLogRecPtr pageptr)
 		return PAGE_SLOT_A;
 	return wal_keys_write_slot(pg_atomic_read_u32(&shared->wal_generation),
 							   pg_atomic_read_u64(&shared->wal_switch_lsn),
+							   pg_atomic_read_u32(&shared->wal_from_clear) != 0,
 							   pageptr);
 }
 
 /* Whether the WAL half of a state differs from the one in effect */
 bool
-WALKeySwitchDiffers(uint32 wal_generation, XLogRecPtr switch_lsn)
+WALKeySwitchDiffers(const PageKeysState *state)
 {
-	return pg_atomic_read_u32(&shared->wal_generation) != wal_generation ||
-		pg_atomic_read_u64(&shared->wal_switch_lsn) != switch_lsn;
+	return pg_atomic_read_u32(&shared->wal_generation) != state->wal_generation ||
+		pg_atomic_read_u64(&shared->wal_switch_lsn) != state->wal_switch_lsn ||
+		(pg_atomic_read_u32(&shared->wal_from_clear) != 0) !=
+		(state->operation == PAGE_KEYS_OP_ENABLE);
 }
 
-/* The WAL half of the state, and the shared copy's fields */
+/*
+ * The WAL half of the state, and the shared copy's fields.  While a
+ * cluster is encrypted online, WAL before the switch is in clear.
+ */
 void
 SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn)
 {
+	bool		from_clear;
+
 	SpinLockAcquire(&shared->mutex);
 	shared->state.wal_generation = wal_generation;
 	shared->state.wal_switch_lsn = switch_lsn;
+	from_clear = (shared->state.operation == PAGE_KEYS_OP_ENABLE);
 	SpinLockRelease(&shared->mutex);
+	pg_atomic_write_u32(&shared->wal_from_clear, from_clear ? 1 : 0);
 	pg_atomic_write_u64(&shared->wal_switch_lsn, switch_lsn);
 	pg_atomic_write_u32(&shared->wal_generation, wal_generation);
 }

@@ -62,9 +62,11 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xact.h"
+#include "common/file_perm.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/encryption.h"
@@ -95,9 +97,20 @@ static EncryptedTempFile *files = NULL;
 static int	nfiles = 0;
 static bool raw_io = false;		/* our own I/O on the file: no hooks
 								 * (raw_call) */
-static XtsCipher *unit_cipher = NULL;
+static ModuleCipher temp_key;	/* the temporary-file key */
 
 static off_t logical_size_on_disk(File file);
+/* The module's cipher, keyed from the current key ring */
+static XtsCipher *
+unit_cipher(void)
+{
+	if (!RefreshModuleCipher(&temp_key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("no key for temporary files"),
+				 errdetail("%s", data_encryption_error_reason())));
+	return temp_key.xts;
+}
 static void flush_tail(File file, uint32 wait_event_info);
 
 /* One buffer for every read and write, grown when needed: no per-I/O palloc */
@@ -112,9 +125,9 @@ scratch(size_t len)
 }
 
 void
-InitializeTempFileEncryption(XtsCipher *units)
+InitializeTempFileEncryption(void)
 {
-	unit_cipher = units;
+	StartModuleCipher(&temp_key, false, KEY_TEMPFILE, 0);
 }
 
 bool
@@ -158,12 +171,67 @@ RegisterEncryptedTempFileNamed(File file, const char *path, bool shared)
 	files[file].in_use = true;
 }
 
+/*
+ * Whether the files of a file set's directory are encrypted.  Other
+ * processes open them by name, so the rule must not change under them when
+ * the cluster is encrypted online (design 9.7): while it is not encrypted,
+ * or being encrypted, the first process to register a file of the
+ * directory records the rule in a marker file there (link(): one decides)
+ * and the others read it; without a marker, the cluster's rule.  The
+ * marker goes with the directory.
+ */
+#define FILESET_RULE_FILE	"pgcipher-rule"
+
+static bool
+fileset_encrypted(const char *path)
+{
+	char		marker[MAXPGPATH];
+	char		tmp[MAXPGPATH + 16];
+	char	   *slash;
+	char		rule = DataEncryptionEnabled() ? 'e' : 'c';
+	int			fd;
+
+	strlcpy(marker, path, sizeof(marker));
+	if ((slash = strrchr(marker, '/')) == NULL)
+		return rule == 'e';
+	strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
+	if (!DataEncryptionChanging())
+	{
+		struct stat st;
+
+		if (rule == 'e' && stat(marker, &st) != 0)
+			return true;		/* the usual case: one stat */
+	}
+	/* written whole under a name of our own, then linked: one decides */
+	snprintf(tmp, sizeof(tmp), "%s.%d", marker, MyProcPid);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
+	if (fd >= 0)
+	{
+		bool		ok = write(fd, &rule, 1) == 1;
+
+		close(fd);
+		ok = ok && link(tmp, marker) == 0;
+		(void) unlink(tmp);
+		if (ok)
+			return rule == 'e';
+	}
+	fd = open(marker, O_RDONLY | PG_BINARY, 0);
+	if (fd < 0 || read(fd, &rule, 1) != 1)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", marker)));
+	close(fd);
+	return rule == 'e';
+}
+
 void
 RegisterEncryptedTempFile(File file, const char *path)
 {
-	if (!DataEncryptionEnabled())
+	bool		shared = strstr(path, ".fileset/") != NULL;
+
+	if (shared ? !fileset_encrypted(path) : !DataEncryptionEnabled())
 		return;
-	RegisterEncryptedTempFileNamed(file, path, strstr(path, ".fileset/") != NULL);
+	RegisterEncryptedTempFileNamed(file, path, shared);
 }
 
 /* scratchfile.c: hold a scratch file's last unit back, or not (a stream) */
@@ -273,8 +341,8 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 	{
 		xts_sequential_tweaks(tweak, nonce, TWEAK_TINY, 1);
 		ok = encrypt ?
-			xts_encrypt(unit_cipher, tweak, in, out, 16) :
-			xts_decrypt(unit_cipher, tweak, in, out, 16);
+			xts_encrypt(unit_cipher(), tweak, in, out, 16) :
+			xts_decrypt(unit_cipher(), tweak, in, out, 16);
 	}
 	else
 	{
@@ -284,8 +352,8 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 			Assert(u % UNIT == 0 && u + len <= e);
 			xts_sequential_tweaks(tweak, nonce, (uint64) (u / UNIT), 1);
 			ok = encrypt ?
-				xts_encrypt(unit_cipher, tweak, in + (u - a), out + (u - a), len) :
-				xts_decrypt(unit_cipher, tweak, in + (u - a), out + (u - a), len);
+				xts_encrypt(unit_cipher(), tweak, in + (u - a), out + (u - a), len) :
+				xts_decrypt(unit_cipher(), tweak, in + (u - a), out + (u - a), len);
 		}
 	}
 	if (!ok)
@@ -384,8 +452,8 @@ tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
 	}
 	xts_sequential_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
 	if (!(encrypt ?
-		  xts_encrypt(unit_cipher, tweaks, block, block, 16) :
-		  xts_decrypt(unit_cipher, tweaks, block, block, 16)))
+		  xts_encrypt(unit_cipher(), tweaks, block, block, 16) :
+		  xts_decrypt(unit_cipher(), tweaks, block, block, 16)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 encrypt ? errmsg("could not encrypt a temporary file") :

@@ -46,6 +46,7 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -88,7 +89,7 @@ refresh_wal_ciphers(void)
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
 	{
 		bool		have = CopyDataKey(wal_keys_slot_key_id(slot), key) &&
-			ctr_cipher_rekey(slot_cipher[slot], key);
+			ctr_cipher_rekey(slot_cipher[slot], DataKeysCipher(), key);
 
 		wal_encryption_set_cipher(slot, have ? slot_cipher[slot] : NULL);
 	}
@@ -129,6 +130,8 @@ InitializeWALEncryption(int cipher)
 	unsigned char key[DATA_ENCRYPTION_MAX_XTS_KEY_LEN];
 
 	CopyStartupSlotKey(KEY_WAL, KEY_WAL_B, "WAL key", key);
+	if (cipher == DATA_ENCRYPTION_OFF)
+		cipher = DATA_ENCRYPTION_AES256;	/* a placeholder's (design 9.7) */
 	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
 		if (slot_cipher[slot] == NULL)
 			slot_cipher[slot] = StartupCipher(ctr_cipher_create(cipher, key));
@@ -158,6 +161,14 @@ encrypt_wal_buffer_page(char *page, char *out, XLogRecPtr pageptr,
 	uint32		epoch = wal_page_epoch(page);
 	int			valid;
 
+	int			slot = WALWriteSlot(pageptr);
+
+	if (slot == PAGE_SLOT_CLEAR)
+	{
+		/* before the switch of a cluster being encrypted online */
+		memcpy(out, page, XLOG_BLCKSZ);
+		return;
+	}
 	if (epoch == 0)
 	{
 		/* only XLogWrite, under WALWriteLock, reads or sets this field */
@@ -171,7 +182,7 @@ encrypt_wal_buffer_page(char *page, char *out, XLogRecPtr pageptr,
 	else
 		valid = 0;
 	wal_encrypt_page_cached(last_partial_page, page, out, pageptr, epoch,
-							WALWriteSlot(pageptr), valid);
+							slot, valid);
 }
 
 /*
@@ -246,7 +257,36 @@ CopyWALPagePrefix(int srcfd, const char *path, char *page, off_t offset,
 		return;
 	}
 	(void) wal_decrypt_page(page, pageptr, XLOG_BLCKSZ);
+	if (WALWriteSlot(pageptr) == PAGE_SLOT_CLEAR)
+	{
+		memset(page + upto, 0, XLOG_BLCKSZ - upto);
+		return;
+	}
 	wal_encrypt_page_cached(NULL, page, wal_scratch, pageptr, wal_write_epoch,
 							WALWriteSlot(pageptr), upto);
 	memcpy(page, wal_scratch, XLOG_BLCKSZ);
+}
+
+/*
+ * RemoveXlogFile(): whether an old segment may be recycled as a future one.
+ * Not one written in clear before the cluster was encrypted online (design
+ * 9.7): a recycled segment keeps its bytes until WAL overwrites them, so it
+ * is removed instead.  Its first page says, in its clear header.
+ */
+bool
+WALSegmentRecyclable(const char *path)
+{
+	XLogPageHeaderData hdr;
+	int			fd;
+	bool		clear;
+
+	if (!DataEncryptionEnabled())
+		return true;
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return true;			/* RemoveXlogFile() reports it */
+	clear = pg_pread(fd, &hdr, sizeof(hdr), 0) == sizeof(hdr) &&
+		!wal_page_is_encrypted((const char *) &hdr);
+	CloseTransientFile(fd);
+	return !clear;
 }

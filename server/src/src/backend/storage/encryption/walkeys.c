@@ -200,6 +200,44 @@ OldWALKeyNeeded(const PageKeysState *state, bool checkpoint, char *why,
 }
 
 /*
+ * A cluster being encrypted online: segments from the switch point on that
+ * exist already were recycled from WAL written in clear, and keep its
+ * bytes until WAL overwrites them; remove them, so that the switch starts
+ * in new files.  On a primary the caller holds WALWriteLock, so no process
+ * writes WAL there (none is written yet); a standby's redo passes a point
+ * two segments past what its WAL receiver writes.  ControlFileLock keeps
+ * the checkpointer from installing a recycled segment meanwhile.  Later,
+ * walcrypt.c keeps segments in clear from being recycled.
+ */
+void
+RemoveRecycledWALSegments(XLogRecPtr switch_lsn)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	XLogSegNo	switch_segno;
+
+	XLByteToSeg(switch_lsn, switch_segno, wal_segment_size);
+	LWLockAcquire(ControlFileLock, LW_EXCLUSIVE);
+	dir = AllocateDir(XLOGDIR);
+	while ((de = ReadDir(dir, XLOGDIR)) != NULL)
+	{
+		TimeLineID	tli;
+		XLogSegNo	segno;
+		char		path[MAXPGPATH];
+
+		if (!IsXLogFileName(de->d_name))
+			continue;
+		XLogFromFileName(de->d_name, &tli, &segno, wal_segment_size);
+		if (segno < switch_segno)
+			continue;
+		snprintf(path, sizeof(path), XLOGDIR "/%s", de->d_name);
+		(void) durable_unlink(path, LOG);
+	}
+	FreeDir(dir);
+	LWLockRelease(ControlFileLock);
+}
+
+/*
  * Steps 1 to 3 of the header, once the state with the new WAL generation
  * is written and logged.  The caller holds the key ring directory's lock.
  */
@@ -212,7 +250,7 @@ SwitchWALKey(void)
 	XLogSegNo	segno;
 
 	GetPageKeysState(state);
-	if (state->wal_generation <= 1 || state->wal_switch_lsn != InvalidXLogRecPtr)
+	if (!wal_switch_pending(state))
 	{
 		pfree(state);
 		return;
@@ -229,6 +267,8 @@ SwitchWALKey(void)
 	XLogSegNoOffsetToRecPtr(segno, 0, wal_segment_size, switch_lsn);
 	if (GetXLogWriteRecPtr() > switch_lsn)
 		XLogSegNoOffsetToRecPtr(segno + 1, 0, wal_segment_size, switch_lsn);
+	if (state->operation == PAGE_KEYS_OP_ENABLE)
+		RemoveRecycledWALSegments(switch_lsn);
 	SetWALKeySwitch(state->wal_generation, switch_lsn);
 	LWLockRelease(WALWriteLock);
 	crash_point("wal-switched");
