@@ -35,6 +35,7 @@ parts=(
     "4c|9|sums and updates computed by the proxy, Alibaba's sysbench statements"
     "4c'|1|a Django application, unchanged"
     "4d|0|the key-encryption key changed online"
+    "4d''|30|a cluster encrypted online under pgbench, then re-keyed online"
     "4e|6|pg_upgrade from Debian's stock 15"
     "4f|0|stock tools on an encrypted cluster"
     "4g|1|io_method on 18"
@@ -354,6 +355,43 @@ rot_hits=$( (grep -rlaF 'TOPSECRET-NOTE' "$demo/enc/data" --exclude-dir=pg_wal |
 echo "   files containing 'TOPSECRET-NOTE' after the rotation: $rot_hits"
 if [ "$rot_hits" != 0 ]; then echo "demo: plaintext found on disk!" >&2; exit 1; fi
 pg_ctl -D "$demo/enc/data" -w stop -m fast >/dev/null
+
+step "4d''. Encrypt a running cluster that was not encrypted, pgbench running; then replace its data keys online"
+mkdir -p "$demo/plain"
+initdb -D "$demo/plain/data" --data-checksums -A trust -U postgres > "$demo/plain/initdb.log"
+plain_port=$(start plain)
+psql_plain() { psql -X -q -h "$demo/plain" -p "$plain_port" -U postgres -d postgres "$@"; }
+pgbench_plain() { pgbench -h "$demo/plain" -p "$plain_port" -U postgres "$@" postgres; }
+pgbench_plain -i -s 10 -q > "$demo/plain/pgbench-init.log" 2>&1
+psql_plain -c "CREATE TABLE secrets AS SELECT g AS id, 'PLAIN-SECRET-' || g AS v FROM generate_series(1, 20000) g; CHECKPOINT;"
+echo "   a cluster initdb made without encryption: data_encryption = $(psql_plain -At -c 'SHOW data_encryption');" \
+    "files holding 'PLAIN-SECRET': $(grep -rlaF PLAIN-SECRET "$demo/plain/data" | wc -l)"
+pgbench_plain -n -c 4 -j 2 -T 30 -P 5 > "$demo/plain/pgbench.log" 2>&1 &
+pgbench_pid=$!
+sleep 3
+echo "pgbench -c 4 runs against it; meanwhile: SELECT pg_enable_encryption('aes-256', 'cat passphrase');"
+echo "   $(psql_plain -At -c "SELECT pg_enable_encryption('aes-256', 'cat $demo/passphrase')")  (returned at once; from now on every write is encrypted)"
+while :; do
+    progress=$(psql_plain -At -F ' | ' -c "SELECT operation, phase, coalesce(datname, '-'),
+        coalesce(blocks_done || '/' || blocks_total, '-'), blocks_rewritten || ' blocks encrypted'
+        FROM pg_stat_progress_encryption")
+    echo "   pg_stat_progress_encryption: $progress"
+    case $progress in none*) break ;; esac
+    sleep 2
+done
+echo "   data_encryption = $(psql_plain -At -c 'SHOW data_encryption'); now, pgbench still running: SELECT pg_rotate_data_keys();"
+echo "   $(psql_plain -At -c "SELECT pg_rotate_data_keys()")"
+until [ "$(psql_plain -At -c "SELECT operation || ' ' || phase FROM pg_stat_progress_encryption")" = "none idle" ]; do sleep 1; done
+wait "$pgbench_pid"
+grep -E "^progress|number of failed|^tps" "$demo/plain/pgbench.log" | sed 's/^/   pgbench: /'
+if ! grep -q "number of failed transactions: 0 " "$demo/plain/pgbench.log"; then echo "demo: pgbench failed during the encryption!" >&2; exit 1; fi
+pg_controldata "$demo/plain/data" | grep -E "^Data encryption" | sed 's/^/   /'
+grep -E "encryption of the cluster|SLRUs|rotation of the data keys|on is written under" "$demo/plain/server.log" | sed 's/^.*LOG: */   server log: /'
+psql_plain -c "CHECKPOINT"
+plain_hits=$( (grep -rlaF 'PLAIN-SECRET' "$demo/plain/data" || true) | wc -l)
+echo "   files holding 'PLAIN-SECRET' now, WAL included (the WAL from before the switch is gone, never recycled): $plain_hits"
+if [ "$plain_hits" != 0 ]; then echo "demo: plaintext found on disk!" >&2; exit 1; fi
+pg_ctl -D "$demo/plain/data" -w stop -m fast >/dev/null
 
 step "4e. Adopt pgcipher: pg_upgrade from Debian's stock PostgreSQL 15 encrypts every block"
 pg15=/usr/lib/postgresql/15/bin

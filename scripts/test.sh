@@ -74,7 +74,9 @@ encryption-tap | 1 | 17 18 | tap src/test/encryption "" '/0(08|11|12)_'
     NOTIFY and spill files (006), key-encryption key rotation with kill -9 at
     every step, standbys, backups and pg_rewind across it (007), the online
     rotation of the page key under pgbench, paused, resumed, with kill -9 at
-    every step, every page's key mark read back (014), known outputs
+    every step, every page's key mark read back (014), the WAL key's
+    rotation (015), a running cluster encrypted online under pgbench with a
+    standby, a backup taken half-way and kill -9 at every step (016), known outputs
     of every cipher use under the linked OpenSSL 3.5 and the machine's 3.0
     (001), one libcrypto per process with TLS and pgcrypto (009)
 read-path | 1 | 17 18 | read_path

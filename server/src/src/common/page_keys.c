@@ -297,7 +297,8 @@ page_keys_format(const PageKeysState *state, char *text, size_t size)
 	ADD("wal_switch_lsn %X/%X\n", (unsigned int) (state->wal_switch_lsn >> 32),
 		(unsigned int) state->wal_switch_lsn);
 	if (state->operation == PAGE_KEYS_OP_ENABLE)
-		ADD("slru_done %u\n", state->slru_done);	/* only then: old files stay valid */
+		ADD("slru_done %u\n", state->slru_done);	/* only then: old files
+													 * stay valid */
 	ADD("done");
 	for (int i = 0; i < state->ndone; i++)
 		ADD(" %u", state->done[i]);

@@ -862,10 +862,9 @@ rewrite_every_database(void)
 	if (state.operation == PAGE_KEYS_OP_ENABLE)
 	{
 		/*
-		 * An encryption: pages an older transaction wrote are in clear,
-		 * which stays readable, so a transaction prepared before (it writes
-		 * nothing more) is not waited for; the ones running now are (design
-		 * 9.7)
+		 * An encryption: pages an older transaction wrote are in clear, which
+		 * stays readable, so a transaction prepared before (it writes nothing
+		 * more) is not waited for; the ones running now are (design 9.7)
 		 */
 		phase(DATA_ROTATION_WAITING_XACTS);
 		for (uint32 i = 0; i < ProcGlobal->allProcCount; i++)

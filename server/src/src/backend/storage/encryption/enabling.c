@@ -19,10 +19,11 @@
  *	3. puts the keys in every process's reach and turns encryption on:
  *	   every page written from now on is encrypted under generation 1 and
  *	   marked, and so is every new temporary file, spill file and two-phase
- *	   state file; logs the key ring and the state (standbys follow)
+ *	   state file; logs the key ring and the state (standbys follow);
+ *	   pg_control records the cipher
  *	4. switches new WAL to the WAL key at a segment boundary (walkeys.c);
  *	   older WAL stays in clear, and is never recycled (walcrypt.c)
- *	5. returns; a checkpoint records the cipher in pg_control
+ *	5. returns
  *
  * The launcher (datarotation.c) then encrypts the SLRUs one at a time
  * (slrucrypt.c), has its workers rewrite every block of every database,
@@ -173,14 +174,12 @@ pg_enable_encryption(PG_FUNCTION_ARGS)
 	SetDataEncryptionCipher(cipher);
 	LWLockRelease(WALWriteLock);
 	LogPageKeysChange(&state);
+	WriteControlFileNow();
 	crash_point("enabled");
 
 	/* 4 */
 	SwitchWALKey();
 	CloseTransientFile(lockfd);
-
-	/* 5: pg_control records the cipher at this checkpoint */
-	RequestCheckpoint(CHECKPOINT_FORCE);
 
 	ereport(LOG,
 			(errmsg("encryption of the cluster with %s started: new pages, WAL and files are encrypted",

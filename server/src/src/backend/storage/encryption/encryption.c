@@ -262,10 +262,10 @@ InitializeDataEncryption(bool bootstrap)
 		else
 		{
 			if (data_encryption_key_length(cipher) == 0)
-			ereport(FATAL,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("pg_control records unknown encryption cipher %d", cipher),
-					 errhint("This cluster may have been created by a newer version of pgcipher.")));
+				ereport(FATAL,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("pg_control records unknown encryption cipher %d", cipher),
+						 errhint("This cluster may have been created by a newer version of pgcipher.")));
 			load_keyring();
 			CompleteKeyRotation(keyring->from_next);
 			if (keyring->cipher != (uint32) cipher)

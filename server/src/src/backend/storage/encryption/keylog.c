@@ -198,6 +198,7 @@ enable_in_redo(XLogReaderState *record, const unsigned char *ring_bytes,
 	SetPageKeysState(next);
 	SetDataEncryptionCipher(DataKeysCipher());
 	LWLockRelease(WALWriteLock);
+	WriteControlFileNow();
 	/* recycled segments ahead of the WAL receiver hold WAL in clear */
 	{
 		XLogRecPtr	received = GetWalRcvFlushRecPtr(NULL, NULL);

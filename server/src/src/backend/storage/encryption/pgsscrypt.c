@@ -36,6 +36,7 @@ static ModuleCipher texts_key;	/* the temporary-file key */
  * by its nonce: 0 for texts in clear.
  */
 static bool texts_encrypted = false;
+
 /* The module's cipher, keyed from the current key ring */
 static CtrCipher *
 texts_cipher(void)

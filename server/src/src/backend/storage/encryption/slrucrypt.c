@@ -48,6 +48,7 @@ StaticAssertDecl(ENCRYPTION_SLRU_PAGES_PER_SEGMENT == SLRU_PAGES_PER_SEGMENT,
 #define STATE_UNIT			8192
 
 static ModuleCipher slru_key;	/* the transaction-file key */
+
 /* The module's cipher, keyed from the current key ring */
 static XtsCipher *
 state_cipher(void)

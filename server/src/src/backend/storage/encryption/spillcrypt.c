@@ -31,6 +31,7 @@
 #define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8, big-endian) */
 
 static ModuleCipher spill_key;	/* the temporary-file key */
+
 /* The module's cipher, keyed from the current key ring */
 static CtrCipher *
 spill_cipher(void)

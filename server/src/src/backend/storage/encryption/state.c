@@ -66,7 +66,7 @@ typedef struct EncryptionShared
 	pg_atomic_uint32 wal_generation;	/* PageKeysState.wal_generation */
 	pg_atomic_uint64 wal_switch_lsn;	/* PageKeysState.wal_switch_lsn */
 	pg_atomic_uint32 wal_from_clear;	/* WAL before the switch is in clear */
-	pg_atomic_uint32 slru_done;	/* SLRUs encrypted (slrucrypt.c) */
+	pg_atomic_uint32 slru_done; /* SLRUs encrypted (slrucrypt.c) */
 	pg_atomic_uint32 changing;	/* an online encryption runs */
 	slock_t		mutex;			/* protects what follows */
 	PageKeysState state;		/* pg_encryption/pages as last written */

@@ -100,6 +100,7 @@ static bool raw_io = false;		/* our own I/O on the file: no hooks
 static ModuleCipher temp_key;	/* the temporary-file key */
 
 static off_t logical_size_on_disk(File file);
+
 /* The module's cipher, keyed from the current key ring */
 static XtsCipher *
 unit_cipher(void)

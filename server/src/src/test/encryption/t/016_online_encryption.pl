@@ -86,7 +86,8 @@ sub wait_encrypted
 sub rows
 {
 	my ($n) = @_;
-	return $n->safe_psql('postgres',
+	return $n->safe_psql(
+		'postgres',
 		'SELECT count(*), sum(aid), sum(abalance) >= 0 FROM pgbench_accounts;
 		 SELECT count(*), min(v) FROM marked;');
 }
@@ -95,8 +96,9 @@ sub rows
 #     prepared transaction, a NOTIFY payload ---
 command_ok(
 	[
-		'pgbench', '-i', '-s', '2', '-h', $node->host,
-		'-p', $node->port, 'postgres'
+		'pgbench', '-i', '-s', '2',
+		'-h', $node->host, '-p', $node->port,
+		'postgres'
 	],
 	'pgbench -i');
 $node->safe_psql(
@@ -113,7 +115,8 @@ CHECKPOINT;));
 $node->backup('base');
 my $standby = PostgreSQL::Test::Cluster->new('enable_standby');
 $standby->init_from_backup($node, 'base', has_streaming => 1);
-$standby->append_conf('postgresql.conf', "encryption_key_command = '$command'");
+$standby->append_conf('postgresql.conf',
+	"encryption_key_command = '$command'");
 $node->safe_psql('postgres',
 	"SELECT pg_create_physical_replication_slot('standby')");
 $standby->append_conf('postgresql.conf', "primary_slot_name = 'standby'");
@@ -121,7 +124,7 @@ $standby->start;
 
 # the control: not encrypted, the scan finds the markers
 my $found = scan_for_markers(\@markers, $pgdata);
-ok(defined $found->{row} && defined $found->{prepared},
+ok( defined $found->{row} && defined $found->{prepared},
 	'control: the markers are found on disk before the encryption');
 
 # --- bad input changes nothing ---
@@ -134,13 +137,14 @@ like($err, qr/cost_limit must be between/, 'cost_limit 0 is refused');
 ($ret, $out, $err) =
   $node->psql('postgres', "SELECT pg_enable_encryption('aes-256', 'false')");
 like($err, qr/key command/, 'a key command that fails is refused');
-ok(!-e "$pgdata/pg_encryption/pages" && !-e "$pgdata/pg_encryption/keyring",
+ok( !-e "$pgdata/pg_encryption/pages" && !-e "$pgdata/pg_encryption/keyring",
 	'... and leaves no file behind');
 ($ret, $out, $err) = $standby->psql('postgres',
 	"SELECT pg_enable_encryption('aes-256', '$command')");
 like($err, qr/during recovery/, 'a standby refuses');
 $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
-($ret, $out, $err) = $node->psql('postgres',
+($ret, $out, $err) = $node->psql(
+	'postgres',
 	"SELECT pg_enable_encryption('aes-256', '$command')",
 	extra_params => [ '-U', 'plain' ]);
 like($err, qr/permission denied/, 'a role that is not superuser is refused');
@@ -150,21 +154,32 @@ is($node->safe_psql('postgres', 'SHOW data_encryption'),
 # --- the encryption, under pgbench ---
 my $bench = IPC::Run::start(
 	[
-		'pgbench', '-n', '-c', '4', '-T', '8', '-h', $node->host, '-p',
-		$node->port, 'postgres'
+		'pgbench', '-n', '-c', '4',
+		'-T', '8', '-h', $node->host,
+		'-p', $node->port, 'postgres'
 	],
-	'>', \my $bench_out, '2>', \my $bench_err);
+	'>',
+	\my $bench_out,
+	'2>',
+	\my $bench_err);
 usleep(1_000_000);
 is( $node->safe_psql(
-		'postgres', "SELECT pg_enable_encryption('aes-256', '$command', 0, 10000)"),
+		'postgres',
+		"SELECT pg_enable_encryption('aes-256', '$command', 0, 10000)"),
 	'encrypting with aes-256',
 	'pg_enable_encryption returns at once');
+command_like(
+	[ 'pg_controldata', $pgdata ],
+	qr/Data encryption:\s+aes-256\n.*page keys:\s+generation 1 \(slot A\), encrypting/s,
+	'pg_controldata: aes-256 at once, and the encryption running');
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT pg_enable_encryption('aes-128', '$command')");
 like($err, qr/already encrypted/, 'a second enable is refused');
 ok(wait_encrypted($node), 'the primary ends encrypted with aes-256');
 $bench->finish;
-like($bench_out, qr/number of failed transactions: 0 /,
+like(
+	$bench_out,
+	qr/number of failed transactions: 0 /,
 	'pgbench: no failed transaction');
 like(
 	slurp_file("$pgdata/pg_encryption/pages"),
@@ -178,8 +193,9 @@ $node->safe_psql(
 BEGIN; INSERT INTO marked VALUES (-2, '@{[ $marker->('prepared_after') ]}'); PREPARE TRANSACTION 'after';
 CHECKPOINT;
 COMMIT PREPARED 'before';));
-is($node->safe_psql('postgres', 'SELECT count(*) FROM marked WHERE id = -1'),
-	'1', 'the transaction prepared before commits');
+is( $node->safe_psql('postgres', 'SELECT count(*) FROM marked WHERE id = -1'),
+	'1',
+	'the transaction prepared before commits');
 $node->safe_psql('postgres', "COMMIT PREPARED 'after'");
 # a large sort's temporary files and a parallel hash join's file set
 $node->safe_psql('postgres',
@@ -207,7 +223,8 @@ my $restored = PostgreSQL::Test::Cluster->new('enable_restored');
 $restored->init_from_backup($half, 'half');
 $restored->start;
 $restored->safe_psql('postgres', 'SELECT pg_encryption_resume()');
-ok(wait_encrypted($restored), 'a backup taken half-way restores and finishes');
+ok(wait_encrypted($restored),
+	'a backup taken half-way restores and finishes');
 is($restored->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
 	'100000|5000050000', 'the restored backup reads every row');
 $half->stop;
@@ -235,8 +252,10 @@ $node->stop;
 
 # --- kill -9 at every step: the server starts, finishes, reads all ---
 for my $step (
-	'enable-begun', 'keyring-written', 'enabled', 'wal-switched',
-	'slru-committed', 'database-done', 'completed')
+	'enable-begun', 'keyring-written',
+	'enabled', 'wal-switched',
+	'slru-committed', 'database-done',
+	'completed')
 {
 	my $n = PostgreSQL::Test::Cluster->new("enable_$step");
 	$n->init;
@@ -251,6 +270,7 @@ for my $step (
 	$n->psql('postgres',
 		"SELECT pg_enable_encryption('aes-256', '$command', 0, 10000)");
 	my $dead;
+
 	for (1 .. 300)
 	{
 		last if $dead = !kill(0, $pid);
@@ -271,7 +291,8 @@ for my $step (
 	is($n->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
 		'20000|200010000', "kill -9 at step $step: every row");
 	$n->stop;
-	is(clear_pages($n->data_dir), 0, "kill -9 at step $step: no page in clear");
+	is(clear_pages($n->data_dir),
+		0, "kill -9 at step $step: no page in clear");
 	command_like(
 		[ 'pg_controldata', $n->data_dir ],
 		qr/Data encryption:\s+aes-256/,
