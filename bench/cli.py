@@ -35,6 +35,9 @@ TINY = {
     "online-rotation": dict(
         scale=1, clients=2, rounds=1, before_seconds=2, after_seconds=2, throttles=[(0, 10000)]
     ),
+    "online-encryption": dict(
+        scale=1, clients=2, rounds=1, before_seconds=2, after_seconds=2, throttles=[(0, 10000)]
+    ),
     "tproc-c": dict(warehouses=1, ramp=[1], ramp_seconds=2, steady_seconds=2, steady_vus=1, repetitions=2),
     "wal-heavy": dict(
         size_mb=2,

@@ -248,15 +248,16 @@ def _values(rows, metric, **point):
     ]
 
 
-def report(rows, p, out_dir):
+def report_table(rows, p, intro, done_at):
+    """The table and the verdicts against the goals, shared with online-encryption:
+    (markdown lines, verdict lines)"""
     md = [
-        f"One aes-256 cluster with data checksums, pgbench scale {p['scale']} "
+        f"{intro}, pgbench scale {p['scale']} "
         f"({p.get('bytes', 0) / 2**20:,.0f} MiB in every database), `pgbench -c {p['clients']}` "
         f"(the default select-and-update script) throughout; {p['rounds']} round(s), the throttles' order "
         "reversed every other round.  TPS: medians of pgbench's per-second progress; the ratio during / "
         "before with a 95% bootstrap CI over those seconds (correlated in time: narrower than a "
-        "between-round interval).  Rate: bytes of every database / seconds from the call to the old "
-        "key's removal.\n",
+        f"between-round interval).  Rate: bytes of every database / seconds from the call to {done_at}.\n",
         "| cost_delay ms | cost_limit | round | TPS before | during | after | during / before (95% CI) "
         "| failed | time to done s | rate MiB/s | WAL MiB | of which pgbench's (its rate before) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -298,7 +299,7 @@ def report(rows, p, out_dir):
     up = _values(rows, "rate_mb_s", config="pg_upgrade --copy")
     if up:
         md.append(
-            f"\npg_upgrade --copy into new data keys, the cluster stopped: "
+            f"\npg_upgrade --copy, the cluster stopped: "
             f"{stats.median(_values(rows, 'done_s', config='pg_upgrade --copy')):.1f} s of downtime, "
             f"{stats.median(up):,.1f} MiB/s."
         )
@@ -308,6 +309,11 @@ def report(rows, p, out_dir):
                 f"--copy's (goal ≥ {GOAL_RATE_VS_UPGRADE}): "
                 + ("met" if best_rate / stats.median(up) >= GOAL_RATE_VS_UPGRADE else "not met")
             )
+    return md, verdicts
+
+
+def report(rows, p, out_dir):
+    md, verdicts = report_table(rows, p, "One aes-256 cluster with data checksums", "the old key's removal")
     md.append("\nAgainst the goals of issue 42 (benchmarks, not tests):\n")
     md += verdicts
     md.append(

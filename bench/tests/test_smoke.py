@@ -63,7 +63,14 @@ def _bench(tmp_path, *args, timeout=1800):
 # runs that pytest-xdist can give to two workers: the servers' workloads,
 # and the cipher's (micro's limits and the instruction counts that the
 # headline compares with them stay in one run)
-SERVER_GROUP = ("cybertec-pgbench", "cybertec-1mb", "tproc-c", "wal-heavy", "online-rotation")
+SERVER_GROUP = (
+    "cybertec-pgbench",
+    "cybertec-1mb",
+    "tproc-c",
+    "wal-heavy",
+    "online-rotation",
+    "online-encryption",
+)
 CIPHER_GROUP = ("micro", "columns-micro", "instructions")
 
 

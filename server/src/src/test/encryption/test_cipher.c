@@ -37,6 +37,7 @@
 #include "access/xlog_internal.h"
 #include "common/data_encryption.h"
 #include "common/keyring.h"
+#include "common/page_keys.h"
 #include "common/wal_encryption.h"
 #include "port/pg_crc32c.h"
 #include "common/cryptohash.h"
@@ -418,6 +419,68 @@ test_wal_partial_page_cache(void)
  * in its clear header and decrypts only with slot B's key; the partial-page
  * cache never hands one slot's ciphertext to the other.
  */
+/*
+ * An online encryption (design 9.7): WAL before the switch in clear, the
+ * state file's "enable" and slru_done round-trip, and a cipher context
+ * made for one cipher re-keyed for the other (the dormant placeholders)
+ */
+static void
+test_online_encryption(void)
+{
+	PageKeysState state,
+				back;
+	char		text[PAGE_KEYS_MAX_FILE];
+	size_t		len;
+	KeyringError err;
+	unsigned char key[64],
+				other[64],
+				tweak[16] = {0},
+				page[512],
+				out1[512],
+				out2[512];
+	XtsCipher  *placeholder,
+			   *fresh;
+
+	check(wal_keys_write_slot(1, 0, true, UINT64CONST(0x5000000)) == PAGE_SLOT_CLEAR &&
+		  wal_keys_write_slot(1, UINT64CONST(0x6000000), true, UINT64CONST(0x5FFE000)) == PAGE_SLOT_CLEAR &&
+		  wal_keys_write_slot(1, UINT64CONST(0x6000000), true, UINT64CONST(0x6000000)) == PAGE_SLOT_A &&
+		  wal_keys_write_slot(1, UINT64CONST(0x6000000), false, UINT64CONST(0x5FFE000)) == PAGE_SLOT_A &&
+		  wal_keys_write_slot(2, 0, false, UINT64CONST(0x5000000)) == PAGE_SLOT_A,
+		  "enable: WAL in clear before the switch, slot A from it; a rotation as before");
+
+	page_keys_initial(&state);
+	state.serial = 3;
+	state.operation = PAGE_KEYS_OP_ENABLE;
+	state.marked = true;
+	state.slru_done = 5;
+	len = page_keys_format(&state, text, sizeof(text));
+	check(page_keys_parse(text, len, "test", &back, &err) &&
+		  back.operation == PAGE_KEYS_OP_ENABLE && back.slru_done == 5 && back.marked &&
+		  wal_switch_pending(&back),
+		  "enable: the state file keeps the operation and the SLRUs done");
+	state.operation = PAGE_KEYS_OP_NONE;
+	len = page_keys_format(&state, text, sizeof(text));
+	check(strstr(text, "slru_done") == NULL && page_keys_parse(text, len, "test", &back, &err) &&
+		  !wal_switch_pending(&back),
+		  "enable: no slru_done line once done (files of older versions stay valid)");
+
+	for (int i = 0; i < 64; i++)
+	{
+		key[i] = (unsigned char) i;
+		other[i] = (unsigned char) (200 - i);
+	}
+	memset(page, 0x33, sizeof(page));
+	placeholder = xts_cipher_create(DATA_ENCRYPTION_AES256, other);
+	fresh = xts_cipher_create(DATA_ENCRYPTION_AES128, key);
+	check(placeholder && fresh && xts_cipher_rekey(placeholder, DATA_ENCRYPTION_AES128, key) &&
+		  xts_encrypt(placeholder, tweak, page, out1, sizeof(page)) &&
+		  xts_encrypt(fresh, tweak, page, out2, sizeof(page)) &&
+		  memcmp(out1, out2, sizeof(page)) == 0,
+		  "enable: an aes-256 placeholder re-keyed for aes-128 encrypts as a fresh aes-128 context");
+	xts_cipher_free(placeholder);
+	xts_cipher_free(fresh);
+}
+
 static void
 test_wal_key_slots(void)
 {
@@ -1119,6 +1182,7 @@ main(int argc, char **argv)
 	test_wal_pages();
 	test_wal_partial_page_cache();
 	test_wal_key_slots();
+	test_online_encryption();
 	test_known_outputs(argv[1]);
 	test_keyring_format();
 	test_keyring_fingerprint_and_format_1();

@@ -362,9 +362,15 @@ finish_staged(uint32 done)
 			*slash = '\0';
 			if ((done & (1U << slru_bit(target))) != 0)
 			{
+				struct stat st;
+
 				*slash = '/';
-				(void) durable_rename(path, target, ERROR);
-				continue;
+				/* not a segment truncated meanwhile: it stays gone */
+				if (stat(target, &st) == 0)
+				{
+					(void) durable_rename(path, target, ERROR);
+					continue;
+				}
 			}
 		}
 		(void) durable_unlink(path, LOG);

@@ -183,6 +183,20 @@ RegisterEncryptedTempFileNamed(File file, const char *path, bool shared)
  */
 #define FILESET_RULE_FILE	"pgcipher-rule"
 
+/* The rule a marker file holds; false if there is none */
+static bool
+read_rule(const char *marker, char *rule)
+{
+	int			fd = open(marker, O_RDONLY | PG_BINARY, 0);
+	bool		ok;
+
+	if (fd < 0)
+		return false;
+	ok = read(fd, rule, 1) == 1;
+	close(fd);
+	return ok;
+}
+
 static bool
 fileset_encrypted(const char *path)
 {
@@ -203,7 +217,11 @@ fileset_encrypted(const char *path)
 		if (rule == 'e' && stat(marker, &st) != 0)
 			return true;		/* the usual case: one stat */
 	}
+	/* another process decided already: the usual case */
+	if (read_rule(marker, &rule))
+		return rule == 'e';
 	/* written whole under a name of our own, then linked: one decides */
+	rule = DataEncryptionEnabled() ? 'e' : 'c';
 	snprintf(tmp, sizeof(tmp), "%s.%d", marker, MyProcPid);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
 	if (fd >= 0)
@@ -216,12 +234,10 @@ fileset_encrypted(const char *path)
 		if (ok)
 			return rule == 'e';
 	}
-	fd = open(marker, O_RDONLY | PG_BINARY, 0);
-	if (fd < 0 || read(fd, &rule, 1) != 1)
+	if (!read_rule(marker, &rule))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read file \"%s\": %m", marker)));
-	close(fd);
 	return rule == 'e';
 }
 

@@ -18,7 +18,9 @@
 # record's page carries XLP_ENCRYPTED, an info bit stock does not accept)
 # before redo, after a clean shutdown and after a crash.  Every file of the
 # data directory but postmaster.opts (the command line of the last start)
-# must be byte-identical afterwards.
+# must be byte-identical afterwards.  The other way round, pgcipher starts a
+# cluster stock initdb made as an unencrypted one, and encrypts it online
+# (pg_enable_encryption()).
 #
 # Needs PGCIPHER_STOCK_BINDIR: the same PostgreSQL (17 or 18) built without
 # pgcipher's patches (scripts/test.sh builds it).
@@ -32,6 +34,7 @@ use LeakScan;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 my $stock_bindir = $ENV{PGCIPHER_STOCK_BINDIR};
 plan skip_all =>
@@ -392,6 +395,41 @@ $stock->stop;
 	is( substr(control_bytes($stock_dir), RECORD_OFFSET, RECORD_SIZE),
 		"\0" x RECORD_SIZE,
 		'no record written into a stock cluster');
+
+	# ... and encrypts it online (design 9.7): a copy, the stock one stays
+	# as it is
+	my $copy = copy_cluster($stock_dir, 'stock_encrypted');
+	my $key = PostgreSQL::Test::Utils::tempdir() . '/kek';
+	append_to_file($key, join('', map { sprintf('%02x', $_ * 7 % 256) } 1 .. 32) . "\n");
+	my @psql = (
+		'psql', '-X', '-At', '-h', $stock->host, '-p', $stock->port,
+		'-d', 'postgres', '-c');
+	command_ok(
+		[
+			'pg_ctl', '-D', $copy, '-w', '-l', $stock->logfile,
+			'-o', '-p ' . $stock->port, 'start'
+		],
+		'pgcipher starts a copy of the stock cluster');
+	($stdout) = run_command(
+		[ @psql, "SELECT pg_enable_encryption('aes-256', 'cat $key', 0, 10000)" ]);
+	is($stdout, 'encrypting with aes-256',
+		'pg_enable_encryption() on a data directory stock initdb wrote');
+	my $encrypted;
+	for (1 .. 600)
+	{
+		($stdout) = run_command([ @psql, 'SHOW data_encryption' ]);
+		last if $encrypted = ($stdout eq 'aes-256');
+		usleep(100_000);
+	}
+	ok($encrypted, 'it ends encrypted with aes-256');
+	($stdout) = run_command([ @psql, 'SELECT count(*) FROM s' ]);
+	is($stdout, '1', 'and reads its rows');
+	command_ok([ 'pg_ctl', '-D', $copy, '-w', 'stop' ], 'and stops');
+	my ($out) = controldata($stock_bindir, $copy);
+	like($out, qr/^pg_control version number:\s+$control_version$/m,
+		'stock pg_controldata still reads its pg_control');
+	command_like([ 'pg_controldata', $copy ],
+		qr/^Data encryption:\s+aes-256$/m, 'which records aes-256');
 }
 
 done_testing();

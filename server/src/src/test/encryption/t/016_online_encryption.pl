@@ -9,7 +9,8 @@
 # own key command.  Then no marker is in any file of either node, while
 # the same scan found them before (the control); pg_checksums counts no
 # block under no key; a prepared transaction from before commits.  A
-# backup taken half-way restores and finishes; bad input changes nothing;
+# backup taken half-way restores and finishes, and so does a standby
+# promoted half-way; bad input changes nothing;
 # a kill -9 of the server at each step leaves a cluster that starts,
 # finishes and reads every row.
 use strict;
@@ -213,10 +214,18 @@ $half->init(allows_streaming => 1);
 $half->start;
 $half->safe_psql('postgres',
 	"CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g");
+$half->backup('half_base');
+my $promoted = PostgreSQL::Test::Cluster->new('enable_promoted');
+$promoted->init_from_backup($half, 'half_base', has_streaming => 1);
+$promoted->append_conf('postgresql.conf',
+	"encryption_key_command = '$command'");
+$promoted->start;
 $half->safe_psql('postgres',
 	"SELECT pg_enable_encryption('aes-256', '$command', 0, 10000); SELECT pg_encryption_pause();"
 );
 $half->backup('half');
+$half->wait_for_catchup($promoted, 'replay');
+$promoted->promote;
 $half->safe_psql('postgres', 'SELECT pg_encryption_resume()');
 ok(wait_encrypted($half), 'the node the backup came from finishes');
 my $restored = PostgreSQL::Test::Cluster->new('enable_restored');
@@ -227,6 +236,12 @@ ok(wait_encrypted($restored),
 	'a backup taken half-way restores and finishes');
 is($restored->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
 	'100000|5000050000', 'the restored backup reads every row');
+$promoted->safe_psql('postgres', 'SELECT pg_encryption_resume()');
+ok(wait_encrypted($promoted), 'a standby promoted half-way finishes');
+is($promoted->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
+	'100000|5000050000', 'the promoted standby reads every row');
+$promoted->stop;
+is(clear_pages($promoted->data_dir), 0, 'no page of the promoted standby in clear');
 $half->stop;
 $restored->stop;
 
