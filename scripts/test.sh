@@ -76,7 +76,8 @@ encryption-tap | 1 | 17 18 | tap src/test/encryption "" '/0(08|11|12)_'
     rotation of the page key under pgbench, paused, resumed, with kill -9 at
     every step, every page's key mark read back (014), the WAL key's
     rotation (015), a running cluster encrypted online under pgbench with a
-    standby, a backup taken half-way and kill -9 at every step (016), known outputs
+    standby, a backup taken half-way and kill -9 at every step (016), and
+    decrypted online the same way (017), known outputs
     of every cipher use under the linked OpenSSL 3.5 and the machine's 3.0
     (001), one libcrypto per process with TLS and pgcrypto (009)
 read-path | 1 | 17 18 | read_path

@@ -119,7 +119,9 @@ def _enable(run, c, clients, delay, limit, budget_s):
             last = time.monotonic()
         if time.monotonic() - started > budget_s - 5:
             proc.kill()
-            raise RuntimeError(f"{NAME}: the encryption ({delay}, {limit}) did not finish in {budget_s:.0f} s: {phase}")
+            raise RuntimeError(
+                f"{NAME}: the encryption ({delay}, {limit}) did not finish in {budget_s:.0f} s: {phase}"
+            )
         time.sleep(0.5)
     done_s = time.perf_counter() - t_call
     wal = rotation._lsn(c) - lsn0

@@ -68,6 +68,10 @@ page_keys_operation_name(int operation)
 			return "rotate";
 		case PAGE_KEYS_OP_ENABLE:
 			return "enable";
+		case PAGE_KEYS_OP_DISABLE:
+			return "disable";
+		case PAGE_KEYS_OP_DISABLED:
+			return "disabled";
 	}
 	return "unknown";
 }
@@ -127,6 +131,10 @@ parse_line(char *line, PageKeysState *state)
 			state->operation = PAGE_KEYS_OP_ROTATE;
 		else if (strcmp(value, "enable") == 0)
 			state->operation = PAGE_KEYS_OP_ENABLE;
+		else if (strcmp(value, "disable") == 0)
+			state->operation = PAGE_KEYS_OP_DISABLE;
+		else if (strcmp(value, "disabled") == 0)
+			state->operation = PAGE_KEYS_OP_DISABLED;
 		else
 			return false;
 		return true;
@@ -296,7 +304,7 @@ page_keys_format(const PageKeysState *state, char *text, size_t size)
 	ADD("wal_generation %u\n", state->wal_generation);
 	ADD("wal_switch_lsn %X/%X\n", (unsigned int) (state->wal_switch_lsn >> 32),
 		(unsigned int) state->wal_switch_lsn);
-	if (state->operation == PAGE_KEYS_OP_ENABLE)
+	if (state->operation >= PAGE_KEYS_OP_ENABLE)
 		ADD("slru_done %u\n", state->slru_done);	/* only then: old files
 													 * stay valid */
 	ADD("done");
@@ -369,6 +377,30 @@ page_keys_adopt(const char *olddir, const char *newdir, KeyringError *err)
 	return ok;
 }
 
+/*
+ * initdb of a new encrypted cluster (not adopting another's keys): every
+ * page it will hold carries its mark, so a page without one is in clear,
+ * which a decryption online writes (design 9.7).  Clusters made before
+ * pgcipher wrote this file may hold unmarked pages under slot A.
+ */
+bool
+page_keys_new_cluster(const char *datadir, KeyringError *err)
+{
+	PageKeysState *state = malloc(sizeof(PageKeysState));
+	bool		ok;
+
+	if (state == NULL)
+	{
+		keyring_set_error(err, KEYRING_ERR_IO, NULL, "out of memory");
+		return false;
+	}
+	page_keys_initial(state);
+	state->marked = true;
+	ok = page_keys_write(datadir, state, err);
+	free(state);
+	return ok;
+}
+
 #ifdef FRONTEND
 
 /*
@@ -424,6 +456,8 @@ page_keys_tally_report(const PageKeysTally *tally)
 	{
 		printf(tally->state.operation == PAGE_KEYS_OP_ENABLE ?
 			   "The cluster is being encrypted: blocks under no key are expected.\n" :
+			   page_keys_writes_clear(tally->state.operation) ?
+			   "The cluster is being decrypted: blocks under no key are expected.\n" :
 			   "A rotation of the data keys is running: blocks of two generations are expected.\n");
 		return true;
 	}
@@ -440,6 +474,12 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 
 	if (state->operation == PAGE_KEYS_OP_ENABLE && state->wal_switch_lsn == 0)
 		snprintf(wal, sizeof(wal), "WAL in clear until the next segment");
+	else if (page_keys_writes_clear(state->operation) && state->wal_switch_lsn == 0)
+		snprintf(wal, sizeof(wal), "WAL in clear from the next segment");
+	else if (page_keys_writes_clear(state->operation))
+		snprintf(wal, sizeof(wal), "WAL in clear from %X/%X",
+				 (unsigned int) (state->wal_switch_lsn >> 32),
+				 (unsigned int) state->wal_switch_lsn);
 	else if (state->wal_generation <= 1 && state->wal_switch_lsn != 0)
 		snprintf(wal, sizeof(wal), "WAL generation 1 (slot A) from %X/%X",
 				 (unsigned int) (state->wal_switch_lsn >> 32),
@@ -460,7 +500,9 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 			 state->generation,
 			 page_keys_slot(state->generation) == PAGE_SLOT_A ? 'A' : 'B',
 			 state->operation == PAGE_KEYS_OP_NONE ? "no operation" :
-			 state->operation == PAGE_KEYS_OP_ENABLE ? "encrypting" : "rotating",
+			 state->operation == PAGE_KEYS_OP_ENABLE ? "encrypting" :
+			 state->operation == PAGE_KEYS_OP_DISABLE ? "decrypting" :
+			 state->operation == PAGE_KEYS_OP_DISABLED ? "decrypted" : "rotating",
 			 state->paused ? " (paused)" : "",
 			 state->marked ? ", every page marked" : "", wal);
 }

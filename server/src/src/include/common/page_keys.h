@@ -25,6 +25,12 @@
 #define PAGE_KEYS_OP_NONE		0
 #define PAGE_KEYS_OP_ROTATE		1	/* rewriting every block under the new key */
 #define PAGE_KEYS_OP_ENABLE		2	/* encrypting a cluster that was not */
+#define PAGE_KEYS_OP_DISABLE	3	/* decrypting it: every block in clear */
+#define PAGE_KEYS_OP_DISABLED	4	/* decrypted: the key files are to go */
+
+/* Whether new pages, WAL from the switch and new files are written in clear */
+#define page_keys_writes_clear(op) \
+	((op) == PAGE_KEYS_OP_DISABLE || (op) == PAGE_KEYS_OP_DISABLED)
 
 /* slru_done when every SLRU is encrypted (storage/encryption/slrucrypt.c) */
 #define PAGE_KEYS_SLRU_ALL		0xFFU
@@ -87,9 +93,13 @@ wal_keys_slot_key_id(int slot)
  */
 static inline int
 wal_keys_write_slot(uint32 wal_generation, uint64 wal_switch_lsn,
-					bool from_clear, uint64 pageptr)
+					bool from_clear, bool to_clear, uint64 pageptr)
 {
 	int			slot = page_keys_slot(wal_generation);
+
+	if (to_clear)
+		return (wal_switch_lsn != 0 && pageptr >= wal_switch_lsn) ?
+			PAGE_SLOT_CLEAR : slot;
 
 	if (from_clear || wal_generation > 1)
 	{
@@ -102,13 +112,14 @@ wal_keys_write_slot(uint32 wal_generation, uint64 wal_switch_lsn,
 /*
  * Whether new WAL is still to switch to the state's WAL generation: after
  * a rotation drew a new WAL key, or while a cluster is encrypted online
- * (WAL before the switch is in clear)
+ * (WAL before the switch is in clear), or decrypted (in clear after it)
  */
 static inline bool
 wal_switch_pending(const PageKeysState *state)
 {
 	return state->wal_switch_lsn == 0 &&
-		(state->wal_generation > 1 || state->operation == PAGE_KEYS_OP_ENABLE);
+		(state->wal_generation > 1 || state->operation == PAGE_KEYS_OP_ENABLE ||
+		 state->operation == PAGE_KEYS_OP_DISABLE);
 }
 
 /*
@@ -136,6 +147,7 @@ extern bool page_keys_read(const char *datadir, PageKeysState *state,
 						   KeyringError *err);
 extern bool page_keys_write(const char *datadir, const PageKeysState *state,
 							KeyringError *err);
+extern bool page_keys_new_cluster(const char *datadir, KeyringError *err);
 extern bool page_keys_adopt(const char *olddir, const char *newdir,
 							KeyringError *err);
 

@@ -81,6 +81,8 @@ extern uint32 PageWriteGeneration(void);
 extern bool PagesMarked(void);
 extern uint32 SlrusConverted(void);
 extern bool DataEncryptionChanging(void);
+extern bool NewWritesEncrypted(void);
+extern bool DataKeysLoaded(void);
 extern void GetPageKeysState(struct PageKeysState *out);
 extern void SetPageKeysState(const struct PageKeysState *state);
 extern int	WALWriteSlot(XLogRecPtr pageptr);
@@ -101,6 +103,8 @@ extern void EncryptionTestCrashPoint(const char *envvar, const char *step);
 #define DATA_ROTATION_PAUSED		5
 #define DATA_ROTATION_WAITING_XACTS	6	/* for transactions older than the
 										 * switch */
+#define DATA_ROTATION_WAITING_WAL	7	/* decrypting: for the WAL before the
+										 * switch to be no longer needed */
 
 typedef struct DataRotationProgress
 {
@@ -145,10 +149,14 @@ extern void SwitchWALKey(void);
 extern bool OldWALKeyNeeded(const struct PageKeysState *state,
 							bool checkpoint, char *why, size_t size);
 extern uint32 OldWALKeyId(const struct PageKeysState *state);
+extern bool WALBeforeSwitchNeeded(XLogRecPtr switch_lsn, bool checkpoint,
+								  char *why, size_t size);
 extern void RemoveRecycledWALSegments(XLogRecPtr from);
 
 /* enabling.c: pg_enable_encryption(), and the launcher's SLRU step */
-extern bool EncryptSlrusOnline(void);
+extern bool ConvertSlrusForOperation(void);
+extern bool FinishDecryption(bool completed_here);
+extern void RemoveKeyFilesOfDecryptedCluster(void);
 extern const char *show_data_encryption(void);
 
 /* keyrotation.c: pg_rotate_encryption_key() and its start-up half */
@@ -184,7 +192,9 @@ extern void DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len);
 struct SlruCtlData;
 extern void RegisterEncryptedSlru(struct SlruCtlData *ctl);
 extern void CompleteSlruConversion(void);
-extern bool ConvertSlrusOnline(uint32 done, void (*commit) (uint32 bit));
+extern bool ConvertSlrusOnline(uint32 done, bool decrypt,
+							   void (*commit) (uint32 bit));
+extern void DecryptTwoPhaseFiles(void);
 
 /* spillcrypt.c: logical decoding spill files */
 extern ssize_t WriteSpillFileData(int fd, const char *data, size_t len);

@@ -429,7 +429,7 @@ test_online_encryption(void)
 {
 	PageKeysState state,
 				back;
-	char		text[PAGE_KEYS_MAX_FILE];
+	char text[	PAGE_KEYS_MAX_FILE];
 	size_t		len;
 	KeyringError err;
 	unsigned char key[64],
@@ -441,12 +441,16 @@ test_online_encryption(void)
 	XtsCipher  *placeholder,
 			   *fresh;
 
-	check(wal_keys_write_slot(1, 0, true, UINT64CONST(0x5000000)) == PAGE_SLOT_CLEAR &&
-		  wal_keys_write_slot(1, UINT64CONST(0x6000000), true, UINT64CONST(0x5FFE000)) == PAGE_SLOT_CLEAR &&
-		  wal_keys_write_slot(1, UINT64CONST(0x6000000), true, UINT64CONST(0x6000000)) == PAGE_SLOT_A &&
-		  wal_keys_write_slot(1, UINT64CONST(0x6000000), false, UINT64CONST(0x5FFE000)) == PAGE_SLOT_A &&
-		  wal_keys_write_slot(2, 0, false, UINT64CONST(0x5000000)) == PAGE_SLOT_A,
+	check(wal_keys_write_slot(1, 0, true, false, UINT64CONST(0x5000000)) == PAGE_SLOT_CLEAR &&
+		  wal_keys_write_slot(1, UINT64CONST(0x6000000), true, false, UINT64CONST(0x5FFE000)) == PAGE_SLOT_CLEAR &&
+		  wal_keys_write_slot(1, UINT64CONST(0x6000000), true, false, UINT64CONST(0x6000000)) == PAGE_SLOT_A &&
+		  wal_keys_write_slot(1, UINT64CONST(0x6000000), false, false, UINT64CONST(0x5FFE000)) == PAGE_SLOT_A &&
+		  wal_keys_write_slot(2, 0, false, false, UINT64CONST(0x5000000)) == PAGE_SLOT_A,
 		  "enable: WAL in clear before the switch, slot A from it; a rotation as before");
+	check(wal_keys_write_slot(2, 0, false, true, UINT64CONST(0x5000000)) == PAGE_SLOT_B &&
+		  wal_keys_write_slot(2, UINT64CONST(0x6000000), false, true, UINT64CONST(0x5FFE000)) == PAGE_SLOT_B &&
+		  wal_keys_write_slot(2, UINT64CONST(0x6000000), false, true, UINT64CONST(0x6000000)) == PAGE_SLOT_CLEAR,
+		  "disable: WAL under the current slot before the switch, in clear from it");
 
 	page_keys_initial(&state);
 	state.serial = 3;

@@ -371,7 +371,8 @@ pg_stat_get_encryption_progress(PG_FUNCTION_ARGS)
 	DataRotationProgress p;
 	static const char *const phases[] = {
 		"idle", "rewriting", "waiting for temporary tables", "checkpoint",
-		"dropping old key", "paused", "waiting for older transactions"
+		"dropping old key", "paused", "waiting for older transactions",
+		"waiting for the encrypted WAL"
 	};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -936,6 +937,15 @@ rewrite_every_database(void)
 	}
 
 	/* every block is on disk under the new key: the workers wrote them */
+	GetPageKeysState(&state);
+	if (state.operation == PAGE_KEYS_OP_DISABLE)
+	{
+		/* in clear: FinishDecryption() ends it */
+		ereport(LOG,
+				(errmsg("decryption of the cluster rewrote every block in clear")));
+		completed_here = true;
+		return true;
+	}
 	{
 		int			lockfd = lock_keyring_directory(true);
 
@@ -1056,10 +1066,21 @@ DataRotationLauncherMain(Datum main_arg)
 			SwitchWALKey();
 			CloseTransientFile(lockfd);
 		}
-		if (state.operation != PAGE_KEYS_OP_NONE && !state.paused &&
-			(!EncryptSlrusOnline() || !rewrite_every_database()))
+		if (state.operation != PAGE_KEYS_OP_NONE &&
+			state.operation != PAGE_KEYS_OP_DISABLED && !state.paused &&
+			(!ConvertSlrusForOperation() || !rewrite_every_database()))
 			wait_ms = 10000L;
-		drop_unused_page_key();
+		else if ((state.operation == PAGE_KEYS_OP_DISABLE && !state.paused) ||
+				 state.operation == PAGE_KEYS_OP_DISABLED)
+		{
+			/* a decryption: every block in clear, the end */
+			phase(DATA_ROTATION_WAITING_WAL);
+			if (!FinishDecryption(completed_here))
+				wait_ms = 10000L;
+			phase(DATA_ROTATION_IDLE);
+		}
+		if (DataEncryptionEnabled())	/* not once decrypted: no key files */
+			drop_unused_page_key();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 wait_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * enabling.c
- *	  pgcipher: encrypt a running cluster that was not encrypted, online.
+ *	  pgcipher: encrypt a running cluster that was not encrypted, online,
+ *	  and decrypt one, the way back.
  *
  * A cluster that pgcipher's server runs but that is not encrypted starts
  * "dormant" (encryption.c): every process has the shared key ring's memory,
@@ -31,6 +32,12 @@
  * says the cipher.  Design 9.7 has the state machine and what stays in
  * clear (WAL before the switch, pg_stat_statements' texts until the next
  * start, two-phase files of transactions prepared before).
+ *
+ * SELECT pg_disable_encryption() goes the other way: operation "disable"
+ * makes every process write new pages and files in clear, WAL from the
+ * next segment; the launcher decrypts the SLRUs and rewrites every block,
+ * and FinishDecryption() ends it once no encrypted WAL is needed: the
+ * state "disabled", encryption off, pg_control, the key files removed.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -204,30 +211,221 @@ commit_slru(uint32 bit)
 }
 
 /*
- * The launcher, while a cluster is being encrypted: the SLRUs first.
- * False if it must try again later (a base backup runs).
+ * The launcher, while a cluster is being encrypted or decrypted: the SLRUs
+ * first.  False if it must try again later (a base backup runs).
  */
 bool
-EncryptSlrusOnline(void)
+ConvertSlrusForOperation(void)
 {
 	PageKeysState state;
+	bool		decrypt;
 
 	GetPageKeysState(&state);
-	if (state.operation != PAGE_KEYS_OP_ENABLE ||
+	if ((state.operation != PAGE_KEYS_OP_ENABLE &&
+		 state.operation != PAGE_KEYS_OP_DISABLE) ||
 		state.slru_done == PAGE_KEYS_SLRU_ALL)
 		return true;
-	if (!ConvertSlrusOnline(state.slru_done, commit_slru))
+	decrypt = (state.operation == PAGE_KEYS_OP_DISABLE);
+	if (!ConvertSlrusOnline(state.slru_done, decrypt, commit_slru))
 		return false;
 	ereport(LOG,
-			(errmsg("the SLRUs of the cluster are encrypted")));
+			(errmsg(decrypt ? "the SLRUs of the cluster are decrypted" :
+					"the SLRUs of the cluster are encrypted")));
 	return true;
 }
 
-/* SHOW data_encryption: the cipher once the cluster is encrypted */
+/*
+ * SHOW data_encryption: the cipher once the cluster is encrypted, until a
+ * decryption is done
+ */
 const char *
 show_data_encryption(void)
 {
-	if (DataEncryptionChanging())
+	PageKeysState state;
+
+	if (!DataEncryptionEnabled())
+		return "off";
+	GetPageKeysState(&state);
+	if (state.operation == PAGE_KEYS_OP_ENABLE ||
+		state.operation == PAGE_KEYS_OP_DISABLED)
 		return "off";
 	return data_encryption_cipher_name(DataEncryptionCipher());
+}
+
+/*
+ * pg_disable_encryption(cost_delay int, cost_limit int) returns a line that
+ * says what started: the way back (design 9.7).  New pages and files are
+ * written in clear from now on, new WAL from the next segment; the
+ * launcher decrypts the SLRUs, its workers rewrite every block, and
+ * FinishDecryption() ends it.
+ */
+Datum
+pg_disable_encryption(PG_FUNCTION_ARGS)
+{
+	int			cost_delay = PG_ARGISNULL(0) ? PAGE_KEYS_DEFAULT_COST_DELAY : PG_GETARG_INT32(0);
+	int			cost_limit = PG_ARGISNULL(1) ? PAGE_KEYS_DEFAULT_COST_LIMIT : PG_GETARG_INT32(1);
+	PageKeysState state;
+	int			lockfd;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to decrypt the cluster"),
+				 errdetail("Only superusers may decrypt the cluster.")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot decrypt the cluster during recovery"),
+				 errhint("Run it on the primary; standbys follow.")));
+	if (!DataEncryptionEnabled())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this cluster is not encrypted")));
+	if (cost_delay < 0 || cost_delay > PAGE_KEYS_MAX_COST_DELAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost_delay must be between 0 and %d milliseconds", PAGE_KEYS_MAX_COST_DELAY)));
+	if (cost_limit < 1 || cost_limit > PAGE_KEYS_MAX_COST_LIMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost_limit must be between 1 and %d", PAGE_KEYS_MAX_COST_LIMIT)));
+
+	lockfd = LockKeyringDirectory(false);
+	if (lockfd < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another change of the key ring is in progress")));
+	GetPageKeysState(&state);
+	if (state.operation != PAGE_KEYS_OP_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the cluster is being %s",
+						state.operation == PAGE_KEYS_OP_ROTATE ? "re-keyed" :
+						state.operation == PAGE_KEYS_OP_ENABLE ? "encrypted" : "decrypted"),
+				 errhint("Watch it in pg_stat_progress_encryption; try again once it is done.")));
+	if (!state.marked)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this cluster may hold pages encrypted without a mark"),
+				 errdetail("It was made by a pgcipher that did not mark every page with its key, so a page in clear could not be told from one of those."),
+				 errhint("Run pg_rotate_data_keys() first: it marks every page; then decrypt.")));
+
+	/* 1: new pages and files in clear; new WAL from the next segment */
+	state.operation = PAGE_KEYS_OP_DISABLE;
+	state.paused = false;
+	state.cost_delay = cost_delay;
+	state.cost_limit = cost_limit;
+	LWLockAcquire(OidGenLock, LW_SHARED);
+	state.switch_oid = TransamVariables->nextOid;
+	LWLockRelease(OidGenLock);
+	state.switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
+	state.wal_switch_lsn = InvalidXLogRecPtr;
+	state.slru_done = 0;
+	state.ndone = 0;
+	WritePageKeysState(&state);
+	crash_point("disable-begun");
+
+	/* 2 */
+	SwitchWALKey();
+	CloseTransientFile(lockfd);
+
+	ereport(LOG,
+			(errmsg("decryption of the cluster started: new pages, WAL and files are written in clear"),
+			 errdetail("Background workers decrypt every block with cost_delay %d ms and cost_limit %d.",
+					   cost_delay, cost_limit)));
+	PG_RETURN_TEXT_P(cstring_to_text("decrypting"));
+}
+
+/* The key files of a decrypted cluster, removed for good */
+static void
+remove_key_files(void)
+{
+	const char *files[] = {KEYRING_FILE, KEYRING_COMMAND_FILE, PAGE_KEYS_FILE};
+
+	for (int i = 0; i < lengthof(files); i++)
+		if (unlink(files[i]) != 0 && errno != ENOENT)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not remove file \"%s\": %m", files[i])));
+	fsync_fname(KEYRING_DIR, true);
+}
+
+/*
+ * Start-up of a cluster whose decryption finished but whose key files were
+ * still there (a crash after pg_control stopped recording the cipher)
+ */
+void
+RemoveKeyFilesOfDecryptedCluster(void)
+{
+	ereport(LOG,
+			(errmsg("removing the key files of this cluster, which was decrypted")));
+	remove_key_files();
+}
+
+/*
+ * The launcher, once every block of a cluster being decrypted is in clear
+ * (or a restart found it "disabled"): wait until no WAL written before the
+ * switch (encrypted) is needed, rewrite the two-phase files written
+ * encrypted, turn encryption off, record it in pg_control, remove the key
+ * files.  This server keeps the keys in memory until it stops, for files
+ * written encrypted that are still open.  False if it must wait.
+ */
+bool
+FinishDecryption(bool completed_here)
+{
+	static bool flushed = false;
+	PageKeysState state;
+	char		why[256];
+	int			lockfd;
+	XLogRecPtr	switch_lsn;
+
+	GetPageKeysState(&state);
+	if (!page_keys_writes_clear(state.operation))
+		return true;
+
+	/*
+	 * Where this launcher's workers did not write every block (a restart, a
+	 * promoted standby), replayed pages may be in buffers only: on disk, in
+	 * clear, first
+	 */
+	if (!completed_here && !flushed)
+	{
+		RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT |
+						  CHECKPOINT_FLUSH_ALL | CHECKPOINT_IMMEDIATE);
+		flushed = true;
+	}
+	if (WALBeforeSwitchNeeded(state.wal_switch_lsn, true, why, sizeof(why)))
+	{
+		ereport(LOG,
+				(errmsg("the decryption waits for the encrypted WAL to be no longer needed"),
+				 errdetail("%s", why)));
+		return false;
+	}
+	DecryptTwoPhaseFiles();
+	if (state.operation == PAGE_KEYS_OP_DISABLE)
+	{
+		lockfd = LockKeyringDirectory(true);
+		GetPageKeysState(&state);
+		state.operation = PAGE_KEYS_OP_DISABLED;
+		state.marked = true;
+		WritePageKeysState(&state);
+		CloseTransientFile(lockfd);
+		crash_point("decrypted");
+	}
+	switch_lsn = state.wal_switch_lsn;
+
+	/* every byte in clear: I/O as a cluster not encrypted, for good */
+	LWLockAcquire(WALWriteLock, LW_EXCLUSIVE);
+	SetDataEncryptionCipher(DATA_ENCRYPTION_OFF);
+	LWLockRelease(WALWriteLock);
+	WriteControlFileNow();
+	crash_point("control-off");
+	remove_key_files();
+	page_keys_initial(&state);
+	SetPageKeysState(&state);
+	ereport(LOG,
+			(errmsg("decryption of the cluster is complete: it is not encrypted any more"),
+			 errdetail("WAL written before %X/%X stays encrypted, and so do backups and archives taken before; their key ring opens them.",
+					   LSN_FORMAT_ARGS(switch_lsn))));
+	return true;
 }

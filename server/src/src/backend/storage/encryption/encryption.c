@@ -189,19 +189,19 @@ start_dormant(void)
 }
 
 /*
- * pg_control records no cipher but pg_encryption/pages says an online
- * encryption began, and the key ring is there (design 9.7): the server
- * stopped before pg_control said so.  The cipher is the key ring's; the
- * next update of pg_control records it.
+ * Whether pg_encryption/pages names the operation.  pg_control records no
+ * cipher but the key ring is there (design 9.7): an online encryption
+ * began and the server stopped before pg_control said so (the cipher is
+ * the key ring's; the next update of pg_control records it), or a
+ * decryption ended and the server stopped before it removed the key files.
  */
 static bool
-enabling_before_control(void)
+state_operation_is(int operation)
 {
 	PageKeysState state;
 	KeyringError err;
 
-	return page_keys_read(".", &state, &err) &&
-		state.operation == PAGE_KEYS_OP_ENABLE;
+	return page_keys_read(".", &state, &err) && state.operation == operation;
 }
 
 /*
@@ -236,7 +236,14 @@ InitializeDataEncryption(bool bootstrap)
 		cipher = control_cipher_of_datadir();
 
 		if (cipher == DATA_ENCRYPTION_OFF && have_keyring &&
-			enabling_before_control())
+			state_operation_is(PAGE_KEYS_OP_DISABLED))
+		{
+			/* decrypted: pg_control says so, the key files are to go */
+			RemoveKeyFilesOfDecryptedCluster();
+			have_keyring = false;
+		}
+		if (cipher == DATA_ENCRYPTION_OFF && have_keyring &&
+			state_operation_is(PAGE_KEYS_OP_ENABLE))
 		{
 			load_keyring();
 			cipher = keyring->cipher;

@@ -283,6 +283,12 @@ RedoPageKeysChange(XLogReaderState *record)
 		ReportKeyringError(FATAL, &err);
 	if (!DataEncryptionEnabled())
 	{
+		/*
+		 * A cluster decrypted online replaying its own decryption (crash
+		 * recovery after pg_control stopped recording the cipher): done
+		 */
+		if (page_keys_writes_clear(next->operation))
+			goto done;
 		/* the primary was encrypted online: so is this node (enabling.c) */
 		if (next->operation != PAGE_KEYS_OP_ENABLE)
 			ereport(FATAL,
@@ -332,12 +338,14 @@ RedoPageKeysChange(XLogReaderState *record)
 		pfree(ring);
 	}
 	next->marked = current->marked || next->operation == PAGE_KEYS_OP_ENABLE;
-	/* SLRUs the primary encrypted since: this node's own, first */
-	if (next->operation == PAGE_KEYS_OP_ENABLE &&
+	/* SLRUs the primary encrypted or decrypted since: this node's own, first */
+	if (next->operation >= PAGE_KEYS_OP_ENABLE &&
+		current->operation == next->operation &&
 		(next->slru_done & ~current->slru_done) != 0)
 	{
 		redo_state = current;
 		(void) ConvertSlrusOnline(~(next->slru_done & ~current->slru_done),
+								  next->operation != PAGE_KEYS_OP_ENABLE,
 								  commit_slru_in_redo);
 		redo_state = NULL;
 	}

@@ -215,6 +215,16 @@ EncryptPage(RelFileNumber relnumber, ForkNumber forknum,
 	int			slot = page_keys_slot(PageWriteGeneration());
 
 	Assert(slot_cipher[slot] != NULL);	/* InitializeDataEncryption() ran */
+	if (unlikely(!NewWritesEncrypted()))
+	{
+		/* a cluster being decrypted (design 9.7): stock bytes, no mark */
+		if (out != in)
+			memcpy(out, in, BLCKSZ);
+		page_clear_mark(out);
+		if (DataChecksumsEnabled() && !PageIsNew((Page) in))
+			((PageHeader) out)->pd_checksum = pg_checksum_page(out, blocknum);
+		return;
+	}
 	if (!refresh_slots() || !slot_has_key[slot] ||
 		!page_crypt(slot_cipher[slot], true, relnumber, forknum, blocknum, in, out))
 		ereport(ERROR,

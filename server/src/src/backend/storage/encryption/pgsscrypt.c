@@ -116,8 +116,11 @@ WriteStatementText(int fd, const char *query, int query_len, off_t off,
 bool
 WriteStatementTextsDumpNonce(FILE *file, uint64 *nonce)
 {
-	/* 0 for a cluster encrypted since this server started: texts in clear */
-	*nonce = NewStatementTextsNonce();
+	/*
+	 * 0 for a cluster encrypted since this server started, or decrypted:
+	 * texts in clear
+	 */
+	*nonce = DataEncryptionEnabled() ? NewStatementTextsNonce() : 0;
 	return !DataEncryptionEnabled() ||
 		fwrite(nonce, sizeof(uint64), 1, file) == 1;
 }

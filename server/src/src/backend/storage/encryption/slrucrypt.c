@@ -46,6 +46,7 @@ StaticAssertDecl(ENCRYPTION_SLRU_PAGES_PER_SEGMENT == SLRU_PAGES_PER_SEGMENT,
 				 "ENCRYPTION_SLRU_PAGES_PER_SEGMENT must be access/slru.h's SLRU_PAGES_PER_SEGMENT");
 
 #define STATE_UNIT			8192
+#define TWOPHASE_DIR		"pg_twophase"	/* twophase.c's */
 
 static ModuleCipher slru_key;	/* the transaction-file key */
 
@@ -193,6 +194,8 @@ EncryptTwoPhaseState(TransactionId xid, const void *content, int len,
 	buf = GrowStaticBuffer(buf, &bufsize, len + sizeof(pg_crc32c));
 	memcpy(buf, content, len);
 	memcpy(buf + len, crc, sizeof(pg_crc32c));
+	if (!NewWritesEncrypted())
+		return buf;				/* a cluster being decrypted: in clear */
 	crypt_state(true, xid, buf, len + sizeof(pg_crc32c));
 	memcpy(crc, buf + len, sizeof(pg_crc32c));
 	return buf;
@@ -229,7 +232,7 @@ state_in_clear(const char *buf, size_t len)
 void
 DecryptTwoPhaseState(TransactionId xid, char *buf, size_t len)
 {
-	if (DataEncryptionEnabled() && !state_in_clear(buf, len))
+	if (DataKeysLoaded() && !state_in_clear(buf, len))
 		crypt_state(false, xid, buf, len);
 }
 
@@ -275,10 +278,14 @@ staging_path(char *path, const char *dir, const char *filename)
 	snprintf(path, MAXPGPATH, "%s/%s", SLRU_STAGING_DIR, flat);
 }
 
-/* SlruScanDirectory() callback: encrypt one segment into the staging dir */
+/*
+ * SlruScanDirectory() callback: encrypt one segment into the staging dir,
+ * or decrypt it (*data: whether to decrypt)
+ */
 static bool
 stage_segment(SlruCtl ctl, char *filename, int64 segpage, void *data)
 {
+	bool		decrypt = *(bool *) data;
 	char		from[MAXPGPATH];
 	char		to[MAXPGPATH];
 	PGAlignedBlock page;
@@ -309,8 +316,11 @@ stage_segment(SlruCtl ctl, char *filename, int64 segpage, void *data)
 		if (!data_encryption_is_zero(page.data, BLCKSZ))
 		{
 			slru_encryption_tweak(tweak, ctl->Dir, pageno);
-			if (!xts_encrypt(state_cipher(), tweak, (unsigned char *) page.data,
-							 (unsigned char *) page.data, BLCKSZ))
+			if (!(decrypt ?
+				  xts_decrypt(state_cipher(), tweak, (unsigned char *) page.data,
+							  (unsigned char *) page.data, BLCKSZ) :
+				  xts_encrypt(state_cipher(), tweak, (unsigned char *) page.data,
+							  (unsigned char *) page.data, BLCKSZ)))
 				ereport(ERROR,
 						(errcode(ERRCODE_INTERNAL_ERROR),
 						 errmsg("could not encrypt page %lld of \"%s\"",
@@ -332,8 +342,8 @@ stage_segment(SlruCtl ctl, char *filename, int64 segpage, void *data)
 }
 
 /*
- * Rename the staged copies of the SLRUs whose bit is in done over their
- * segments, and remove the others'
+ * Rename the staged copies of the SLRUs whose bit is in done (committed
+ * in pg_encryption/pages) over their segments, and remove the others'
  */
 static void
 finish_staged(uint32 done)
@@ -387,8 +397,11 @@ CompleteSlruConversion(void)
 {
 	struct stat st;
 
+	PageKeysState state;
+
+	GetPageKeysState(&state);
 	if (stat(SLRU_STAGING_DIR, &st) == 0)
-		finish_staged(SlrusConverted());
+		finish_staged(state.operation >= PAGE_KEYS_OP_ENABLE ? state.slru_done : 0);
 }
 
 /* Every bank lock of ctl, with no page of it in I/O */
@@ -422,12 +435,13 @@ unlock_whole_slru(SlruCtl ctl)
 }
 
 /*
- * Encrypt the SLRUs not done yet, one at a time; commit(bit) records the
- * bit in pg_encryption/pages (the primary writes and logs it; redo on a
- * standby writes its own file).  False if a base backup runs: try later.
+ * Encrypt (or decrypt) the SLRUs not done yet, one at a time; commit(bit)
+ * records the bit in pg_encryption/pages (the primary writes and logs it;
+ * redo on a standby writes its own file).  False if a base backup runs:
+ * try later.
  */
 bool
-ConvertSlrusOnline(uint32 done, void (*commit) (uint32 bit))
+ConvertSlrusOnline(uint32 done, bool decrypt, void (*commit) (uint32 bit))
 {
 	if (MakePGDirectory(SLRU_STAGING_DIR) != 0 && errno != EEXIST)
 		ereport(ERROR,
@@ -449,7 +463,7 @@ ConvertSlrusOnline(uint32 done, void (*commit) (uint32 bit))
 		}
 		for (int i = 0; i < nregistered; i++)
 			if (slru_bit(registered[i]->Dir) == bit)
-				(void) SlruScanDirectory(registered[i], stage_segment, NULL);
+				(void) SlruScanDirectory(registered[i], stage_segment, &decrypt);
 		commit(bit);
 		EncryptionTestCrashPoint("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT", "slru-committed");
 		finish_staged(1U << bit);
@@ -458,4 +472,67 @@ ConvertSlrusOnline(uint32 done, void (*commit) (uint32 bit))
 				unlock_whole_slru(registered[i]);
 	}
 	return true;
+}
+
+/*
+ * The end of a decryption (design 9.7): two-phase state files written
+ * encrypted (before the decryption began, or from encrypted WAL) are
+ * rewritten in clear, so that the server starts without keys.  Under
+ * TwoPhaseStateLock no transaction begins to finish; a file removed
+ * meanwhile (its transaction finished) stays removed.
+ */
+void
+DecryptTwoPhaseFiles(void)
+{
+	DIR		   *dir;
+	struct dirent *de;
+
+	LWLockAcquire(TwoPhaseStateLock, LW_EXCLUSIVE);
+	dir = AllocateDir(TWOPHASE_DIR);
+	while ((de = ReadDir(dir, TWOPHASE_DIR)) != NULL)
+	{
+		char		path[MAXPGPATH];
+		char		tmp[MAXPGPATH];
+		struct stat st;
+		char	   *buf;
+		int			fd;
+		TransactionId xid;
+
+		if (strspn(de->d_name, "0123456789ABCDEF") != strlen(de->d_name) ||
+			strlen(de->d_name) < 8)
+			continue;
+		snprintf(path, sizeof(path), TWOPHASE_DIR "/%s", de->d_name);
+		xid = (TransactionId) strtoul(de->d_name + strlen(de->d_name) - 8, NULL, 16);
+		fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+		if (fd < 0 || fstat(fd, &st) != 0)
+		{
+			if (fd >= 0)
+				CloseTransientFile(fd);
+			continue;
+		}
+		buf = palloc(st.st_size);
+		if (read(fd, buf, st.st_size) != st.st_size)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", path)));
+		CloseTransientFile(fd);
+		if (!state_in_clear(buf, st.st_size))
+		{
+			crypt_state(false, xid, buf, st.st_size);
+			snprintf(tmp, sizeof(tmp), "%s.pgcipher", path);
+			fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+			if (fd < 0 || write(fd, buf, st.st_size) != st.st_size || pg_fsync(fd) != 0)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not write file \"%s\": %m", tmp)));
+			CloseTransientFile(fd);
+			if (stat(path, &st) == 0)
+				(void) durable_rename(tmp, path, ERROR);
+			else
+				(void) durable_unlink(tmp, LOG);
+		}
+		pfree(buf);
+	}
+	FreeDir(dir);
+	LWLockRelease(TwoPhaseStateLock);
 }

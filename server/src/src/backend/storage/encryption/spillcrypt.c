@@ -77,12 +77,14 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 	unsigned char header[SPILL_HEADER_LEN];
 	off_t		offset;
 
-	if (!DataEncryptionEnabled())
+	if (!DataKeysLoaded())
 		return write(fd, data, len);
 
 	offset = lseek(fd, 0, SEEK_END);
 	if (offset < 0)
 		return -1;
+	if (offset == 0 && !NewWritesEncrypted())
+		return write(fd, data, len);	/* a cluster being decrypted */
 	if (offset == 0)
 	{
 		memcpy(header, SPILL_MAGIC, 8);
@@ -116,7 +118,7 @@ SpillFileFirstOffset(File vfd)
 {
 	char		magic[8];
 
-	if (!DataEncryptionEnabled() || vfd < 0)
+	if (!DataKeysLoaded() || vfd < 0)
 		return 0;
 	if (FileRead(vfd, magic, sizeof(magic), 0,
 				 WAIT_EVENT_REORDER_BUFFER_READ) == sizeof(magic) &&
@@ -133,7 +135,7 @@ DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
 	static bool cached_encrypted = false;
 	static unsigned char header[SPILL_HEADER_LEN];
 
-	if (!DataEncryptionEnabled() || len == 0)
+	if (!DataKeysLoaded() || len == 0)
 		return;
 	/* files are read one at a time, in order: cache the open one's header */
 	if (vfd != cached_vfd || offset <= SPILL_HEADER_LEN)

@@ -66,6 +66,8 @@ typedef struct EncryptionShared
 	pg_atomic_uint32 wal_generation;	/* PageKeysState.wal_generation */
 	pg_atomic_uint64 wal_switch_lsn;	/* PageKeysState.wal_switch_lsn */
 	pg_atomic_uint32 wal_from_clear;	/* WAL before the switch is in clear */
+	pg_atomic_uint32 writes_clear;	/* decrypting: new pages, WAL from the
+									 * switch and new files in clear */
 	pg_atomic_uint32 slru_done; /* SLRUs encrypted (slrucrypt.c) */
 	pg_atomic_uint32 changing;	/* an online encryption runs */
 	slock_t		mutex;			/* protects what follows */
@@ -119,6 +121,7 @@ DataEncryptionKeyringMemory(void)
 	pg_atomic_init_u32(&shared->wal_generation, 1);
 	pg_atomic_init_u64(&shared->wal_switch_lsn, 0);
 	pg_atomic_init_u32(&shared->wal_from_clear, 0);
+	pg_atomic_init_u32(&shared->writes_clear, 0);
 	pg_atomic_init_u32(&shared->slru_done, PAGE_KEYS_SLRU_ALL);
 	pg_atomic_init_u32(&shared->changing, 0);
 	SpinLockInit(&shared->mutex);
@@ -335,8 +338,31 @@ SlrusConverted(void)
 }
 
 /*
- * Whether the cluster is not encrypted or being encrypted online: what the
- * rules that must not change under a file's readers look at (tempcrypt.c)
+ * Whether new pages and new files are encrypted: the cluster is, and is not
+ * being decrypted (design 9.7)
+ */
+bool
+NewWritesEncrypted(void)
+{
+	return DataEncryptionEnabled() &&
+		!(shared && pg_atomic_read_u32(&shared->writes_clear) != 0);
+}
+
+/*
+ * Whether this server holds data keys in memory: what reads a file
+ * written encrypted needs, even once the cluster was decrypted (until the
+ * next start)
+ */
+bool
+DataKeysLoaded(void)
+{
+	return DataKeysCipher() != DATA_ENCRYPTION_OFF;
+}
+
+/*
+ * Whether the cluster is not encrypted or being encrypted or decrypted
+ * online: what the rules that must not change under a file's readers look
+ * at (tempcrypt.c)
  */
 bool
 DataEncryptionChanging(void)
@@ -372,10 +398,11 @@ SetPageKeysState(const PageKeysState *state)
 	SpinLockRelease(&shared->mutex);
 	pg_atomic_write_u32(&shared->marked, state->marked ? 1 : 0);
 	pg_atomic_write_u32(&shared->changing,
-						state->operation == PAGE_KEYS_OP_ENABLE ? 1 : 0);
+						state->operation >= PAGE_KEYS_OP_ENABLE ? 1 : 0);
 	pg_atomic_write_u32(&shared->slru_done,
-						state->operation == PAGE_KEYS_OP_ENABLE ?
-						state->slru_done : PAGE_KEYS_SLRU_ALL);
+						state->operation == PAGE_KEYS_OP_ENABLE ? state->slru_done :
+						page_keys_writes_clear(state->operation) ?
+						PAGE_KEYS_SLRU_ALL & ~state->slru_done : PAGE_KEYS_SLRU_ALL);
 	pg_write_barrier();
 	pg_atomic_write_u32(&shared->write_generation, state->generation);
 	SetWALKeySwitch(state->wal_generation, state->wal_switch_lsn);
@@ -394,6 +421,7 @@ WALWriteSlot(XLogRecPtr pageptr)
 	return wal_keys_write_slot(pg_atomic_read_u32(&shared->wal_generation),
 							   pg_atomic_read_u64(&shared->wal_switch_lsn),
 							   pg_atomic_read_u32(&shared->wal_from_clear) != 0,
+							   pg_atomic_read_u32(&shared->writes_clear) != 0,
 							   pageptr);
 }
 
@@ -404,7 +432,9 @@ WALKeySwitchDiffers(const PageKeysState *state)
 	return pg_atomic_read_u32(&shared->wal_generation) != state->wal_generation ||
 		pg_atomic_read_u64(&shared->wal_switch_lsn) != state->wal_switch_lsn ||
 		(pg_atomic_read_u32(&shared->wal_from_clear) != 0) !=
-		(state->operation == PAGE_KEYS_OP_ENABLE);
+		(state->operation == PAGE_KEYS_OP_ENABLE) ||
+		(pg_atomic_read_u32(&shared->writes_clear) != 0) !=
+		page_keys_writes_clear(state->operation);
 }
 
 /*
@@ -415,13 +445,16 @@ void
 SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn)
 {
 	bool		from_clear;
+	bool		to_clear;
 
 	SpinLockAcquire(&shared->mutex);
 	shared->state.wal_generation = wal_generation;
 	shared->state.wal_switch_lsn = switch_lsn;
 	from_clear = (shared->state.operation == PAGE_KEYS_OP_ENABLE);
+	to_clear = page_keys_writes_clear(shared->state.operation);
 	SpinLockRelease(&shared->mutex);
 	pg_atomic_write_u32(&shared->wal_from_clear, from_clear ? 1 : 0);
+	pg_atomic_write_u32(&shared->writes_clear, to_clear ? 1 : 0);
 	pg_atomic_write_u64(&shared->wal_switch_lsn, switch_lsn);
 	pg_atomic_write_u32(&shared->wal_generation, wal_generation);
 }

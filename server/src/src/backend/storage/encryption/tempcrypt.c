@@ -203,7 +203,7 @@ fileset_encrypted(const char *path)
 	char		marker[MAXPGPATH];
 	char		tmp[MAXPGPATH + 16];
 	char	   *slash;
-	char		rule = DataEncryptionEnabled() ? 'e' : 'c';
+	char		rule = NewWritesEncrypted() ? 'e' : 'c';
 	int			fd;
 
 	strlcpy(marker, path, sizeof(marker));
@@ -221,7 +221,7 @@ fileset_encrypted(const char *path)
 	if (read_rule(marker, &rule))
 		return rule == 'e';
 	/* written whole under a name of our own, then linked: one decides */
-	rule = DataEncryptionEnabled() ? 'e' : 'c';
+	rule = NewWritesEncrypted() ? 'e' : 'c';
 	snprintf(tmp, sizeof(tmp), "%s.%d", marker, MyProcPid);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
 	if (fd >= 0)
@@ -246,7 +246,7 @@ RegisterEncryptedTempFile(File file, const char *path)
 {
 	bool		shared = strstr(path, ".fileset/") != NULL;
 
-	if (shared ? !fileset_encrypted(path) : !DataEncryptionEnabled())
+	if (shared ? !fileset_encrypted(path) : !NewWritesEncrypted())
 		return;
 	RegisterEncryptedTempFileNamed(file, path, shared);
 }

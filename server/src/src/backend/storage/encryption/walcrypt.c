@@ -200,7 +200,8 @@ WriteWALPages(int fd, char *buf, size_t nbytes, off_t offset,
 	int			npages;
 	size_t		len;
 
-	if (!wal_encryption_enabled())
+	/* (a cluster decrypted online keeps its keys until it stops) */
+	if (!DataEncryptionEnabled() || !wal_encryption_enabled())
 		return pg_pwrite(fd, buf, nbytes, offset);
 
 	XLogSegNoOffsetToRecPtr(segno, offset, wal_segment_size, lsn);
@@ -240,7 +241,8 @@ CopyWALPagePrefix(int srcfd, const char *path, char *page, off_t offset,
 	XLogRecPtr	pageptr;
 	ssize_t		r;
 
-	if (!wal_encryption_enabled() || upto <= 0 || upto >= XLOG_BLCKSZ)
+	if (!DataEncryptionEnabled() || !wal_encryption_enabled() ||
+		upto <= 0 || upto >= XLOG_BLCKSZ)
 		return;
 
 	XLogSegNoOffsetToRecPtr(segno, offset, wal_segment_size, pageptr);

@@ -158,41 +158,52 @@ bool
 OldWALKeyNeeded(const PageKeysState *state, bool checkpoint, char *why,
 				size_t size)
 {
-	XLogRecPtr	switch_lsn = state->wal_switch_lsn;
-	XLogRecPtr	lsn;
-	char		name[MAXPGPATH];
-
 	if (state->wal_generation <= 1)
 		return false;
-	if (switch_lsn == InvalidXLogRecPtr)
+	if (state->wal_switch_lsn == InvalidXLogRecPtr)
 	{
 		snprintf(why, size, "New WAL has not switched to the WAL key of generation %u yet.",
 				 state->wal_generation);
 		return true;
 	}
+	return WALBeforeSwitchNeeded(state->wal_switch_lsn, checkpoint, why, size);
+}
+
+/*
+ * Whether this server may still read WAL written before switch_lsn (under
+ * the old WAL key, or encrypted at all once a cluster is decrypted); if
+ * so, why.  With checkpoint, a redo point before it is moved past it.
+ */
+bool
+WALBeforeSwitchNeeded(XLogRecPtr switch_lsn, bool checkpoint, char *why,
+					  size_t size)
+{
+	XLogRecPtr	lsn;
+	char		name[MAXPGPATH];
+
 	if (checkpoint && crash_recovery_start() < switch_lsn)
 		RequestCheckpoint(CHECKPOINT_FORCE | CHECKPOINT_WAIT | CHECKPOINT_IMMEDIATE);
 	if ((lsn = crash_recovery_start()) < switch_lsn)
 	{
-		snprintf(why, size, "Crash recovery would start at %X/%X, before the switch to the new WAL key at %X/%X.",
+		snprintf(why, size, "Crash recovery would start at %X/%X, before the WAL switch at %X/%X.",
 				 LSN_FORMAT_ARGS(lsn), LSN_FORMAT_ARGS(switch_lsn));
 		return true;
 	}
 	if (slot_before(switch_lsn, name, &lsn))
 	{
-		snprintf(why, size, "Replication slot \"%s\" keeps WAL from %X/%X, before the switch to the new WAL key at %X/%X.",
+		snprintf(why, size, "Replication slot \"%s\" keeps WAL from %X/%X, before the WAL switch at %X/%X.",
 				 name, LSN_FORMAT_ARGS(lsn), LSN_FORMAT_ARGS(switch_lsn));
 		return true;
 	}
 	if (XLogArchivingActive() && unarchived_segment_before(switch_lsn, name))
 	{
-		snprintf(why, size, "WAL segment %s, before the switch to the new WAL key, is not archived yet.",
+		snprintf(why, size, "WAL segment %s, before the WAL switch, is not archived yet.",
 				 name);
 		return true;
 	}
 	if (XLogBackupsRunning())
 	{
-		snprintf(why, size, "A base backup is running; its WAL may start before the switch to the new WAL key at %X/%X.",
+		snprintf(why, size, "A base backup is running; its WAL may start before the WAL switch at %X/%X.",
 				 LSN_FORMAT_ARGS(switch_lsn));
 		return true;
 	}

@@ -400,21 +400,28 @@ $stock->stop;
 	# as it is
 	my $copy = copy_cluster($stock_dir, 'stock_encrypted');
 	my $key = PostgreSQL::Test::Utils::tempdir() . '/kek';
-	append_to_file($key, join('', map { sprintf('%02x', $_ * 7 % 256) } 1 .. 32) . "\n");
+	append_to_file($key,
+		join('', map { sprintf('%02x', $_ * 7 % 256) } 1 .. 32) . "\n");
 	my @psql = (
-		'psql', '-X', '-At', '-h', $stock->host, '-p', $stock->port,
-		'-d', 'postgres', '-c');
+		'psql', '-X', '-At', '-h', $stock->host, '-p',
+		$stock->port, '-d', 'postgres', '-c');
 	command_ok(
 		[
-			'pg_ctl', '-D', $copy, '-w', '-l', $stock->logfile,
-			'-o', '-p ' . $stock->port, 'start'
+			'pg_ctl', '-D', $copy, '-w',
+			'-l', $stock->logfile, '-o', '-p ' . $stock->port,
+			'start'
 		],
 		'pgcipher starts a copy of the stock cluster');
 	($stdout) = run_command(
-		[ @psql, "SELECT pg_enable_encryption('aes-256', 'cat $key', 0, 10000)" ]);
-	is($stdout, 'encrypting with aes-256',
+		[
+			@psql,
+			"SELECT pg_enable_encryption('aes-256', 'cat $key', 0, 10000)"
+		]);
+	is( $stdout,
+		'encrypting with aes-256',
 		'pg_enable_encryption() on a data directory stock initdb wrote');
 	my $encrypted;
+
 	for (1 .. 600)
 	{
 		($stdout) = run_command([ @psql, 'SHOW data_encryption' ]);
@@ -426,10 +433,14 @@ $stock->stop;
 	is($stdout, '1', 'and reads its rows');
 	command_ok([ 'pg_ctl', '-D', $copy, '-w', 'stop' ], 'and stops');
 	my ($out) = controldata($stock_bindir, $copy);
-	like($out, qr/^pg_control version number:\s+$control_version$/m,
+	like(
+		$out,
+		qr/^pg_control version number:\s+$control_version$/m,
 		'stock pg_controldata still reads its pg_control');
-	command_like([ 'pg_controldata', $copy ],
-		qr/^Data encryption:\s+aes-256$/m, 'which records aes-256');
+	command_like(
+		[ 'pg_controldata', $copy ],
+		qr/^Data encryption:\s+aes-256$/m,
+		'which records aes-256');
 }
 
 done_testing();

@@ -207,7 +207,7 @@ $node->safe_psql('postgres', "SELECT pg_drop_replication_slot('lagging')");
   $node->psql('postgres', 'SELECT pg_encryption_drop_old_wal_key()');
 like(
 	$err,
-	qr/WAL segment [0-9A-F]{24}, before the switch to the new WAL key, is not archived yet/,
+	qr/WAL segment [0-9A-F]{24}, before the WAL switch, is not archived yet/,
 	'drop refused: a segment before the switch is not archived');
 $node->safe_psql('postgres',
 	"ALTER SYSTEM RESET archive_command; SELECT pg_reload_conf()");

@@ -241,7 +241,8 @@ ok(wait_encrypted($promoted), 'a standby promoted half-way finishes');
 is($promoted->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
 	'100000|5000050000', 'the promoted standby reads every row');
 $promoted->stop;
-is(clear_pages($promoted->data_dir), 0, 'no page of the promoted standby in clear');
+is(clear_pages($promoted->data_dir),
+	0, 'no page of the promoted standby in clear');
 $half->stop;
 $restored->stop;
 
