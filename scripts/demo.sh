@@ -35,7 +35,7 @@ parts=(
     "4c|9|sums and updates computed by the proxy, Alibaba's sysbench statements"
     "4c'|1|a Django application, unchanged"
     "4d|0|the key-encryption key changed online"
-    "4d''|30|a cluster encrypted online under pgbench, then re-keyed online"
+    "4d''|35|a cluster encrypted online under pgbench, re-keyed, decrypted, all online"
     "4e|6|pg_upgrade from Debian's stock 15"
     "4f|0|stock tools on an encrypted cluster"
     "4g|1|io_method on 18"
@@ -356,7 +356,7 @@ echo "   files containing 'TOPSECRET-NOTE' after the rotation: $rot_hits"
 if [ "$rot_hits" != 0 ]; then echo "demo: plaintext found on disk!" >&2; exit 1; fi
 pg_ctl -D "$demo/enc/data" -w stop -m fast >/dev/null
 
-step "4d''. Encrypt a running cluster that was not encrypted, pgbench running; then replace its data keys online"
+step "4d''. Encrypt a running cluster that was not encrypted, pgbench running; replace its data keys online; decrypt it online"
 mkdir -p "$demo/plain"
 initdb -D "$demo/plain/data" --data-checksums -A trust -U postgres > "$demo/plain/initdb.log"
 plain_port=$(start plain)
@@ -391,6 +391,12 @@ psql_plain -c "CHECKPOINT"
 plain_hits=$( (grep -rlaF 'PLAIN-SECRET' "$demo/plain/data" || true) | wc -l)
 echo "   files holding 'PLAIN-SECRET' now, WAL included (the WAL from before the switch is gone, never recycled): $plain_hits"
 if [ "$plain_hits" != 0 ]; then echo "demo: plaintext found on disk!" >&2; exit 1; fi
+echo "   and the way back, online too: SELECT pg_disable_encryption();"
+echo "   $(psql_plain -At -c "SELECT pg_disable_encryption()")"
+while [ -e "$demo/plain/data/pg_encryption/keyring" ]; do sleep 1; done
+grep -E "decryption of the cluster" "$demo/plain/server.log" | sed 's/^.*LOG: */   server log: /'
+echo "   data_encryption = $(psql_plain -At -c 'SHOW data_encryption'); key files left: $(ls "$demo/plain/data/pg_encryption" | wc -l);" \
+    "files holding 'PLAIN-SECRET' after a CHECKPOINT: $(psql_plain -c CHECKPOINT; grep -rlaF PLAIN-SECRET "$demo/plain/data" | wc -l) (in clear again, as asked)"
 pg_ctl -D "$demo/plain/data" -w stop -m fast >/dev/null
 
 step "4e. Adopt pgcipher: pg_upgrade from Debian's stock PostgreSQL 15 encrypts every block"
