@@ -395,7 +395,7 @@ echo "   and the way back, online too: SELECT pg_disable_encryption();"
 echo "   $(psql_plain -At -c "SELECT pg_disable_encryption()")"
 while [ -e "$demo/plain/data/pg_encryption/keyring" ]; do sleep 1; done
 grep -E "decryption of the cluster" "$demo/plain/server.log" | sed 's/^.*LOG: */   server log: /'
-echo "   data_encryption = $(psql_plain -At -c 'SHOW data_encryption'); key files left: $(ls "$demo/plain/data/pg_encryption" | wc -l);" \
+echo "   data_encryption = $(psql_plain -At -c 'SHOW data_encryption'); key files left: $(find "$demo/plain/data/pg_encryption" -mindepth 1 | wc -l);" \
     "files holding 'PLAIN-SECRET' after a CHECKPOINT: $(psql_plain -c CHECKPOINT; grep -rlaF PLAIN-SECRET "$demo/plain/data" | wc -l) (in clear again, as asked)"
 pg_ctl -D "$demo/plain/data" -w stop -m fast >/dev/null
 

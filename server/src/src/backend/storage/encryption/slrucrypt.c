@@ -471,7 +471,7 @@ ConvertSlrusOnline(uint32 done, bool decrypt, void (*commit) (uint32 bit))
 			if (slru_bit(registered[i]->Dir) == bit)
 				unlock_whole_slru(registered[i]);
 	}
-	(void) rmdir(SLRU_STAGING_DIR);	/* empty now */
+	(void) rmdir(SLRU_STAGING_DIR); /* empty now */
 	return true;
 }
 
