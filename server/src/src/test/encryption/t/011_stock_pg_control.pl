@@ -412,6 +412,14 @@ $stock->stop;
 			'start'
 		],
 		'pgcipher starts a copy of the stock cluster');
+	# stock initdb's catalog lacks pgcipher's functions: each is built in,
+	# and a superuser declares it (design 9.7); "already exists" where the
+	# cluster came from pgcipher's initdb template
+	run_command(
+		[
+			@psql,
+			"CREATE FUNCTION pg_enable_encryption(text, text, int, int, text DEFAULT 'kek') RETURNS text LANGUAGE internal VOLATILE AS 'pg_enable_encryption'"
+		]);
 	($stdout) = run_command(
 		[
 			@psql,
