@@ -137,6 +137,10 @@ extern void LogPageKeysChange(const struct PageKeysState *state);
 extern void RedoPageKeysChange(struct XLogReaderState *record);
 
 /* datarotation.c: the online rotation of the page key and its workers */
+extern int	LockDataKeysChange(bool wait);
+extern void CheckDataKeysThrottle(int cost_delay, int cost_limit);
+extern void CheckDataKeysOperator(const char *what);
+extern void SetDataKeysSwitchPoint(struct PageKeysState *state);
 extern void RegisterDataRotationLauncher(void);
 extern PGDLLIMPORT void DataRotationLauncherMain(Datum main_arg);
 extern PGDLLIMPORT void DataRotationWorkerMain(Datum main_arg);

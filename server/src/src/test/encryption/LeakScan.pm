@@ -17,7 +17,7 @@ use PostgreSQL::Test::Utils;
 
 our @EXPORT =
   qw(scan_for_markers markers_nowhere scan_at_rest encryption_options
-  file_digests changed_files);
+  file_digests changed_files page_key_marks);
 
 # $markers: [ { name => ..., bytes => ... }, ... ]; returns
 # { name => [ files holding it ] }.  Files may vanish while we look.
@@ -136,6 +136,41 @@ sub changed_files
 	my @changed =
 	  grep { ($before->{$_} // '') ne ($after->{$_} // '') } sort keys %all;
 	return @changed;
+}
+
+
+# Every non-zero page of every relation fork of $datadir (tablespaces
+# included), by the key slot its clear mark names (design 4.2):
+# { A => pages, B => pages, clear => pages }
+sub page_key_marks
+{
+	my ($datadir) = @_;
+	my %count = (A => 0, B => 0, clear => 0);
+	find(
+		{
+			no_chdir => 1,
+			wanted => sub {
+				return unless -f $_ && m{/\d+(_(fsm|vm|init))?(\.\d+)?$};
+				return
+				  if
+				  m{/pg_(wal|xact|multixact|subtrans|commit_ts|serial|notify|replslot|logical)/};
+				open(my $fh, '<:raw', $_) or return;
+				while (read($fh, my $page, 8192) == 8192)
+				{
+					next if $page !~ /[^\0]/;
+					my $flags = unpack('S', substr($page, 10, 2));
+					$count{
+						 !($flags & 0x8000) ? 'clear'
+						: ($flags & 0x4000) ? 'B'
+						:                     'A'
+					}++;
+				}
+				close $fh;
+			}
+		},
+		(map { "$datadir/$_" } qw(base global)),
+		map { readlink($_) // $_ } glob("$datadir/pg_tblspc/*"));
+	return \%count;
 }
 
 1;

@@ -100,9 +100,14 @@
 #define crash_point(step) \
 	EncryptionTestCrashPoint("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT", step)
 
+/*
+ * What every operation on the data keys (a rotation here, an encryption
+ * or a decryption in enabling.c) checks and takes first
+ */
+
 /* The key ring directory's lock, which a rotation of the KEK takes too */
-static int
-lock_keyring_directory(bool wait)
+int
+LockDataKeysChange(bool wait)
 {
 	int			fd = LockKeyringDirectory(wait);
 
@@ -114,8 +119,8 @@ lock_keyring_directory(bool wait)
 }
 
 /* Throttle arguments, checked before anything is written */
-static void
-check_throttle(int cost_delay, int cost_limit)
+void
+CheckDataKeysThrottle(int cost_delay, int cost_limit)
 {
 	if (cost_delay < 0 || cost_delay > PAGE_KEYS_MAX_COST_DELAY)
 		ereport(ERROR,
@@ -127,8 +132,9 @@ check_throttle(int cost_delay, int cost_limit)
 				 errmsg("cost_limit must be between 1 and %d", PAGE_KEYS_MAX_COST_LIMIT)));
 }
 
-static void
-check_superuser_on_primary(const char *what)
+/* A superuser, on a primary: standbys follow through the WAL */
+void
+CheckDataKeysOperator(const char *what)
 {
 	if (!superuser())
 		ereport(ERROR,
@@ -139,7 +145,27 @@ check_superuser_on_primary(const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot %s during recovery", what),
-				 errhint("Run it on the primary.")));
+				 errhint("Run it on the primary; standbys follow.")));
+}
+
+/*
+ * The switch point of an operation: the OID counter and the next XID now
+ * (older transactions may write pages under the old rule, older temporary
+ * tables keep them)
+ */
+void
+SetDataKeysSwitchPoint(PageKeysState *state)
+{
+	LWLockAcquire(OidGenLock, LW_SHARED);
+	state->switch_oid = TransamVariables->nextOid;
+	LWLockRelease(OidGenLock);
+	state->switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
+}
+
+static void
+check_superuser_on_primary(const char *what)
+{
+	CheckDataKeysOperator(what);
 	if (!DataEncryptionEnabled())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -167,9 +193,9 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	char		line[128];
 
 	check_superuser_on_primary("rotate the data keys");
-	check_throttle(cost_delay, cost_limit);
+	CheckDataKeysThrottle(cost_delay, cost_limit);
 
-	lockfd = lock_keyring_directory(false);
+	lockfd = LockDataKeysChange(false);
 	GetPageKeysState(&state);
 	if (state.operation != PAGE_KEYS_OP_NONE)
 		ereport(ERROR,
@@ -266,10 +292,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	state.paused = false;
 	state.cost_delay = cost_delay;
 	state.cost_limit = cost_limit;
-	LWLockAcquire(OidGenLock, LW_SHARED);
-	state.switch_oid = TransamVariables->nextOid;
-	LWLockRelease(OidGenLock);
-	state.switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
+	SetDataKeysSwitchPoint(&state);
 	state.ndone = 0;
 	state.wal_generation++;
 	state.wal_switch_lsn = InvalidXLogRecPtr;	/* the next step says where */
@@ -306,7 +329,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 
 	check_superuser_on_primary(paused ? "pause the rotation of the data keys" :
 							   "resume the rotation of the data keys");
-	lockfd = lock_keyring_directory(true);
+	lockfd = LockDataKeysChange(true);
 	GetPageKeysState(&state);
 	if (state.operation == PAGE_KEYS_OP_NONE)
 		ereport(ERROR,
@@ -317,7 +340,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 		int			cost_delay = PG_ARGISNULL(0) ? state.cost_delay : PG_GETARG_INT32(0);
 		int			cost_limit = PG_ARGISNULL(1) ? state.cost_limit : PG_GETARG_INT32(1);
 
-		check_throttle(cost_delay, cost_limit);
+		CheckDataKeysThrottle(cost_delay, cost_limit);
 		state.cost_delay = cost_delay;
 		state.cost_limit = cost_limit;
 	}
@@ -922,7 +945,7 @@ rewrite_every_database(void)
 				return false;
 			}
 			shared_done = true;
-			lockfd = lock_keyring_directory(true);
+			lockfd = LockDataKeysChange(true);
 			GetPageKeysState(&state);
 			if (state.ndone < PAGE_KEYS_MAX_DONE)
 				state.done[state.ndone++] = db->oid;
@@ -947,7 +970,7 @@ rewrite_every_database(void)
 		return true;
 	}
 	{
-		int			lockfd = lock_keyring_directory(true);
+		int			lockfd = LockDataKeysChange(true);
 
 		GetPageKeysState(&state);
 		enabling = (state.operation == PAGE_KEYS_OP_ENABLE);
@@ -1003,7 +1026,7 @@ drop_unused_page_key(void)
 		crash_point("checkpointed");
 	}
 	phase(DATA_ROTATION_DROPPING_KEY);
-	lockfd = lock_keyring_directory(true);
+	lockfd = LockDataKeysChange(true);
 	GetPageKeysState(&state);
 	if (state.operation != PAGE_KEYS_OP_NONE)
 		ereport(ERROR,
@@ -1061,7 +1084,7 @@ DataRotationLauncherMain(Datum main_arg)
 		if (wal_switch_pending(&state))
 		{
 			/* a restart interrupted step 2' */
-			int			lockfd = lock_keyring_directory(true);
+			int			lockfd = LockDataKeysChange(true);
 
 			SwitchWALKey();
 			CloseTransientFile(lockfd);

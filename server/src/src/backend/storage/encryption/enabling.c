@@ -85,16 +85,7 @@ pg_enable_encryption(PG_FUNCTION_ARGS)
 	char		line[128];
 	bool		ok;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to encrypt the cluster"),
-				 errdetail("Only superusers may encrypt the cluster.")));
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot encrypt the cluster during recovery"),
-				 errhint("Run it on the primary; standbys follow, with their own encryption_key_command.")));
+	CheckDataKeysOperator("encrypt the cluster");
 	if (DataEncryptionEnabled())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -118,24 +109,13 @@ pg_enable_encryption(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("no key command"),
 				 errhint("Give the command as the second argument, or set encryption_key_command.")));
-	if (cost_delay < 0 || cost_delay > PAGE_KEYS_MAX_COST_DELAY)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cost_delay must be between 0 and %d milliseconds", PAGE_KEYS_MAX_COST_DELAY)));
-	if (cost_limit < 1 || cost_limit > PAGE_KEYS_MAX_COST_LIMIT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cost_limit must be between 1 and %d", PAGE_KEYS_MAX_COST_LIMIT)));
+	CheckDataKeysThrottle(cost_delay, cost_limit);
 
 	if (MakePGDirectory(KEYRING_DIR) != 0 && errno != EEXIST)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create directory \"%s\": %m", KEYRING_DIR)));
-	lockfd = LockKeyringDirectory(false);
-	if (lockfd < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("another change of the key ring is in progress")));
+	lockfd = LockDataKeysChange(false);
 	if (DataEncryptionEnabled())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -149,10 +129,7 @@ pg_enable_encryption(PG_FUNCTION_ARGS)
 	state.marked = true;
 	state.cost_delay = cost_delay;
 	state.cost_limit = cost_limit;
-	LWLockAcquire(OidGenLock, LW_SHARED);
-	state.switch_oid = TransamVariables->nextOid;
-	LWLockRelease(OidGenLock);
-	state.switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
+	SetDataKeysSwitchPoint(&state);
 	state.wal_generation = 1;
 	state.wal_switch_lsn = InvalidXLogRecPtr;
 	state.slru_done = 0;
@@ -202,7 +179,7 @@ static void
 commit_slru(uint32 bit)
 {
 	PageKeysState state;
-	int			lockfd = LockKeyringDirectory(true);
+	int			lockfd = LockDataKeysChange(true);
 
 	GetPageKeysState(&state);
 	state.slru_done |= 1U << bit;
@@ -267,34 +244,14 @@ pg_disable_encryption(PG_FUNCTION_ARGS)
 	PageKeysState state;
 	int			lockfd;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to decrypt the cluster"),
-				 errdetail("Only superusers may decrypt the cluster.")));
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot decrypt the cluster during recovery"),
-				 errhint("Run it on the primary; standbys follow.")));
+	CheckDataKeysOperator("decrypt the cluster");
 	if (!DataEncryptionEnabled())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this cluster is not encrypted")));
-	if (cost_delay < 0 || cost_delay > PAGE_KEYS_MAX_COST_DELAY)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cost_delay must be between 0 and %d milliseconds", PAGE_KEYS_MAX_COST_DELAY)));
-	if (cost_limit < 1 || cost_limit > PAGE_KEYS_MAX_COST_LIMIT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cost_limit must be between 1 and %d", PAGE_KEYS_MAX_COST_LIMIT)));
+	CheckDataKeysThrottle(cost_delay, cost_limit);
 
-	lockfd = LockKeyringDirectory(false);
-	if (lockfd < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("another change of the key ring is in progress")));
+	lockfd = LockDataKeysChange(false);
 	GetPageKeysState(&state);
 	if (state.operation != PAGE_KEYS_OP_NONE)
 		ereport(ERROR,
@@ -315,10 +272,7 @@ pg_disable_encryption(PG_FUNCTION_ARGS)
 	state.paused = false;
 	state.cost_delay = cost_delay;
 	state.cost_limit = cost_limit;
-	LWLockAcquire(OidGenLock, LW_SHARED);
-	state.switch_oid = TransamVariables->nextOid;
-	LWLockRelease(OidGenLock);
-	state.switch_xid = XidFromFullTransactionId(ReadNextFullTransactionId());
+	SetDataKeysSwitchPoint(&state);
 	state.wal_switch_lsn = InvalidXLogRecPtr;
 	state.slru_done = 0;
 	state.ndone = 0;
@@ -404,7 +358,7 @@ FinishDecryption(bool completed_here)
 	DecryptTwoPhaseFiles();
 	if (state.operation == PAGE_KEYS_OP_DISABLE)
 	{
-		lockfd = LockKeyringDirectory(true);
+		lockfd = LockDataKeysChange(true);
 		GetPageKeysState(&state);
 		state.operation = PAGE_KEYS_OP_DISABLED;
 		state.marked = true;

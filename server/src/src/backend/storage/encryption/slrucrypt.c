@@ -434,6 +434,20 @@ unlock_whole_slru(SlruCtl ctl)
 		LWLockRelease(&ctl->shared->bank_locks[b].lock);
 }
 
+/* Lock (or unlock) every SLRU that shares bit */
+static void
+lock_slrus(int bit, bool lock)
+{
+	for (int i = 0; i < nregistered; i++)
+		if (slru_bit(registered[i]->Dir) == bit)
+		{
+			if (lock)
+				lock_whole_slru(registered[i]);
+			else
+				unlock_whole_slru(registered[i]);
+		}
+}
+
 /*
  * Encrypt (or decrypt) the SLRUs not done yet, one at a time; commit(bit)
  * records the bit in pg_encryption/pages (the primary writes and logs it;
@@ -451,14 +465,10 @@ ConvertSlrusOnline(uint32 done, bool decrypt, void (*commit) (uint32 bit))
 	{
 		if (done & (1U << bit))
 			continue;
-		for (int i = 0; i < nregistered; i++)
-			if (slru_bit(registered[i]->Dir) == bit)
-				lock_whole_slru(registered[i]);
+		lock_slrus(bit, true);
 		if (!RecoveryInProgress() && XLogBackupsRunning())
 		{
-			for (int i = 0; i < nregistered; i++)
-				if (slru_bit(registered[i]->Dir) == bit)
-					unlock_whole_slru(registered[i]);
+			lock_slrus(bit, false);
 			return false;
 		}
 		for (int i = 0; i < nregistered; i++)
@@ -467,9 +477,7 @@ ConvertSlrusOnline(uint32 done, bool decrypt, void (*commit) (uint32 bit))
 		commit(bit);
 		EncryptionTestCrashPoint("PGCIPHER_TEST_DATA_ROTATION_CRASH_AT", "slru-committed");
 		finish_staged(1U << bit);
-		for (int i = 0; i < nregistered; i++)
-			if (slru_bit(registered[i]->Dir) == bit)
-				unlock_whole_slru(registered[i]);
+		lock_slrus(bit, false);
 	}
 	(void) rmdir(SLRU_STAGING_DIR); /* empty now */
 	return true;

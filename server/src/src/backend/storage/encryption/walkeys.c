@@ -309,26 +309,13 @@ pg_encryption_drop_old_wal_key(PG_FUNCTION_ARGS)
 	char		why[256];
 	char		line[128];
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to drop the old WAL key"),
-				 errdetail("Only superusers may drop the old WAL key.")));
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot drop the old WAL key during recovery"),
-				 errhint("Run it on the primary; standbys follow.")));
+	CheckDataKeysOperator("drop the old WAL key");
 	if (!DataEncryptionEnabled())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this cluster is not encrypted, so it has no WAL key to drop")));
 
-	lockfd = LockKeyringDirectory(true);
-	if (lockfd < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("another change of the key ring is in progress")));
+	lockfd = LockDataKeysChange(true);
 	GetPageKeysState(state);
 	if ((old_id = OldWALKeyId(state)) == 0)
 	{

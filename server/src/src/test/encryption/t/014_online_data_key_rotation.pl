@@ -40,38 +40,11 @@ $node->start;
 my $pgdata = $node->data_dir;
 my $bin = $node->config_data('--bindir');
 
-# Every non-zero page of every relation fork by the slot its mark names:
-# { A => pages, B => pages, clear => pages }
+# Every non-zero page by the slot its mark names (LeakScan)
 sub page_marks
 {
 	my ($datadir) = @_;
-	$datadir //= $pgdata;
-	my %count = (A => 0, B => 0, clear => 0);
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_ && m{/\d+(_(fsm|vm|init))?(\.\d+)?$};
-				return
-				  if
-				  m{/pg_(wal|xact|multixact|subtrans|commit_ts|serial|notify|replslot|logical)/};
-				open(my $fh, '<:raw', $_) or return;
-				while (read($fh, my $page, 8192) == 8192)
-				{
-					next if $page !~ /[^\0]/;
-					my $flags = unpack('S', substr($page, 10, 2));
-					$count{
-						 !($flags & 0x8000) ? 'clear'
-						: ($flags & 0x4000) ? 'B'
-						:                     'A'
-					}++;
-				}
-				close $fh;
-			}
-		},
-		(map { "$datadir/$_" } qw(base global)),
-		map { readlink($_) // $_ } glob("$datadir/pg_tblspc/*"));
-	return \%count;
+	return page_key_marks($datadir // $pgdata);
 }
 
 sub progress

@@ -55,26 +55,7 @@ my $pgdata = $node->data_dir;
 # no mark (in clear)
 sub clear_pages
 {
-	my ($datadir) = @_;
-	my $clear = 0;
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_ && m{/\d+(_(fsm|vm|init))?(\.\d+)?$};
-				return if m{/pg_};
-				open(my $fh, '<:raw', $_) or return;
-				while (read($fh, my $page, 8192) == 8192)
-				{
-					next if $page !~ /[^\0]/;
-					$clear++
-					  unless unpack('S', substr($page, 10, 2)) & 0x8000;
-				}
-				close $fh;
-			}
-		},
-		map { "$datadir/$_" } qw(base global));
-	return $clear;
+	return page_key_marks($_[0])->{clear};
 }
 
 sub wait_encrypted

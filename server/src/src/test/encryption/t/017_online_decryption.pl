@@ -44,26 +44,8 @@ my $pgdata = $node->data_dir;
 # a key mark
 sub marked_pages
 {
-	my ($datadir) = @_;
-	my $marked = 0;
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_ && m{/\d+(_(fsm|vm|init))?(\.\d+)?$};
-				return if m{/pg_};
-				open(my $fh, '<:raw', $_) or return;
-				while (read($fh, my $page, 8192) == 8192)
-				{
-					next if $page !~ /[^\0]/;
-					$marked++
-					  if unpack('S', substr($page, 10, 2)) & 0x8000;
-				}
-				close $fh;
-			}
-		},
-		map { "$datadir/$_" } qw(base global));
-	return $marked;
+	my $m = page_key_marks($_[0]);
+	return $m->{A} + $m->{B};
 }
 
 sub wait_decrypted
