@@ -85,8 +85,10 @@ done
 
 # 4: configure once per set of options, then make.
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-# Paths relative to the build directory, so other checkouts hit the same cache
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$build} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+# Paths relative to the source tree: the stock build (BUILD_DIR/stock) then
+# compiles with the same command lines as ours, and every object that no
+# patched header reaches (about half of them) comes from the cache
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$tree} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # The compiler configure records is a plain "gcc": pg_config --cc and
 # PGXS's Makefile.global hand it to every extension built against this
 # tree, and some (Citus's configure) take CC as one word.  ccache stays in

@@ -103,6 +103,9 @@ CHECKPOINT;));
 		"INSERT INTO t (v) VALUES ('@{[ $marker->('late') ]}'); SELECT pg_switch_wal();"
 	);
 	my $endpos = $primary->lsn('insert');
+	# a commit past the switch: WAL up to $endpos is flushed and sent now,
+	# not at the next background running-xacts record (15 s)
+	$primary->safe_psql('postgres', 'SELECT pg_current_xact_id()');
 	$primary->command_ok(
 		[
 			'pg_receivewal', '-D',

@@ -85,14 +85,18 @@ DO \$\$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('c', '$payload' || i || r
 	$writer->query_safe(
 		"INSERT INTO t SELECT '$spill' || g FROM generate_series(1, 20000) g"
 	);
-	my ($out, $err) = ('', '');
+	# decoded rows to /dev/null: on a pipe no one reads, pg_recvlogical would
+	# block on a full pipe and outlive the kill_kill's SIGTERM by its
+	# 30 s grace
+	my $err = '';
 	my $recv = IPC::Run::start(
 		[
-			'pg_recvlogical', '-d', $node->connstr('postgres'),
-			'-S', 'spill', '--start', '--no-loop', '-f', '-'
+			'pg_recvlogical', '-d',
+			$node->connstr('postgres'), '-S',
+			'spill', '--start',
+			'--no-loop', '-f',
+			'/dev/null'
 		],
-		'>',
-		\$out,
 		'2>',
 		\$err);
 	my $slotdir = $node->data_dir . '/pg_replslot/spill';
