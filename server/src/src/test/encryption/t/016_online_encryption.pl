@@ -10,7 +10,10 @@
 # the same scan found them before (the control); pg_checksums counts no
 # block under no key; a prepared transaction from before commits.  A
 # backup taken half-way restores and finishes, and so does a standby
-# promoted half-way; bad input changes nothing;
+# promoted half-way, and so does a point-in-time recovery from the archive
+# to a point half-way; pg_rewind brings the node it diverged from back as
+# its standby; a logical subscriber gets the rows written on both sides of
+# the switch; bad input changes nothing;
 # a kill -9 of the server at each step leaves a cluster that starts,
 # finishes and reads every row.
 use strict;
@@ -191,10 +194,28 @@ my $expected = rows($node);
 
 # --- a backup taken half-way restores and finishes ---
 my $half = PostgreSQL::Test::Cluster->new('enable_half');
-$half->init(allows_streaming => 1);
+$half->init(
+	allows_streaming => 1,
+	has_archiving => 1,
+	extra => ['--data-checksums']);
+$half->append_conf('postgresql.conf', 'wal_level = logical');
 $half->start;
 $half->safe_psql('postgres',
 	"CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g");
+$half->safe_psql('postgres',
+	'CREATE TABLE logged (id int PRIMARY KEY, side text)');
+$half->safe_psql('postgres', 'CREATE PUBLICATION p FOR TABLE logged');
+my $sub = PostgreSQL::Test::Cluster->new('enable_sub');
+$sub->init;
+$sub->start;
+$sub->safe_psql('postgres',
+	'CREATE TABLE logged (id int PRIMARY KEY, side text)');
+$sub->safe_psql('postgres',
+		"CREATE SUBSCRIPTION s CONNECTION '"
+	  . $half->connstr
+	  . " dbname=postgres' PUBLICATION p");
+$sub->wait_for_subscription_sync($half, 's');
+$half->safe_psql('postgres', "INSERT INTO logged VALUES (1, 'before')");
 $half->backup('half_base');
 my $promoted = PostgreSQL::Test::Cluster->new('enable_promoted');
 $promoted->init_from_backup($half, 'half_base', has_streaming => 1);
@@ -204,11 +225,52 @@ $promoted->start;
 $half->safe_psql('postgres',
 	"SELECT pg_enable_encryption('aes-256', '$command', 0, 10000); SELECT pg_encryption_pause();"
 );
+$half->safe_psql('postgres',
+	"INSERT INTO logged VALUES (2, 'after the switch')");
+my $halfway_wal = $half->safe_psql('postgres',
+	"SELECT pg_walfile_name(pg_create_restore_point('halfway'))");
+$half->safe_psql('postgres', 'SELECT pg_switch_wal()');
 $half->backup('half');
 $half->wait_for_catchup($promoted, 'replay');
 $promoted->promote;
 $half->safe_psql('postgres', 'SELECT pg_encryption_resume()');
 ok(wait_encrypted($half), 'the node the backup came from finishes');
+$half->safe_psql('postgres',
+	"INSERT INTO logged VALUES (3, 'after the encryption')");
+$half->wait_for_catchup('s');
+is( $sub->safe_psql(
+		'postgres', 'SELECT string_agg(side, \',\' ORDER BY id) FROM logged'),
+	'before,after the switch,after the encryption',
+	'a logical subscriber gets the rows of both sides of the switch');
+$sub->stop;
+
+# a point-in-time recovery from the archive to a point half-way: readable,
+# and the encryption, paused there, finishes once resumed
+$half->poll_query_until('postgres',
+	"SELECT last_archived_wal >= '$halfway_wal' FROM pg_stat_archiver")
+  or die 'the archive did not catch up';
+my $pitr = PostgreSQL::Test::Cluster->new('enable_pitr');
+$pitr->init_from_backup($half, 'half_base', has_restoring => 1);
+$pitr->append_conf(
+	'postgresql.conf', qq(
+encryption_key_command = '$command'
+recovery_target_name = 'halfway'
+recovery_target_action = 'promote'
+));
+$pitr->start;
+$pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'the point-in-time recovery did not end';
+is( $pitr->safe_psql(
+		'postgres',
+		"SELECT count(*), sum(g) FROM t; SELECT string_agg(side, ',' ORDER BY id) FROM logged"
+	),
+	"100000|5000050000\nbefore,after the switch",
+	'a point-in-time recovery to a point half-way reads every row');
+$pitr->safe_psql('postgres', 'SELECT pg_encryption_resume()');
+ok(wait_encrypted($pitr), 'the recovered cluster finishes the encryption');
+$pitr->stop;
+is(clear_pages($pitr->data_dir),
+	0, 'no page of the recovered cluster in clear');
 my $restored = PostgreSQL::Test::Cluster->new('enable_restored');
 $restored->init_from_backup($half, 'half');
 $restored->start;
@@ -221,10 +283,33 @@ $promoted->safe_psql('postgres', 'SELECT pg_encryption_resume()');
 ok(wait_encrypted($promoted), 'a standby promoted half-way finishes');
 is($promoted->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
 	'100000|5000050000', 'the promoted standby reads every row');
+
+# pg_rewind: the node the standby was promoted from rewound onto it and
+# back as its standby, across both encryptions
+$half->stop;
+# pg_rewind copies the source's configuration; the target keeps its own
+my $half_conf = slurp_file($half->data_dir . '/postgresql.conf');
+command_ok(
+	[
+		'pg_rewind', '--target-pgdata',
+		$half->data_dir, '--source-server',
+		$promoted->connstr('postgres'), '--no-sync'
+	],
+	'pg_rewind across the online encryption');
+open(my $fh, '>', $half->data_dir . '/postgresql.conf') or die $!;
+print $fh $half_conf;
+close $fh;
+$half->enable_streaming($promoted);
+$half->start;
+$promoted->safe_psql('postgres', 'INSERT INTO t VALUES (0)');
+$promoted->wait_for_catchup($half, 'replay');
+is($half->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
+	'100001|5000050000', 'the rewound node follows the promoted one');
+$half->stop;
 $promoted->stop;
 is(clear_pages($promoted->data_dir),
 	0, 'no page of the promoted standby in clear');
-$half->stop;
+is(clear_pages($half->data_dir), 0, 'no page of the rewound node in clear');
 $restored->stop;
 
 # --- at rest: no marker anywhere, every block under a key ---
