@@ -105,6 +105,15 @@ extern void EncryptionTestCrashPoint(const char *envvar, const char *step);
 										 * switch */
 #define DATA_ROTATION_WAITING_WAL	7	/* decrypting: for the WAL before the
 										 * switch to be no longer needed */
+#define DATA_ROTATION_WAITING_SPACE	8	/* for encryption_min_free_space */
+
+/*
+ * encryption_min_free_space: the workers of an online operation wait while
+ * the file system of pg_wal or of the data directory has less free (MB;
+ * 0: never)
+ */
+extern PGDLLIMPORT int encryption_min_free_space;
+#define ENCRYPTION_MIN_FREE_SPACE_DEFAULT	256
 
 typedef struct DataRotationProgress
 {

@@ -45,6 +45,7 @@
 #include "postgres.h"
 
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "access/genam.h"
@@ -56,6 +57,7 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -395,7 +397,7 @@ pg_stat_get_encryption_progress(PG_FUNCTION_ARGS)
 	static const char *const phases[] = {
 		"idle", "rewriting", "waiting for temporary tables", "checkpoint",
 		"dropping old key", "paused", "waiting for older transactions",
-		"waiting for the encrypted WAL"
+		"waiting for the encrypted WAL", "waiting for disk space"
 	};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -651,6 +653,97 @@ rewrite_chunk(RelationPosition *pos, BufferAccessStrategy strategy)
 	return pos->block < pos->nblocks;
 }
 
+/* What an operation is called in messages */
+static const char *
+operation_title(int operation)
+{
+	switch (operation)
+	{
+		case PAGE_KEYS_OP_ENABLE:
+			return "encryption";
+		case PAGE_KEYS_OP_DISABLE:
+			return "decryption";
+		default:
+			return "rotation of the data keys";
+	}
+}
+
+/*
+ * The free space, in MB, of the fullest of the file systems the workers
+ * fill: pg_wal's (each rewritten block is a full-page image in the WAL)
+ * and the data directory's (a copy-on-write file system allocates for a
+ * block rewritten in place).  -1 when it cannot be read.
+ */
+static int64
+free_space_mb(void)
+{
+	const char *const dirs[] = {XLOGDIR, "."};
+	int64		least = -1;
+
+	for (int i = 0; i < lengthof(dirs); i++)
+	{
+		struct statvfs fs;
+		int64		mb;
+
+		if (statvfs(dirs[i], &fs) != 0)
+			continue;
+		mb = (int64) ((uint64) fs.f_bavail * fs.f_frsize / (1024 * 1024));
+		if (least < 0 || mb < least)
+			least = mb;
+	}
+	return least;
+}
+
+/*
+ * Wait while less than encryption_min_free_space is free: the work stops
+ * before it fills the disk (a full pg_wal stops PostgreSQL with a PANIC),
+ * and goes on by itself once space returns or the setting is lowered.
+ * False when the operation stopped or was paused meanwhile.
+ */
+static bool
+wait_for_disk_space(PageKeysState *state)
+{
+	bool		said = false;
+
+	for (;;)
+	{
+		int64		mb;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		mb = free_space_mb();
+		if (encryption_min_free_space == 0 || mb < 0 ||
+			mb >= encryption_min_free_space)
+			break;
+		if (!said)
+			ereport(LOG,
+					(errmsg("the online %s waits for disk space",
+							operation_title(state->operation)),
+					 errdetail("%lld MB are free in the file system of pg_wal or of the data directory, less than \"encryption_min_free_space\" (%d MB).",
+							   (long long) mb, encryption_min_free_space),
+					 errhint("Free space, or lower \"encryption_min_free_space\" and reload: the work goes on by itself.")));
+		said = true;
+		phase(DATA_ROTATION_WAITING_SPACE);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (!should_continue(state))
+			return false;
+	}
+	if (said)
+	{
+		ereport(LOG,
+				(errmsg("the online %s goes on: disk space is free again",
+						operation_title(state->operation))));
+		phase(DATA_ROTATION_REWRITING);
+	}
+	return true;
+}
+
 /* Set vacuum's throttle from the state (re-read per chunk: re-throttling) */
 static void
 throttle(const PageKeysState *state)
@@ -726,6 +819,7 @@ DataRotationWorkerMain(Datum main_arg)
 	int			result = WORKER_STOPPED;
 
 	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid,
 											  BGWORKER_BYPASS_ALLOWCONN);
@@ -744,7 +838,7 @@ DataRotationWorkerMain(Datum main_arg)
 			pos.block = 0;
 			do
 			{
-				if (!should_continue(&state))
+				if (!should_continue(&state) || !wait_for_disk_space(&state))
 					goto out;
 				throttle(&state);
 			} while (rewrite_chunk(&pos, strategy));

@@ -47,6 +47,7 @@
 char	   *encryption_key_command = NULL;
 int			encryption_key_command_timeout = KEY_COMMAND_DEFAULT_TIMEOUT_S;
 int			data_encryption_cipher = DATA_ENCRYPTION_OFF;
+int			encryption_min_free_space = ENCRYPTION_MIN_FREE_SPACE_DEFAULT;
 
 /* Values of the read-only data_encryption setting */
 const struct config_enum_entry data_encryption_options[] = {

@@ -332,6 +332,42 @@ is($node->safe_psql('postgres', 'SHOW data_encryption'),
 	'aes-256', 'SHOW data_encryption says aes-256 after a restart');
 $node->stop;
 
+# --- the disk: below encryption_min_free_space the workers wait, the
+#     cluster serves, and the work goes on once the setting allows it (the
+#     file systems' real free space, compared with a setting above it) ---
+my $space = PostgreSQL::Test::Cluster->new('enable_space');
+$space->init;
+$space->append_conf('postgresql.conf',
+	"encryption_min_free_space = '2147483647MB'");
+$space->start;
+$space->safe_psql('postgres',
+	"CREATE TABLE t AS SELECT g FROM generate_series(1, 20000) g");
+$space->safe_psql('postgres',
+	"SELECT pg_enable_encryption('aes-256', '$command', 0, 10000)");
+ok( $space->poll_query_until(
+		'postgres',
+		"SELECT phase = 'waiting for disk space' FROM pg_stat_progress_encryption"
+	),
+	'disk space short: the workers wait');
+ok( $space->wait_for_log(
+		qr/the online encryption waits for disk space.*\n.*DETAIL:  \d+ MB are free in the file system of pg_wal or of the data directory/
+	),
+	'... and say why in the log');
+$space->safe_psql('postgres', 'INSERT INTO t VALUES (0)');
+is( $space->safe_psql(
+		'postgres', "SELECT count(*), sum(g) FROM t; SHOW data_encryption"),
+	"20001|200010000\noff",
+	'meanwhile the cluster reads and writes, not encrypted yet');
+$space->safe_psql('postgres',
+	"ALTER SYSTEM SET encryption_min_free_space = '1MB'; SELECT pg_reload_conf()"
+);
+ok(wait_encrypted($space), 'space allowed again: the encryption finishes');
+ok( $space->log_contains(
+		'the online encryption goes on: disk space is free again'),
+	'... and says so');
+$space->stop;
+is(clear_pages($space->data_dir), 0, 'no page in clear after the wait');
+
 # --- kill -9 at every step: the server starts, finishes, reads all ---
 for my $step (
 	'enable-begun', 'keyring-written',
