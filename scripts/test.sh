@@ -75,7 +75,8 @@ encryption-tap | 1 | 17 18 | tap src/test/encryption "" '/0(08|11|12)_'
     every step, standbys, backups and pg_rewind across it (007), the online
     rotation of the page key under pgbench, paused, resumed, with kill -9 at
     every step, every page's key mark read back (014), the WAL key's
-    rotation (015), a running cluster encrypted online under pgbench with a
+    rotation (015), the temporary-file key's, a cursor's file held across
+    two rotations and restarts (018), a running cluster encrypted online under pgbench with a
     standby, a backup taken half-way, a point-in-time recovery to a point
     half-way, pg_rewind, a logical subscriber and kill -9 at every step
     (016), and decrypted online under pgbench with a standby and kill -9 at

@@ -52,6 +52,7 @@ page_keys_initial(PageKeysState *state)
 	memset(state, 0, sizeof(PageKeysState));
 	state->generation = 1;
 	state->wal_generation = 1;
+	state->temp_generation = 1;
 	state->operation = PAGE_KEYS_OP_NONE;
 	state->cost_delay = PAGE_KEYS_DEFAULT_COST_DELAY;
 	state->cost_limit = PAGE_KEYS_DEFAULT_COST_LIMIT;
@@ -191,6 +192,8 @@ parse_line(char *line, PageKeysState *state)
 		state->wal_generation = (uint32) n;
 	else if (strcmp(line, "slru_done") == 0)
 		state->slru_done = (uint32) n;
+	else if (strcmp(line, "temp_generation") == 0 && n >= 1)
+		state->temp_generation = (uint32) n;
 	else
 		return false;
 	return true;
@@ -307,6 +310,8 @@ page_keys_format(const PageKeysState *state, char *text, size_t size)
 	if (state->operation >= PAGE_KEYS_OP_ENABLE)
 		ADD("slru_done %u\n", state->slru_done);	/* only then: old files
 													 * stay valid */
+	if (state->temp_generation > 1)
+		ADD("temp_generation %u\n", state->temp_generation);	/* likewise */
 	ADD("done");
 	for (int i = 0; i < state->ndone; i++)
 		ADD(" %u", state->done[i]);
@@ -470,7 +475,7 @@ page_keys_tally_report(const PageKeysTally *tally)
 void
 page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 {
-	char		wal[64];
+	char		wal[128];
 
 	if (state->operation == PAGE_KEYS_OP_ENABLE && state->wal_switch_lsn == 0)
 		snprintf(wal, sizeof(wal), "WAL in clear until the next segment");
@@ -496,6 +501,14 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 				 page_keys_slot(state->wal_generation) == PAGE_SLOT_A ? 'A' : 'B',
 				 (unsigned int) (state->wal_switch_lsn >> 32),
 				 (unsigned int) state->wal_switch_lsn);
+	if (state->temp_generation > 1)
+	{
+		size_t		n = strlen(wal);
+
+		snprintf(wal + n, sizeof(wal) - n, "; temporary files generation %u (slot %c)",
+				 state->temp_generation,
+				 page_keys_slot(state->temp_generation) == PAGE_SLOT_A ? 'A' : 'B');
+	}
 	snprintf(buf, size, "generation %u (slot %c), %s%s%s; %s",
 			 state->generation,
 			 page_keys_slot(state->generation) == PAGE_SLOT_A ? 'A' : 'B',

@@ -571,11 +571,13 @@ transform_slru_files(const char *path, const char *subdir)
 		}
 
 		/*
-		 * The new cluster's WAL is its own, under the WAL key initdb drew
-		 * (slot A): the old cluster's WAL generations stay behind
+		 * The new cluster's WAL and temporary files are its own, under the
+		 * keys initdb drew (slot A): the old cluster's generations of them
+		 * stay behind
 		 */
 		keys->wal_generation = 1;
 		keys->wal_switch_lsn = 0;
+		keys->temp_generation = 1;
 		if (!page_keys_write(new_cluster.pgdata, keys, &err))
 		{
 			keyring_log_error(&err);

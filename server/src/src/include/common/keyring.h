@@ -81,6 +81,13 @@
  * rotation replaces it.
  */
 #define KEY_WAL_B			6
+/*
+ * Temporary-file key slots (design 7, 9.6): slot A is KEY_TEMPFILE, slot B
+ * this one (without it, KEY_TEMPFILE); a rotation of the data keys moves
+ * new temporary files, spill files and pg_stat_statements' texts of the
+ * next start to the other slot, at most once per start of the server.
+ */
+#define KEY_TEMPFILE_B		7
 #define KEYRING_MAX_KEYS	8
 
 /* Longest output accepted from the key command */

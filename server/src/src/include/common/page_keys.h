@@ -63,6 +63,8 @@ typedef struct PageKeysState
 								 * under the previous one */
 	uint32		slru_done;		/* enable: SLRUs converted, a bit each
 								 * (slrucrypt.c) */
+	uint32		temp_generation;	/* new temporary files: its slot,
+									 * page_keys_slot() */
 	int			ndone;
 	uint32		done[PAGE_KEYS_MAX_DONE];	/* database OIDs finished */
 } PageKeysState;
@@ -78,6 +80,13 @@ static inline uint32
 page_keys_slot_key_id(int slot)
 {
 	return slot == PAGE_SLOT_B ? KEY_RELATION_B : KEY_RELATION;
+}
+
+/* Temporary-file key slot A is KEY_TEMPFILE, B is KEY_TEMPFILE_B */
+static inline uint32
+temp_keys_slot_key_id(int slot)
+{
+	return slot == PAGE_SLOT_B ? KEY_TEMPFILE_B : KEY_TEMPFILE;
 }
 
 /* WAL key slot A is KEY_WAL, B is KEY_WAL_B */

@@ -86,6 +86,8 @@ extern bool DataKeysLoaded(void);
 extern void GetPageKeysState(struct PageKeysState *out);
 extern void SetPageKeysState(const struct PageKeysState *state);
 extern int	WALWriteSlot(XLogRecPtr pageptr);
+extern int	TempWriteSlot(void);
+extern bool TempKeySwitchedSinceStart(void);
 extern void SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn);
 extern bool WALKeySwitchDiffers(const struct PageKeysState *state);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
@@ -240,7 +242,8 @@ extern int	TruncateEncryptedTempFile(File file, off_t offset,
 
 /* ... and what scratchfile.c asks of it */
 extern void RegisterEncryptedTempFileNamed(File file, const char *path,
-										   bool shared);
+										   bool shared, int slot);
+extern int	ScratchFileSlot(const char *path);
 extern void SetEncryptedTempFileWriteBehind(File file, bool on);
 
 /* scratchfile.c: fd.c's hooks for extensions' temporary files */

@@ -191,6 +191,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	int			new_slot;
 	int			old_slot;
 	uint32		old_wal_id;
+	bool		rotate_temp;
 	char		why[256];
 	char		line[128];
 
@@ -249,12 +250,26 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 		keyring_put_key(ring, &slru);
 		data_encryption_wipe(&slru, sizeof(slru));
 	}
-	/* the new page key and the new WAL key, into the slots not in use */
-	for (int i = 0; i < 2; i++)
+
+	/*
+	 * The temporary-file key too, into the slot not in use, unless it changed
+	 * already since the server started: files under the other slot may still
+	 * be open then (TempKeySwitchedSinceStart())
+	 */
+	rotate_temp = !TempKeySwitchedSinceStart();
+	if (!rotate_temp)
+		ereport(NOTICE,
+				(errmsg("the temporary-file key stays as it is in this rotation"),
+				 errdetail("It changed already since the server started, and temporary files under the previous one may still be open."),
+				 errhint("A rotation after the next restart of the server changes it.")));
+
+	/* the new page, WAL and temporary-file keys, into the slots not in use */
+	for (int i = 0; i < (rotate_temp ? 3 : 2); i++)
 	{
 		KeyringKey	key;
 		uint32		id = i == 0 ? page_keys_slot_key_id(new_slot) :
-			wal_keys_slot_key_id(page_keys_slot(state.wal_generation + 1));
+			i == 1 ? wal_keys_slot_key_id(page_keys_slot(state.wal_generation + 1)) :
+			temp_keys_slot_key_id(page_keys_slot(state.temp_generation + 1));
 		bool		drawn = keyring_draw_key(&key, id, ring->cipher);
 
 		if (drawn)
@@ -298,6 +313,8 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	state.ndone = 0;
 	state.wal_generation++;
 	state.wal_switch_lsn = InvalidXLogRecPtr;	/* the next step says where */
+	if (rotate_temp)
+		state.temp_generation++;	/* new temporary files: at once */
 	WritePageKeysState(&state);
 	crash_point("switched");
 

@@ -12,6 +12,10 @@
  *	  generation (gc_count) and the nonce is a random per-start value plus
  *	  the generation, so no offset is written twice under one nonce.  The
  *	  dump file gets a random nonce of its own, stored after its header.
+ *	  The temporary-file key's slot the texts are under (a rotation of the
+ *	  data keys moves them to the other one at the next start: design 9.6)
+ *	  is the nonce's top bit, and the bit below it is clear, so that adding
+ *	  the generation never changes the top bit.
  *
  *	  Each function does nothing (or what pg_stat_statements did before)
  *	  when the cluster is not encrypted, so the hooks in
@@ -25,9 +29,10 @@
  */
 #include "postgres.h"
 
+#include "common/page_keys.h"
 #include "storage/encryption.h"
 
-static ModuleCipher texts_key;	/* the temporary-file key */
+static ModuleCipher texts_key[2];	/* the temporary-file key, slots A and B */
 
 /*
  * The texts file follows the rule the server started with: a cluster
@@ -36,24 +41,32 @@ static ModuleCipher texts_key;	/* the temporary-file key */
  * by its nonce: 0 for texts in clear.
  */
 static bool texts_encrypted = false;
+static int	texts_slot = PAGE_SLOT_A;	/* the slot new texts are under */
 
-/* The module's cipher, keyed from the current key ring */
+#define NONCE_SLOT_B	(UINT64CONST(1) << 63)
+#define NONCE_HEADROOM	(UINT64CONST(1) << 62)
+
+/* The cipher of the slot a nonce names, keyed from the current key ring */
 static CtrCipher *
-texts_cipher(void)
+texts_cipher(uint64 nonce)
 {
-	if (!RefreshModuleCipher(&texts_key))
+	ModuleCipher *mc = &texts_key[(nonce & NONCE_SLOT_B) ? 1 : 0];
+
+	if (!RefreshModuleCipher(mc))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("no key for pg_stat_statements query texts"),
 				 errdetail("%s", data_encryption_error_reason())));
-	return texts_key.ctr;
+	return mc->ctr;
 }
 
 void
 InitializeStatementTextEncryption(void)
 {
-	StartModuleCipher(&texts_key, true, KEY_TEMPFILE, 0);
+	StartModuleCipher(&texts_key[0], true, KEY_TEMPFILE, 0);
+	StartModuleCipher(&texts_key[1], true, KEY_TEMPFILE_B, KEY_TEMPFILE);
 	texts_encrypted = DataEncryptionEnabled();
+	texts_slot = TempWriteSlot();
 }
 
 /* Encrypt or decrypt len bytes at offset of a file under nonce, in place */
@@ -62,7 +75,7 @@ CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
 {
 	if (!texts_encrypted || nonce == 0 || len == 0)
 		return;
-	if (!ctr_crypt_at(texts_cipher(), nonce, offset, (unsigned char *) buf,
+	if (!ctr_crypt_at(texts_cipher(nonce), nonce, offset, (unsigned char *) buf,
 					  (unsigned char *) buf, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -82,7 +95,10 @@ NewStatementTextsNonce(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random nonce for pg_stat_statements query texts")));
-	return nonce;
+	nonce &= ~(NONCE_SLOT_B | NONCE_HEADROOM);
+	if (texts_slot == PAGE_SLOT_B)
+		nonce |= NONCE_SLOT_B;
+	return nonce == 0 ? 1 : nonce;	/* 0 says "in clear" */
 }
 
 /*

@@ -119,7 +119,8 @@ RegisterEncryptedScratchFile(File file, const char *path)
 		/* the relative name: the same nonce whichever way a process names it */
 		canonicalize_path(canon);
 		rel = relative_to_data_dir(canon);
-		RegisterEncryptedTempFileNamed(file, rel ? rel : canon, true);
+		RegisterEncryptedTempFileNamed(file, rel ? rel : canon, true,
+									   ScratchFileSlot(canon));
 		SetEncryptedTempFileWriteBehind(file, true);
 		pfree(canon);
 	}

@@ -10,7 +10,9 @@
  *	  random nonce chosen when the file is created, the counter is the byte
  *	  offset / 16.  A byte is written once per file, and a file created
  *	  again (same name after a restart) gets a new nonce, so no keystream
- *	  is reused.
+ *	  is reused.  The magic string names the temporary-file key's slot
+ *	  the file began under (a rotation of the data keys moves new files to
+ *	  the other one: design 9.6), so each file is read under its own.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -22,32 +24,48 @@
 
 #include <unistd.h>
 
+#include "common/page_keys.h"
 #include "port/pg_bswap.h"
 #include "storage/encryption.h"
 #include "storage/fd.h"
 #include "utils/wait_event.h"
 
-#define SPILL_MAGIC			"PGCSPIL1"
+#define SPILL_MAGIC			"PGCSPIL1"	/* slot A */
+#define SPILL_MAGIC_B		"PGCSPILB"	/* slot B */
 #define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8, big-endian) */
 
-static ModuleCipher spill_key;	/* the temporary-file key */
+static ModuleCipher spill_key[2];	/* the temporary-file key, slots A and B */
 
-/* The module's cipher, keyed from the current key ring */
-static CtrCipher *
-spill_cipher(void)
+/* The key slot a header names, or -1 for a file begun in clear */
+static int
+header_slot(const unsigned char *header)
 {
-	if (!RefreshModuleCipher(&spill_key))
+	if (memcmp(header, SPILL_MAGIC, 8) == 0)
+		return PAGE_SLOT_A;
+	if (memcmp(header, SPILL_MAGIC_B, 8) == 0)
+		return PAGE_SLOT_B;
+	return -1;
+}
+
+/* The cipher of a key slot, keyed from the current key ring */
+static CtrCipher *
+spill_cipher(int slot)
+{
+	ModuleCipher *mc = &spill_key[slot == PAGE_SLOT_B ? 1 : 0];
+
+	if (!RefreshModuleCipher(mc))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("no key for logical decoding spill files"),
 				 errdetail("%s", data_encryption_error_reason())));
-	return spill_key.ctr;
+	return mc->ctr;
 }
 
 void
 InitializeSpillFileEncryption(void)
 {
-	StartModuleCipher(&spill_key, true, KEY_TEMPFILE, 0);
+	StartModuleCipher(&spill_key[0], true, KEY_TEMPFILE, 0);
+	StartModuleCipher(&spill_key[1], true, KEY_TEMPFILE_B, KEY_TEMPFILE);
 }
 
 static void
@@ -57,7 +75,8 @@ spill_crypt(const unsigned char *header, off_t offset, const char *in,
 	uint64		nonce;
 
 	memcpy(&nonce, header + 8, sizeof(nonce));
-	if (!ctr_crypt_at(spill_cipher(), pg_ntoh64(nonce), (uint64) offset,
+	if (!ctr_crypt_at(spill_cipher(header_slot(header)), pg_ntoh64(nonce),
+					  (uint64) offset,
 					  (const unsigned char *) in, (unsigned char *) out, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -87,7 +106,7 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 		return write(fd, data, len);	/* a cluster being decrypted */
 	if (offset == 0)
 	{
-		memcpy(header, SPILL_MAGIC, 8);
+		memcpy(header, TempWriteSlot() == PAGE_SLOT_B ? SPILL_MAGIC_B : SPILL_MAGIC, 8);
 		if (!pg_strong_random(header + 8, 8))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
@@ -98,7 +117,7 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 	}
 	else if (pg_pread(fd, header, SPILL_HEADER_LEN, 0) != SPILL_HEADER_LEN)
 		return -1;
-	else if (memcmp(header, SPILL_MAGIC, 8) != 0)
+	else if (header_slot(header) < 0)
 		return write(fd, data, len);	/* begun before the cluster was
 										 * encrypted (design 9.7) */
 
@@ -116,13 +135,13 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 off_t
 SpillFileFirstOffset(File vfd)
 {
-	char		magic[8];
+	unsigned char magic[8];
 
 	if (!DataKeysLoaded() || vfd < 0)
 		return 0;
 	if (FileRead(vfd, magic, sizeof(magic), 0,
 				 WAIT_EVENT_REORDER_BUFFER_READ) == sizeof(magic) &&
-		memcmp(magic, SPILL_MAGIC, 8) == 0)
+		header_slot(magic) >= 0)
 		return SPILL_HEADER_LEN;
 	return 0;
 }
@@ -147,7 +166,7 @@ DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
 					 errmsg("logical decoding spill file \"%s\" is too short",
 							FilePathName(vfd))));
 		/* begun in clear, before the cluster was encrypted (design 9.7) */
-		cached_encrypted = (memcmp(header, SPILL_MAGIC, 8) == 0);
+		cached_encrypted = (header_slot(header) >= 0);
 		cached_vfd = vfd;
 	}
 	if (cached_encrypted)

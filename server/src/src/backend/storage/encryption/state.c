@@ -71,6 +71,9 @@ typedef struct EncryptionShared
 									 * switch and new files in clear */
 	pg_atomic_uint32 slru_done; /* SLRUs encrypted (slrucrypt.c) */
 	pg_atomic_uint32 changing;	/* an online encryption runs */
+	pg_atomic_uint32 temp_generation;	/* PageKeysState.temp_generation; 0
+										 * until the state is loaded */
+	pg_atomic_uint32 temp_switched; /* it changed since the postmaster started */
 	slock_t		mutex;			/* protects what follows */
 	PageKeysState state;		/* pg_encryption/pages as last written */
 	DataRotationProgress progress;
@@ -125,6 +128,8 @@ DataEncryptionKeyringMemory(void)
 	pg_atomic_init_u32(&shared->writes_clear, 0);
 	pg_atomic_init_u32(&shared->slru_done, PAGE_KEYS_SLRU_ALL);
 	pg_atomic_init_u32(&shared->changing, 0);
+	pg_atomic_init_u32(&shared->temp_generation, 0);
+	pg_atomic_init_u32(&shared->temp_switched, 0);
 	SpinLockInit(&shared->mutex);
 	page_keys_initial(&shared->state);
 	return keyring;
@@ -394,6 +399,8 @@ GetPageKeysState(PageKeysState *out)
 void
 SetPageKeysState(const PageKeysState *state)
 {
+	uint32		old_temp;
+
 	SpinLockAcquire(&shared->mutex);
 	memcpy(&shared->state, state, sizeof(PageKeysState));
 	SpinLockRelease(&shared->mutex);
@@ -406,7 +413,37 @@ SetPageKeysState(const PageKeysState *state)
 						PAGE_KEYS_SLRU_ALL & ~state->slru_done : PAGE_KEYS_SLRU_ALL);
 	pg_write_barrier();
 	pg_atomic_write_u32(&shared->write_generation, state->generation);
+	old_temp = pg_atomic_exchange_u32(&shared->temp_generation,
+									  state->temp_generation);
+	if (old_temp != 0 && old_temp != state->temp_generation)
+		pg_atomic_write_u32(&shared->temp_switched, 1);
 	SetWALKeySwitch(state->wal_generation, state->wal_switch_lsn);
+}
+
+/*
+ * The temporary-file key slot new temporary files, spill files and file
+ * sets are written under (PAGE_SLOT_A or _B): each file keeps the one it
+ * began with (tempcrypt.c, spillcrypt.c)
+ */
+int
+TempWriteSlot(void)
+{
+	uint32		gen = shared ? pg_atomic_read_u32(&shared->temp_generation) : 0;
+
+	return page_keys_slot(gen == 0 ? 1 : gen);
+}
+
+/*
+ * Whether the temporary-file key changed since the postmaster started: then
+ * files under the other slot may still be open, and a rotation must not
+ * draw a new key into it (datarotation.c).  The postmaster's start removed
+ * every temporary and spill file (the flag outlives a crash restart, which
+ * may leave temporary files: remove_temp_files_after_crash).
+ */
+bool
+TempKeySwitchedSinceStart(void)
+{
+	return shared && pg_atomic_read_u32(&shared->temp_switched) != 0;
 }
 
 /*

@@ -68,6 +68,7 @@
 #include "access/xact.h"
 #include "common/file_perm.h"
 #include "common/hashfn.h"
+#include "common/page_keys.h"
 #include "miscadmin.h"
 #include "storage/encryption.h"
 #include "storage/fd.h"
@@ -87,6 +88,7 @@ typedef struct EncryptedTempFile
 	bool		shared;			/* in a file set: others may write it too */
 	off_t		size;			/* logical size (private files), or what is
 								 * written of it (write-behind) */
+	int			slot;			/* the temporary-file key's: PAGE_SLOT_A or B */
 	bool		write_behind;	/* a scratch file: its last unit held back */
 	int			pending;		/* bytes held, logically at [size, size +
 								 * pending); then size % UNIT == 0 */
@@ -97,20 +99,22 @@ static EncryptedTempFile *files = NULL;
 static int	nfiles = 0;
 static bool raw_io = false;		/* our own I/O on the file: no hooks
 								 * (raw_call) */
-static ModuleCipher temp_key;	/* the temporary-file key */
+static ModuleCipher temp_key[2];	/* the temporary-file key, slots A and B */
 
 static off_t logical_size_on_disk(File file);
 
-/* The module's cipher, keyed from the current key ring */
+/* The cipher of a key slot, keyed from the current key ring */
 static XtsCipher *
-unit_cipher(void)
+unit_cipher(int slot)
 {
-	if (!RefreshModuleCipher(&temp_key))
+	ModuleCipher *mc = &temp_key[slot == PAGE_SLOT_B ? 1 : 0];
+
+	if (!RefreshModuleCipher(mc))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("no key for temporary files"),
 				 errdetail("%s", data_encryption_error_reason())));
-	return temp_key.xts;
+	return mc->xts;
 }
 static void flush_tail(File file, uint32 wait_event_info);
 
@@ -128,7 +132,9 @@ scratch(size_t len)
 void
 InitializeTempFileEncryption(void)
 {
-	StartModuleCipher(&temp_key, false, KEY_TEMPFILE, 0);
+	StartModuleCipher(&temp_key[0], false, KEY_TEMPFILE, 0);
+	/* a ring without slot B's key (no rotation yet): slot A's */
+	StartModuleCipher(&temp_key[1], false, KEY_TEMPFILE_B, KEY_TEMPFILE);
 }
 
 bool
@@ -138,11 +144,13 @@ TempFileIsEncrypted(File file)
 }
 
 /*
- * Start serving "file": its nonce from "path" (the same in every process
- * that opens it by that name), shared when other processes may write it.
+ * Start serving "file" under the temporary-file key of "slot": its nonce
+ * from "path" (the same in every process that opens it by that name),
+ * shared when other processes may write it.
  */
 void
-RegisterEncryptedTempFileNamed(File file, const char *path, bool shared)
+RegisterEncryptedTempFileNamed(File file, const char *path, bool shared,
+							   int slot)
 {
 	if (file >= nfiles)
 	{
@@ -164,6 +172,7 @@ RegisterEncryptedTempFileNamed(File file, const char *path, bool shared)
 		if (i != file && files[i].in_use && files[i].pending > 0 &&
 			files[i].nonce == files[file].nonce)
 			flush_tail(i, 0);
+	files[file].slot = slot;
 	files[file].shared = shared;
 	files[file].write_behind = false;
 	files[file].pending = 0;
@@ -173,15 +182,30 @@ RegisterEncryptedTempFileNamed(File file, const char *path, bool shared)
 }
 
 /*
- * Whether the files of a file set's directory are encrypted.  Other
- * processes open them by name, so the rule must not change under them when
- * the cluster is encrypted online (design 9.7): while it is not encrypted,
- * or being encrypted, the first process to register a file of the
- * directory records the rule in a marker file there (link(): one decides)
- * and the others read it; without a marker, the cluster's rule.  The
- * marker goes with the directory.
+ * The rule of the files of a directory that other processes open by name
+ * (a file set's; an extension's scratch directory): in clear, or under the
+ * temporary-file key of slot A or B.  The rule must not change under them
+ * when the cluster is encrypted or decrypted online or its temporary-file
+ * key rotated (design 9.6, 9.7): while new files are not written under
+ * slot A of an encrypted cluster, or encryption is changing, the first
+ * process to register a file of the directory records the rule in a marker
+ * file there (link(): one decides) and the others read it.  Without a
+ * marker, slot A: the usual case, one stat().  The marker goes with the
+ * directory.
  */
 #define FILESET_RULE_FILE	"pgcipher-rule"
+#define RULE_CLEAR			'c'
+#define RULE_SLOT_A			'e' /* what markers said before key slots */
+#define RULE_SLOT_B			'f'
+
+/* The rule of a file created now */
+static char
+new_files_rule(void)
+{
+	if (!NewWritesEncrypted())
+		return RULE_CLEAR;
+	return TempWriteSlot() == PAGE_SLOT_B ? RULE_SLOT_B : RULE_SLOT_A;
+}
 
 /* The rule a marker file holds; false if there is none */
 static bool
@@ -197,31 +221,63 @@ read_rule(const char *marker, char *rule)
 	return ok;
 }
 
+/*
+ * Whether the directory of "path" holds files other than it and the
+ * markers: written, without a marker, under slot A
+ */
 static bool
-fileset_encrypted(const char *path)
+others_without_marker(const char *dir, const char *path)
+{
+	const char *self = strrchr(path, '/') + 1;
+	DIR		   *d = AllocateDir(dir);
+	struct dirent *de;
+	bool		found = false;
+
+	while (!found && (de = ReadDirExtended(d, dir, LOG)) != NULL)
+		found = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+			strcmp(de->d_name, self) != 0 &&
+			strncmp(de->d_name, FILESET_RULE_FILE, strlen(FILESET_RULE_FILE)) != 0;
+	FreeDir(d);
+	return found;
+}
+
+static char
+directory_rule(const char *path)
 {
 	char		marker[MAXPGPATH];
 	char		tmp[MAXPGPATH + 16];
 	char	   *slash;
-	char		rule = NewWritesEncrypted() ? 'e' : 'c';
+	char		rule = new_files_rule();
 	int			fd;
 
 	strlcpy(marker, path, sizeof(marker));
 	if ((slash = strrchr(marker, '/')) == NULL)
-		return rule == 'e';
-	strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
-	if (!DataEncryptionChanging())
+		return rule;
+	if (!DataEncryptionChanging() && rule == RULE_SLOT_A)
 	{
 		struct stat st;
 
-		if (rule == 'e' && stat(marker, &st) != 0)
-			return true;		/* the usual case: one stat */
+		strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
+		/* a rotation that moved new files to slot B meanwhile decides below */
+		if (stat(marker, &st) != 0 && new_files_rule() == RULE_SLOT_A)
+			return RULE_SLOT_A;
 	}
+	strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
 	/* another process decided already: the usual case */
 	if (read_rule(marker, &rule))
-		return rule == 'e';
+		return rule;
+	/*
+	 * Files there without a marker were written under slot A (the usual
+	 * case above), or their writers are about to read or link one (no file
+	 * holds data before its marker is read): slot A is right for both.  Not
+	 * where the server holds no data keys (a cluster not encrypted, where
+	 * there is no usual case): only the second.
+	 */
+	*slash = '\0';
+	rule = (DataKeysLoaded() && others_without_marker(marker, path)) ?
+		RULE_SLOT_A : new_files_rule();
+	*slash = '/';
 	/* written whole under a name of our own, then linked: one decides */
-	rule = NewWritesEncrypted() ? 'e' : 'c';
 	snprintf(tmp, sizeof(tmp), "%s.%d", marker, MyProcPid);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
 	if (fd >= 0)
@@ -232,23 +288,35 @@ fileset_encrypted(const char *path)
 		ok = ok && link(tmp, marker) == 0;
 		(void) unlink(tmp);
 		if (ok)
-			return rule == 'e';
+			return rule;
 	}
 	if (!read_rule(marker, &rule))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read file \"%s\": %m", marker)));
-	return rule == 'e';
+	return rule;
 }
 
 void
 RegisterEncryptedTempFile(File file, const char *path)
 {
 	bool		shared = strstr(path, ".fileset/") != NULL;
+	char		rule = shared ? directory_rule(path) : new_files_rule();
 
-	if (shared ? !fileset_encrypted(path) : !NewWritesEncrypted())
+	if (rule == RULE_CLEAR)
 		return;
-	RegisterEncryptedTempFileNamed(file, path, shared);
+	RegisterEncryptedTempFileNamed(file, path, shared,
+								   rule == RULE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A);
+}
+
+/*
+ * scratchfile.c: the key slot of a scratch file, by its directory's rule
+ * (the cluster is encrypted: scratchfile.c asks only then)
+ */
+int
+ScratchFileSlot(const char *path)
+{
+	return directory_rule(path) == RULE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A;
 }
 
 /* scratchfile.c: hold a scratch file's last unit back, or not (a stream) */
@@ -348,18 +416,20 @@ unit_region(off_t s, off_t *a, off_t *e)
  * overlap); for a file shorter than 16 bytes they hold 16 bytes (padding).
  */
 static void
-crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
-			 const unsigned char *in, unsigned char *out)
+crypt_region(bool encrypt, const EncryptedTempFile *f, off_t s, off_t a,
+			 off_t e, const unsigned char *in, unsigned char *out)
 {
 	unsigned char tweak[16];
 	bool		ok = true;
+	uint64		nonce = f->nonce;
+	XtsCipher  *cipher = unit_cipher(f->slot);
 
 	if (s < 16)
 	{
 		xts_sequential_tweaks(tweak, nonce, TWEAK_TINY, 1);
 		ok = encrypt ?
-			xts_encrypt(unit_cipher(), tweak, in, out, 16) :
-			xts_decrypt(unit_cipher(), tweak, in, out, 16);
+			xts_encrypt(cipher, tweak, in, out, 16) :
+			xts_decrypt(cipher, tweak, in, out, 16);
 	}
 	else
 	{
@@ -369,8 +439,8 @@ crypt_region(bool encrypt, uint64 nonce, off_t s, off_t a, off_t e,
 			Assert(u % UNIT == 0 && u + len <= e);
 			xts_sequential_tweaks(tweak, nonce, (uint64) (u / UNIT), 1);
 			ok = encrypt ?
-				xts_encrypt(unit_cipher(), tweak, in + (u - a), out + (u - a), len) :
-				xts_decrypt(unit_cipher(), tweak, in + (u - a), out + (u - a), len);
+				xts_encrypt(cipher, tweak, in + (u - a), out + (u - a), len) :
+				xts_decrypt(cipher, tweak, in + (u - a), out + (u - a), len);
 		}
 	}
 	if (!ok)
@@ -457,7 +527,8 @@ raw_write(File file, const unsigned char *buf, size_t len, off_t offset,
 
 /* The length block of a short file: magic, length, zeros */
 static void
-tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
+tiny_length_block(unsigned char *block, const EncryptedTempFile *f, int len,
+				  bool encrypt)
 {
 	unsigned char tweaks[16];
 
@@ -467,10 +538,10 @@ tiny_length_block(unsigned char *block, uint64 nonce, int len, bool encrypt)
 		memcpy(block, TINY_MAGIC, 8);
 		block[8] = (unsigned char) len;
 	}
-	xts_sequential_tweaks(tweaks, nonce, TWEAK_TINY_LEN, 1);
+	xts_sequential_tweaks(tweaks, f->nonce, TWEAK_TINY_LEN, 1);
 	if (!(encrypt ?
-		  xts_encrypt(unit_cipher(), tweaks, block, block, 16) :
-		  xts_decrypt(unit_cipher(), tweaks, block, block, 16)))
+		  xts_encrypt(unit_cipher(f->slot), tweaks, block, block, 16) :
+		  xts_decrypt(unit_cipher(f->slot), tweaks, block, block, 16)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 encrypt ? errmsg("could not encrypt a temporary file") :
@@ -494,7 +565,7 @@ logical_size_on_disk(File file)
 	if (size != TINY_PHYSICAL)
 		return size;
 	raw_read(file, block, 16, 16, 0);
-	tiny_length_block(block, files[file].nonce, 0, false);
+	tiny_length_block(block, &files[file], 0, false);
 	if (memcmp(block, TINY_MAGIC, 8) == 0 && block[8] > 0 && block[8] < 16)
 		return block[8];
 	return size;
@@ -510,7 +581,7 @@ load_region(File file, off_t a, off_t e, unsigned char *buf,
 	if (e <= a)
 		return;
 	raw_read(file, buf, f->size < 16 ? 16 : e - a, a, wait_event_info);
-	crypt_region(false, f->nonce, f->size, a, e, buf, buf);
+	crypt_region(false, f, f->size, a, e, buf, buf);
 }
 
 ssize_t
@@ -596,10 +667,10 @@ store_region(File file, off_t new, off_t a, off_t e, const unsigned char *plain,
 	{
 		Assert(plain == buf);
 		memset(buf + new, 0, 16 - new); /* padding */
-		tiny_length_block(buf + 16, f->nonce, (int) new, true);
+		tiny_length_block(buf + 16, f, (int) new, true);
 		len = TINY_PHYSICAL;
 	}
-	crypt_region(true, f->nonce, new, a, e, plain, buf);
+	crypt_region(true, f, new, a, e, plain, buf);
 	return raw_write(file, buf, len, a, wait_event_info);
 }
 
