@@ -266,12 +266,13 @@ directory_rule(const char *path)
 	/* another process decided already: the usual case */
 	if (read_rule(marker, &rule))
 		return rule;
+
 	/*
-	 * Files there without a marker were written under slot A (the usual
-	 * case above), or their writers are about to read or link one (no file
-	 * holds data before its marker is read): slot A is right for both.  Not
-	 * where the server holds no data keys (a cluster not encrypted, where
-	 * there is no usual case): only the second.
+	 * Files there without a marker were written under slot A (the usual case
+	 * above), or their writers are about to read or link one (no file holds
+	 * data before its marker is read): slot A is right for both.  Not where
+	 * the server holds no data keys (a cluster not encrypted, where there is
+	 * no usual case): only the second.
 	 */
 	*slash = '\0';
 	rule = (DataKeysLoaded() && others_without_marker(marker, path)) ?
