@@ -99,7 +99,10 @@ pg_upgrade | 1 | 17 18 | pg_upgrade_check
 stock-pg_control | 1 | 17 18 | stock_pg_control
     our TAP test 011: pg_control of encrypted clusters as stock 17 writes it
     (layout, CRC, stock pg_controldata), the cipher's record (damaged, dropped
-    by a stock tool, rebuilt), a stock server refused before it writes
+    by a stock tool, rebuilt), a stock server refused before it writes; a
+    data directory stock initdb wrote, its functions declared by
+    pgcipher_functions.sql as pgcipher's initdb declares them, encrypted
+    online
 columns-go | 1 | 18 | columns_go
     proxy/: Go unit tests of the column crypto library and ORE, incl. the shared
     test vectors

@@ -413,13 +413,47 @@ $stock->stop;
 		],
 		'pgcipher starts a copy of the stock cluster');
 	# stock initdb's catalog lacks pgcipher's functions: each is built in,
-	# and a superuser declares it (design 9.7); "already exists" where the
-	# cluster came from pgcipher's initdb template
-	run_command(
+	# and pgcipher_functions.sql declares them as initdb does (design 9.7):
+	# the same functions, arguments, defaults, properties and rights, and
+	# the same view, as a catalog pgcipher's initdb made, where running it
+	# changes nothing
+	my ($sharedir) = run_command([ 'pg_config', '--sharedir' ]);
+	my $script = "$sharedir/pgcipher_functions.sql";
+	my $catalog_query = q{
+SELECT n.nspname || '.' || p.proname || '(' || pg_get_function_arguments(p.oid)
+       || ') ' || pg_get_function_result(p.oid) || ' ' || p.proisstrict
+       || ' ' || p.provolatile::text || p.proparallel::text || ' ' || p.prosrc
+       || ' public ' || coalesce((SELECT bool_or(a.grantee = 0)
+                                  FROM aclexplode(p.proacl) a), true)
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.prosrc ~ '^pg_(rotate_encryption_key|rotate_data_keys|encryption_|stat_get_encryption_progress|enable_encryption|disable_encryption)'
+UNION ALL SELECT pg_get_viewdef('pg_stat_progress_encryption')
+ORDER BY 1};
+	my $reference = PostgreSQL::Test::Cluster->new('catalog_reference');
+	$reference->init;
+	$reference->start;
+	my $expected = $reference->safe_psql('postgres', $catalog_query);
+	$reference->command_ok(
 		[
-			@psql,
-			"CREATE FUNCTION pg_enable_encryption(text, text, int, int, text DEFAULT 'kek') RETURNS text LANGUAGE internal VOLATILE AS 'pg_enable_encryption'"
-		]);
+			'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1',
+			'-d', $reference->connstr('postgres'),
+			'-f', $script
+		],
+		'pgcipher_functions.sql runs in a catalog pgcipher made');
+	is($reference->safe_psql('postgres', $catalog_query),
+		$expected, '... and changes nothing there');
+	$reference->stop;
+	command_ok(
+		[
+			'psql', '-X', '-q', '-v',
+			'ON_ERROR_STOP=1', '-h', $stock->host, '-p',
+			$stock->port, '-d', 'postgres', '-f',
+			$script
+		],
+		'pgcipher_functions.sql declares the functions in a catalog stock initdb made'
+	);
+	($stdout) = run_command([ @psql, $catalog_query ]);
+	is($stdout, $expected, '... as pgcipher\'s initdb does');
 	($stdout) = run_command(
 		[
 			@psql,
