@@ -321,7 +321,7 @@ echo "   started with the retired passphrase instead, the server refuses and nam
 (postgres -D "$demo/enc/data" 2>&1 || true) | grep -E "FATAL|DETAIL" | sed 's/^.*\] /   /'
 sed -i "s|cat $demo/passphrase'|cat $demo/passphrase-2027'|" "$demo/enc/data/postgresql.auto.conf"
 
-step "4d'. Replace the page and WAL keys themselves online, pgbench running: every block rewritten, nothing stops"
+step "4d'. Replace the page, WAL and temporary-file keys themselves online, pgbench running: every block rewritten, nothing stops"
 pg_ctl -D "$demo/enc/data" -l "$demo/enc/server.log" -w start >/dev/null
 pgbench_enc() { pgbench -h "$demo/enc" -p "$enc_port" -U postgres "$@" postgres; }
 pgbench_enc -i -s 10 -q > "$demo/pgbench-init.log" 2>&1

@@ -45,6 +45,14 @@ sub page_state
 	return scalar slurp_file("$pgdata/pg_encryption/pages");
 }
 
+# what pg_stat_statements reads back of the INSERTs' texts
+sub pgss_texts
+{
+	return $node->safe_psql('postgres',
+		"SELECT query FROM pg_stat_statements WHERE query LIKE 'INSERT INTO t%'"
+	);
+}
+
 sub rotate
 {
 	my ($ret, $out, $err) =
@@ -84,10 +92,7 @@ is( $held->query_safe('FETCH 2 FROM c'),
 	"PGCT_row_${run}1\nPGCT_row_${run}2",
 	'a held cursor reads its temporary file');
 like(
-	$node->safe_psql(
-		'postgres',
-		"SELECT query FROM pg_stat_statements WHERE query LIKE '%string_agg%' OR query LIKE 'INSERT INTO t%'"
-	),
+	pgss_texts(),
 	qr/INSERT INTO t/,
 	'pg_stat_statements keeps texts under the first key');
 
@@ -166,10 +171,7 @@ $held->quit;
 #     under the new one; the next rotation draws a new key into slot A ---
 $node->restart;
 like(
-	$node->safe_psql(
-		'postgres',
-		"SELECT query FROM pg_stat_statements WHERE query LIKE 'INSERT INTO t%'"
-	),
+	pgss_texts(),
 	qr/INSERT INTO t/,
 	'pg_stat_statements texts survive the restart and the key change');
 $node->safe_psql('postgres', 'CHECKPOINT');
@@ -184,10 +186,7 @@ is($node->safe_psql('postgres', $hash_join),
 	'30000', 'parallel hash joins under generation 3');
 $node->restart;
 like(
-	$node->safe_psql(
-		'postgres',
-		"SELECT query FROM pg_stat_statements WHERE query LIKE 'INSERT INTO t%'"
-	),
+	pgss_texts(),
 	qr/INSERT INTO t/,
 	'pg_stat_statements texts move to slot A at the next start');
 $node->stop;
