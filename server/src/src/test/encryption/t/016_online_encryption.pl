@@ -337,9 +337,24 @@ $node->stop;
 #     file systems' real free space, compared with a setting above it) ---
 my $space = PostgreSQL::Test::Cluster->new('enable_space');
 $space->init;
-$space->append_conf('postgresql.conf',
-	"encryption_min_free_space = '2147483647MB'");
+$space->append_conf(
+	'postgresql.conf', qq(
+encryption_min_free_space = '2147483647MB'
+encryption_key_command_timeout = 2
+));
 $space->start;
+# (first, a key command that hangs: stopped at the timeout, nothing done)
+my $t0 = time;
+($ret, $out, $err) = $space->psql('postgres',
+	"SELECT pg_enable_encryption('aes-256', 'sleep 300; $command')");
+like(
+	$err,
+	qr/encryption key command did not finish within 2 seconds/,
+	'a key command that hangs is refused at the timeout');
+cmp_ok(time - $t0, '<', 60, '... killed there, not waited for');
+ok( !-e $space->data_dir . '/pg_encryption/pages'
+	  && !-e $space->data_dir . '/pg_encryption/keyring',
+	'... and leaves no file behind');
 $space->safe_psql('postgres',
 	"CREATE TABLE t AS SELECT g FROM generate_series(1, 20000) g");
 $space->safe_psql('postgres',
