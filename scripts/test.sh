@@ -74,15 +74,14 @@ encryption-tap | 1 | 17 18 | tap src/test/encryption "" '/0(08|11|12)_'
     NOTIFY and spill files (006), key-encryption key rotation with kill -9 at
     every step, standbys, backups and pg_rewind across it (007), the online
     rotation of the page key under pgbench, paused, resumed, with kill -9 at
-    every step, every page's key mark read back (014), the WAL key's
-    rotation (015), the temporary-file key's, a cursor's file held across
-    two rotations and restarts (018), a running cluster encrypted online under pgbench with a
+    every step, every page's key mark read back (014), the WAL key's rotation
+    (015), the temporary-file key's, a cursor's file held across two rotations
+    and restarts (018), a running cluster encrypted online under pgbench with a
     standby, a backup taken half-way, a point-in-time recovery to a point
-    half-way, pg_rewind, a logical subscriber and kill -9 at every step
-    (016), and decrypted online under pgbench with a standby and kill -9 at
-    every step (017), known outputs of every cipher use under the linked
-    OpenSSL 3.5 and the machine's 3.0 (001), one libcrypto per process with
-    TLS and pgcrypto (009)
+    half-way, pg_rewind, a logical subscriber and kill -9 at every step (016),
+    and decrypted online the same way (017), known outputs of every cipher use
+    under the linked OpenSSL 3.5 and the machine's 3.0 (001), one libcrypto per
+    process with TLS and pgcrypto (009)
 read-path | 1 | 17 18 | read_path
     our TAP test 012: every read path (sequential, bitmap, index and index-only
     scans, pg_prewarm, VACUUM, ANALYZE, local buffers) answers as a stock

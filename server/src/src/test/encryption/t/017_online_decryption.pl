@@ -9,7 +9,10 @@
 # turned off, pg_control records it and the key files are removed: the
 # cluster restarts without a key command, every page without a mark and
 # readable by stock tools (pg_checksums).  A streaming standby follows and
-# finishes when promoted.  Bad input changes nothing; a kill -9 of the
+# finishes when promoted, and so do a standby promoted half-way and a
+# point-in-time recovery to a point half-way; pg_rewind brings the node
+# it diverged from back as its standby; a logical subscriber gets the
+# rows of both sides of the switch.  Bad input changes nothing; a kill -9 of the
 # server at each step leaves a cluster that starts, finishes and reads
 # every row.
 use strict;
@@ -174,6 +177,133 @@ $node->start;
 is(rows($node), $expected,
 	'it restarts without a key command and reads every row');
 $node->stop;
+
+# --- half-way: a logical subscriber, a point-in-time recovery to a point
+#     half-way and pg_rewind onto a standby promoted half-way ---
+my $half = PostgreSQL::Test::Cluster->new('disable_half');
+$half->init(
+	allows_streaming => 'logical',
+	has_archiving => 1,
+	extra => [ '--data-checksums', @encryption ]);
+$half->start;
+$half->safe_psql(
+	'postgres', q(
+CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g;
+CREATE TABLE logged (id int PRIMARY KEY, side text);
+CREATE PUBLICATION p FOR TABLE logged;));
+my $sub = PostgreSQL::Test::Cluster->new('disable_sub');
+$sub->init;
+$sub->start;
+$sub->safe_psql('postgres',
+	'CREATE TABLE logged (id int PRIMARY KEY, side text)');
+$sub->safe_psql('postgres',
+		"CREATE SUBSCRIPTION s CONNECTION '"
+	  . $half->connstr
+	  . " dbname=postgres' PUBLICATION p");
+$sub->wait_for_subscription_sync($half, 's');
+$half->safe_psql('postgres', "INSERT INTO logged VALUES (1, 'before')");
+$half->backup('half_base');
+my $promoted = PostgreSQL::Test::Cluster->new('disable_promoted');
+$promoted->init_from_backup($half, 'half_base', has_streaming => 1);
+$promoted->start;
+$half->safe_psql('postgres',
+	'SELECT pg_disable_encryption(0, 10000); SELECT pg_encryption_pause()');
+$half->safe_psql('postgres',
+	"INSERT INTO logged VALUES (2, 'after the switch')");
+my $halfway_wal = $half->safe_psql('postgres',
+	"SELECT pg_walfile_name(pg_create_restore_point('halfway'))");
+$half->safe_psql('postgres', 'SELECT pg_switch_wal()');
+$half->wait_for_catchup($promoted, 'replay');
+$promoted->promote;
+$half->safe_psql('postgres', 'SELECT pg_encryption_resume()');
+ok(wait_decrypted($half), 'the node decrypted half-way finishes');
+$half->safe_psql('postgres',
+	"INSERT INTO logged VALUES (3, 'after the decryption')");
+$half->wait_for_catchup('s');
+is( $sub->safe_psql(
+		'postgres', "SELECT string_agg(side, ',' ORDER BY id) FROM logged"),
+	'before,after the switch,after the decryption',
+	'a logical subscriber gets the rows of both sides of the switch');
+$sub->stop;
+
+$half->poll_query_until('postgres',
+	"SELECT last_archived_wal >= '$halfway_wal' FROM pg_stat_archiver")
+  or die 'the archive did not catch up';
+my $pitr = PostgreSQL::Test::Cluster->new('disable_pitr');
+$pitr->init_from_backup($half, 'half_base', has_restoring => 1);
+$pitr->append_conf(
+	'postgresql.conf', qq(
+recovery_target_name = 'halfway'
+recovery_target_action = 'promote'
+));
+$pitr->start;
+$pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'the point-in-time recovery did not end';
+is( $pitr->safe_psql(
+		'postgres',
+		"SELECT count(*), sum(g) FROM t; SELECT string_agg(side, ',' ORDER BY id) FROM logged"
+	),
+	"100000|5000050000\nbefore,after the switch",
+	'a point-in-time recovery to a point half-way reads every row');
+$pitr->safe_psql('postgres', 'SELECT pg_encryption_resume()');
+ok(wait_decrypted($pitr), 'the recovered cluster finishes the decryption');
+$pitr->stop;
+is(marked_pages($pitr->data_dir),
+	0, 'no page of the recovered cluster under a key');
+
+$promoted->safe_psql('postgres', 'SELECT pg_encryption_resume()');
+ok(wait_decrypted($promoted), 'the standby promoted half-way finishes');
+$promoted->stop;
+is(marked_pages($promoted->data_dir),
+	0, 'no page of the promoted standby under a key');
+$half->stop;
+
+# pg_rewind of a node stopped half-way (its key ring still there: WAL from
+# before the switch stays encrypted, and once a decryption is over the
+# keys that read it are gone, design 9.7) onto the standby promoted from
+# it, which then finishes; the rewound node follows it
+my $old = PostgreSQL::Test::Cluster->new('disable_rewound');
+$old->init(
+	allows_streaming => 1,
+	extra => [ '--data-checksums', @encryption ]);
+$old->append_conf('postgresql.conf', 'wal_keep_size = 1GB');
+$old->start;
+$old->safe_psql('postgres',
+	'CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g');
+$old->backup('rewind_base');
+my $new = PostgreSQL::Test::Cluster->new('disable_new_primary');
+$new->init_from_backup($old, 'rewind_base', has_streaming => 1);
+$new->start;
+$old->safe_psql('postgres',
+	'SELECT pg_disable_encryption(0, 10000); SELECT pg_encryption_pause()');
+$old->safe_psql('postgres', 'INSERT INTO t VALUES (1)');
+$old->wait_for_catchup($new, 'replay');
+$new->promote;
+$old->safe_psql('postgres', 'INSERT INTO t VALUES (-1)');    # lost
+$old->stop;
+# pg_rewind copies the source's configuration; the target keeps its own
+my $old_conf = slurp_file($old->data_dir . '/postgresql.conf');
+command_ok(
+	[
+		'pg_rewind', '--target-pgdata',
+		$old->data_dir, '--source-server',
+		$new->connstr('postgres'), '--no-sync'
+	],
+	'pg_rewind across the online decryption');
+open(my $fh, '>', $old->data_dir . '/postgresql.conf') or die $!;
+print $fh $old_conf;
+close $fh;
+$old->enable_streaming($new);
+$old->start;
+$new->safe_psql('postgres', 'SELECT pg_encryption_resume()');
+ok(wait_decrypted($new), 'the new primary finishes the decryption');
+$new->safe_psql('postgres', 'INSERT INTO t VALUES (0)');
+$new->wait_for_catchup($old, 'replay');
+is($old->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
+	'100002|5000050001', 'the rewound node follows the new primary');
+$old->stop;
+$new->stop;
+is(marked_pages($new->data_dir), 0, 'no page of the new primary under a key');
 
 # --- kill -9 at every step: the server starts, finishes, reads all ---
 for my $step (
