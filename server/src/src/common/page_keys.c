@@ -475,7 +475,8 @@ page_keys_tally_report(const PageKeysTally *tally)
 void
 page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 {
-	char		wal[128];
+	char		wal[64];
+	char		temp[64];
 
 	if (state->operation == PAGE_KEYS_OP_ENABLE && state->wal_switch_lsn == 0)
 		snprintf(wal, sizeof(wal), "WAL in clear until the next segment");
@@ -501,15 +502,12 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 				 page_keys_slot(state->wal_generation) == PAGE_SLOT_A ? 'A' : 'B',
 				 (unsigned int) (state->wal_switch_lsn >> 32),
 				 (unsigned int) state->wal_switch_lsn);
+	temp[0] = '\0';
 	if (state->temp_generation > 1)
-	{
-		size_t		n = strlen(wal);
-
-		snprintf(wal + n, sizeof(wal) - n, "; temporary files generation %u (slot %c)",
+		snprintf(temp, sizeof(temp), "; temporary files generation %u (slot %c)",
 				 state->temp_generation,
 				 page_keys_slot(state->temp_generation) == PAGE_SLOT_A ? 'A' : 'B');
-	}
-	snprintf(buf, size, "generation %u (slot %c), %s%s%s; %s",
+	snprintf(buf, size, "generation %u (slot %c), %s%s%s; %s%s",
 			 state->generation,
 			 page_keys_slot(state->generation) == PAGE_SLOT_A ? 'A' : 'B',
 			 state->operation == PAGE_KEYS_OP_NONE ? "no operation" :
@@ -517,5 +515,5 @@ page_keys_describe(const PageKeysState *state, char *buf, size_t size)
 			 state->operation == PAGE_KEYS_OP_DISABLE ? "decrypting" :
 			 state->operation == PAGE_KEYS_OP_DISABLED ? "decrypted" : "rotating",
 			 state->paused ? " (paused)" : "",
-			 state->marked ? ", every page marked" : "", wal);
+			 state->marked ? ", every page marked" : "", wal, temp);
 }

@@ -75,6 +75,19 @@ typedef struct ModuleCipher
 extern void StartModuleCipher(ModuleCipher *mc, bool ctr, uint32 id,
 							  uint32 fallback);
 extern bool RefreshModuleCipher(ModuleCipher *mc);
+
+/*
+ * The temporary-file key's two slots as a module keeps them (tempcrypt.c,
+ * spillcrypt.c, pgsscrypt.c; design 9.6), each file under its own
+ */
+typedef struct TempKeyCiphers
+{
+	ModuleCipher slot[2];		/* PAGE_SLOT_A, PAGE_SLOT_B */
+} TempKeyCiphers;
+
+extern void StartTempKeyCiphers(TempKeyCiphers *tc, bool ctr);
+extern ModuleCipher *TempKeyCipher(TempKeyCiphers *tc, int slot,
+								   const char *what);
 extern void *StartupCipher(void *cipher);
 extern void ChangeDataKeys(const struct Keyring *ring);
 extern uint32 PageWriteGeneration(void);

@@ -193,6 +193,7 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 	int			old_slot;
 	uint32		old_wal_id;
 	bool		rotate_temp;
+	uint32		new_ids[3];
 	char		why[256];
 	char		line[128];
 
@@ -265,13 +266,13 @@ pg_rotate_data_keys(PG_FUNCTION_ARGS)
 				 errhint("A rotation after the next restart of the server changes it.")));
 
 	/* the new page, WAL and temporary-file keys, into the slots not in use */
+	new_ids[0] = page_keys_slot_key_id(new_slot);
+	new_ids[1] = wal_keys_slot_key_id(page_keys_slot(state.wal_generation + 1));
+	new_ids[2] = temp_keys_slot_key_id(page_keys_slot(state.temp_generation + 1));
 	for (int i = 0; i < (rotate_temp ? 3 : 2); i++)
 	{
 		KeyringKey	key;
-		uint32		id = i == 0 ? page_keys_slot_key_id(new_slot) :
-			i == 1 ? wal_keys_slot_key_id(page_keys_slot(state.wal_generation + 1)) :
-			temp_keys_slot_key_id(page_keys_slot(state.temp_generation + 1));
-		bool		drawn = keyring_draw_key(&key, id, ring->cipher);
+		bool		drawn = keyring_draw_key(&key, new_ids[i], ring->cipher);
 
 		if (drawn)
 			keyring_put_key(ring, &key);

@@ -32,7 +32,7 @@
 #include "common/page_keys.h"
 #include "storage/encryption.h"
 
-static ModuleCipher texts_key[2];	/* the temporary-file key, slots A and B */
+static TempKeyCiphers texts_key;	/* the temporary-file key's slots */
 
 /*
  * The texts file follows the rule the server started with: a cluster
@@ -50,21 +50,14 @@ static int	texts_slot = PAGE_SLOT_A;	/* the slot new texts are under */
 static CtrCipher *
 texts_cipher(uint64 nonce)
 {
-	ModuleCipher *mc = &texts_key[(nonce & NONCE_SLOT_B) ? 1 : 0];
-
-	if (!RefreshModuleCipher(mc))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("no key for pg_stat_statements query texts"),
-				 errdetail("%s", data_encryption_error_reason())));
-	return mc->ctr;
+	return TempKeyCipher(&texts_key, (nonce & NONCE_SLOT_B) ? PAGE_SLOT_B : PAGE_SLOT_A,
+						 "pg_stat_statements query texts")->ctr;
 }
 
 void
 InitializeStatementTextEncryption(void)
 {
-	StartModuleCipher(&texts_key[0], true, KEY_TEMPFILE, 0);
-	StartModuleCipher(&texts_key[1], true, KEY_TEMPFILE_B, KEY_TEMPFILE);
+	StartTempKeyCiphers(&texts_key, true);
 	texts_encrypted = DataEncryptionEnabled();
 	texts_slot = TempWriteSlot();
 }

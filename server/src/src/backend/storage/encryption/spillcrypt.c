@@ -34,7 +34,7 @@
 #define SPILL_MAGIC_B		"PGCSPILB"	/* slot B */
 #define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8, big-endian) */
 
-static ModuleCipher spill_key[2];	/* the temporary-file key, slots A and B */
+static TempKeyCiphers spill_key;	/* the temporary-file key's slots */
 
 /* The key slot a header names, or -1 for a file begun in clear */
 static int
@@ -47,25 +47,10 @@ header_slot(const unsigned char *header)
 	return -1;
 }
 
-/* The cipher of a key slot, keyed from the current key ring */
-static CtrCipher *
-spill_cipher(int slot)
-{
-	ModuleCipher *mc = &spill_key[slot == PAGE_SLOT_B ? 1 : 0];
-
-	if (!RefreshModuleCipher(mc))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("no key for logical decoding spill files"),
-				 errdetail("%s", data_encryption_error_reason())));
-	return mc->ctr;
-}
-
 void
 InitializeSpillFileEncryption(void)
 {
-	StartModuleCipher(&spill_key[0], true, KEY_TEMPFILE, 0);
-	StartModuleCipher(&spill_key[1], true, KEY_TEMPFILE_B, KEY_TEMPFILE);
+	StartTempKeyCiphers(&spill_key, true);
 }
 
 static void
@@ -75,7 +60,8 @@ spill_crypt(const unsigned char *header, off_t offset, const char *in,
 	uint64		nonce;
 
 	memcpy(&nonce, header + 8, sizeof(nonce));
-	if (!ctr_crypt_at(spill_cipher(header_slot(header)), pg_ntoh64(nonce),
+	if (!ctr_crypt_at(TempKeyCipher(&spill_key, header_slot(header),
+									"logical decoding spill files")->ctr, pg_ntoh64(nonce),
 					  (uint64) offset,
 					  (const unsigned char *) in, (unsigned char *) out, len))
 		ereport(ERROR,

@@ -314,6 +314,35 @@ StartModuleCipher(ModuleCipher *mc, bool ctr, uint32 id, uint32 fallback)
 }
 
 /*
+ * A module's ciphers of the temporary-file key's two slots, set up at
+ * start-up: slot B is keyed with slot A's key in a ring no rotation gave a
+ * key of its own (design 9.6)
+ */
+void
+StartTempKeyCiphers(TempKeyCiphers *tc, bool ctr)
+{
+	StartModuleCipher(&tc->slot[PAGE_SLOT_A], ctr, KEY_TEMPFILE, 0);
+	StartModuleCipher(&tc->slot[PAGE_SLOT_B], ctr, KEY_TEMPFILE_B, KEY_TEMPFILE);
+}
+
+/*
+ * The cipher of a slot, re-keyed if the ring changed; an error naming what
+ * it was for when the ring holds no key for it
+ */
+ModuleCipher *
+TempKeyCipher(TempKeyCiphers *tc, int slot, const char *what)
+{
+	ModuleCipher *mc = &tc->slot[slot == PAGE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A];
+
+	if (!RefreshModuleCipher(mc))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("no key for %s", what),
+				 errdetail("%s", data_encryption_error_reason())));
+	return mc;
+}
+
+/*
  * Replace the keys every process uses by ring's (one writer at a time: the
  * caller holds the key ring directory's lock).  The file is written first:
  * memory never holds a key the ring on disk lacks, but for a moment the

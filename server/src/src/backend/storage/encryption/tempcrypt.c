@@ -99,7 +99,7 @@ static EncryptedTempFile *files = NULL;
 static int	nfiles = 0;
 static bool raw_io = false;		/* our own I/O on the file: no hooks
 								 * (raw_call) */
-static ModuleCipher temp_key[2];	/* the temporary-file key, slots A and B */
+static TempKeyCiphers temp_key; /* the temporary-file key's slots */
 
 static off_t logical_size_on_disk(File file);
 
@@ -107,15 +107,9 @@ static off_t logical_size_on_disk(File file);
 static XtsCipher *
 unit_cipher(int slot)
 {
-	ModuleCipher *mc = &temp_key[slot == PAGE_SLOT_B ? 1 : 0];
-
-	if (!RefreshModuleCipher(mc))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("no key for temporary files"),
-				 errdetail("%s", data_encryption_error_reason())));
-	return mc->xts;
+	return TempKeyCipher(&temp_key, slot, "temporary files")->xts;
 }
+
 static void flush_tail(File file, uint32 wait_event_info);
 
 /* One buffer for every read and write, grown when needed: no per-I/O palloc */
@@ -132,9 +126,7 @@ scratch(size_t len)
 void
 InitializeTempFileEncryption(void)
 {
-	StartModuleCipher(&temp_key[0], false, KEY_TEMPFILE, 0);
-	/* a ring without slot B's key (no rotation yet): slot A's */
-	StartModuleCipher(&temp_key[1], false, KEY_TEMPFILE_B, KEY_TEMPFILE);
+	StartTempKeyCiphers(&temp_key, false);
 }
 
 bool
@@ -253,16 +245,15 @@ directory_rule(const char *path)
 	strlcpy(marker, path, sizeof(marker));
 	if ((slash = strrchr(marker, '/')) == NULL)
 		return rule;
+	strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
 	if (!DataEncryptionChanging() && rule == RULE_SLOT_A)
 	{
 		struct stat st;
 
-		strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
 		/* a rotation that moved new files to slot B meanwhile decides below */
 		if (stat(marker, &st) != 0 && new_files_rule() == RULE_SLOT_A)
 			return RULE_SLOT_A;
 	}
-	strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
 	/* another process decided already: the usual case */
 	if (read_rule(marker, &rule))
 		return rule;

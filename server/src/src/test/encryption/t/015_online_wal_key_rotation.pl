@@ -18,6 +18,7 @@ use File::Basename;
 use FindBin;
 use lib "$FindBin::RealBin/..";
 use LeakScan;
+use OnlineOps;
 use PostgreSQL::Test::BackgroundPsql;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -331,20 +332,8 @@ $other->safe_psql('postgres',
 $node->safe_psql('postgres',
 	"INSERT INTO t VALUES (3003, 'lost by the rewind')");
 $node->stop;
-# pg_rewind copies the source's configuration; the target keeps its own
-my $conf = slurp_file("$pgdata/postgresql.conf");
-command_ok(
-	[
-		'pg_rewind', '--target-pgdata',
-		$pgdata, '--source-server',
-		$other->connstr('postgres'),
-	],
+rewind_onto($node, $other,
 	'pg_rewind reads the target WAL of both generations');
-open(my $fh, '>', "$pgdata/postgresql.conf") or die $!;
-print $fh $conf;
-close $fh;
-$node->enable_streaming($other);
-$node->start;
 $other->wait_for_catchup($node);
 is($node->safe_psql('postgres', 'SELECT count(*), max(id) FROM t'),
 	'3002|3002', 'the rewound node follows its new primary');

@@ -24,6 +24,7 @@ use IPC::Run;
 use Time::HiRes qw(usleep);
 use lib "$FindBin::RealBin/..";
 use LeakScan;
+use OnlineOps;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -202,19 +203,7 @@ $half->append_conf('postgresql.conf', 'wal_level = logical');
 $half->start;
 $half->safe_psql('postgres',
 	"CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g");
-$half->safe_psql('postgres',
-	'CREATE TABLE logged (id int PRIMARY KEY, side text)');
-$half->safe_psql('postgres', 'CREATE PUBLICATION p FOR TABLE logged');
-my $sub = PostgreSQL::Test::Cluster->new('enable_sub');
-$sub->init;
-$sub->start;
-$sub->safe_psql('postgres',
-	'CREATE TABLE logged (id int PRIMARY KEY, side text)');
-$sub->safe_psql('postgres',
-		"CREATE SUBSCRIPTION s CONNECTION '"
-	  . $half->connstr
-	  . " dbname=postgres' PUBLICATION p");
-$sub->wait_for_subscription_sync($half, 's');
+my $sub = logical_subscriber($half, 'enable_sub');
 $half->safe_psql('postgres', "INSERT INTO logged VALUES (1, 'before')");
 $half->backup('half_base');
 my $promoted = PostgreSQL::Test::Cluster->new('enable_promoted');
@@ -227,9 +216,7 @@ $half->safe_psql('postgres',
 );
 $half->safe_psql('postgres',
 	"INSERT INTO logged VALUES (2, 'after the switch')");
-my $halfway_wal = $half->safe_psql('postgres',
-	"SELECT pg_walfile_name(pg_create_restore_point('halfway'))");
-$half->safe_psql('postgres', 'SELECT pg_switch_wal()');
+my $halfway_wal = restore_point_halfway($half);
 $half->backup('half');
 $half->wait_for_catchup($promoted, 'replay');
 $promoted->promote;
@@ -246,20 +233,8 @@ $sub->stop;
 
 # a point-in-time recovery from the archive to a point half-way: readable,
 # and the encryption, paused there, finishes once resumed
-$half->poll_query_until('postgres',
-	"SELECT last_archived_wal >= '$halfway_wal' FROM pg_stat_archiver")
-  or die 'the archive did not catch up';
-my $pitr = PostgreSQL::Test::Cluster->new('enable_pitr');
-$pitr->init_from_backup($half, 'half_base', has_restoring => 1);
-$pitr->append_conf(
-	'postgresql.conf', qq(
-encryption_key_command = '$command'
-recovery_target_name = 'halfway'
-recovery_target_action = 'promote'
-));
-$pitr->start;
-$pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
-  or die 'the point-in-time recovery did not end';
+my $pitr = recover_to_halfway($half, 'half_base', 'enable_pitr', $halfway_wal,
+	"encryption_key_command = '$command'");
 is( $pitr->safe_psql(
 		'postgres',
 		"SELECT count(*), sum(g) FROM t; SELECT string_agg(side, ',' ORDER BY id) FROM logged"
@@ -287,20 +262,7 @@ is($promoted->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),
 # pg_rewind: the node the standby was promoted from rewound onto it and
 # back as its standby, across both encryptions
 $half->stop;
-# pg_rewind copies the source's configuration; the target keeps its own
-my $half_conf = slurp_file($half->data_dir . '/postgresql.conf');
-command_ok(
-	[
-		'pg_rewind', '--target-pgdata',
-		$half->data_dir, '--source-server',
-		$promoted->connstr('postgres'), '--no-sync'
-	],
-	'pg_rewind across the online encryption');
-open(my $fh, '>', $half->data_dir . '/postgresql.conf') or die $!;
-print $fh $half_conf;
-close $fh;
-$half->enable_streaming($promoted);
-$half->start;
+rewind_onto($half, $promoted, 'pg_rewind across the online encryption');
 $promoted->safe_psql('postgres', 'INSERT INTO t VALUES (0)');
 $promoted->wait_for_catchup($half, 'replay');
 is($half->safe_psql('postgres', 'SELECT count(*), sum(g) FROM t'),

@@ -23,6 +23,7 @@ use IPC::Run;
 use Time::HiRes qw(usleep);
 use lib "$FindBin::RealBin/..";
 use LeakScan;
+use OnlineOps;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -188,19 +189,8 @@ $half->init(
 $half->start;
 $half->safe_psql(
 	'postgres', q(
-CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g;
-CREATE TABLE logged (id int PRIMARY KEY, side text);
-CREATE PUBLICATION p FOR TABLE logged;));
-my $sub = PostgreSQL::Test::Cluster->new('disable_sub');
-$sub->init;
-$sub->start;
-$sub->safe_psql('postgres',
-	'CREATE TABLE logged (id int PRIMARY KEY, side text)');
-$sub->safe_psql('postgres',
-		"CREATE SUBSCRIPTION s CONNECTION '"
-	  . $half->connstr
-	  . " dbname=postgres' PUBLICATION p");
-$sub->wait_for_subscription_sync($half, 's');
+CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g;));
+my $sub = logical_subscriber($half, 'disable_sub');
 $half->safe_psql('postgres', "INSERT INTO logged VALUES (1, 'before')");
 $half->backup('half_base');
 my $promoted = PostgreSQL::Test::Cluster->new('disable_promoted');
@@ -210,9 +200,7 @@ $half->safe_psql('postgres',
 	'SELECT pg_disable_encryption(0, 10000); SELECT pg_encryption_pause()');
 $half->safe_psql('postgres',
 	"INSERT INTO logged VALUES (2, 'after the switch')");
-my $halfway_wal = $half->safe_psql('postgres',
-	"SELECT pg_walfile_name(pg_create_restore_point('halfway'))");
-$half->safe_psql('postgres', 'SELECT pg_switch_wal()');
+my $halfway_wal = restore_point_halfway($half);
 $half->wait_for_catchup($promoted, 'replay');
 $promoted->promote;
 $half->safe_psql('postgres', 'SELECT pg_encryption_resume()');
@@ -226,19 +214,8 @@ is( $sub->safe_psql(
 	'a logical subscriber gets the rows of both sides of the switch');
 $sub->stop;
 
-$half->poll_query_until('postgres',
-	"SELECT last_archived_wal >= '$halfway_wal' FROM pg_stat_archiver")
-  or die 'the archive did not catch up';
-my $pitr = PostgreSQL::Test::Cluster->new('disable_pitr');
-$pitr->init_from_backup($half, 'half_base', has_restoring => 1);
-$pitr->append_conf(
-	'postgresql.conf', qq(
-recovery_target_name = 'halfway'
-recovery_target_action = 'promote'
-));
-$pitr->start;
-$pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
-  or die 'the point-in-time recovery did not end';
+my $pitr =
+  recover_to_halfway($half, 'half_base', 'disable_pitr', $halfway_wal);
 is( $pitr->safe_psql(
 		'postgres',
 		"SELECT count(*), sum(g) FROM t; SELECT string_agg(side, ',' ORDER BY id) FROM logged"
@@ -281,20 +258,7 @@ $old->wait_for_catchup($new, 'replay');
 $new->promote;
 $old->safe_psql('postgres', 'INSERT INTO t VALUES (-1)');    # lost
 $old->stop;
-# pg_rewind copies the source's configuration; the target keeps its own
-my $old_conf = slurp_file($old->data_dir . '/postgresql.conf');
-command_ok(
-	[
-		'pg_rewind', '--target-pgdata',
-		$old->data_dir, '--source-server',
-		$new->connstr('postgres'), '--no-sync'
-	],
-	'pg_rewind across the online decryption');
-open(my $fh, '>', $old->data_dir . '/postgresql.conf') or die $!;
-print $fh $old_conf;
-close $fh;
-$old->enable_streaming($new);
-$old->start;
+rewind_onto($old, $new, 'pg_rewind across the online decryption');
 $new->safe_psql('postgres', 'SELECT pg_encryption_resume()');
 ok(wait_decrypted($new), 'the new primary finishes the decryption');
 $new->safe_psql('postgres', 'INSERT INTO t VALUES (0)');
