@@ -78,6 +78,7 @@ DESIGN_DIR = "docs/design"
 def is_design_file(path):
     return path == DESIGN or (path.startswith(DESIGN_DIR + "/") and path.endswith(".md"))
 
+
 NUM = r"(?>\d+(?:\.\d+[a-z]?)*)"  # 13, 13.5a, and N.M.K (which fails)
 # a list item must end the list or be followed by punctuation or a conjunction,
 # so "design 13.3, 16 bytes" does not read 16 as a section
@@ -158,7 +159,9 @@ class Design:
                 if n:
                     number, rest = n.group(1), n.group(2)
                     if number.split(".")[0] != top:
-                        self.errors.append((path, i, f"heading {number} is not under '## {number.split('.')[0]}.'"))
+                        self.errors.append(
+                            (path, i, f"heading {number} is not under '## {number.split('.')[0]}.'")
+                        )
             if number is not None:
                 if number in self.numbers:
                     at = self.numbers[number]
@@ -192,9 +195,7 @@ class Design:
 
     def has_title(self, title, number=None):
         want = norm_title(title)
-        spans = (
-            [(p, 1, len(ls)) for p, ls in self.lines.items()] if number is None else [self.span(number)]
-        )
+        spans = [(p, 1, len(ls)) for p, ls in self.lines.items()] if number is None else [self.span(number)]
         for path, lo, hi in spans:
             for sec in self.sections:
                 if sec[0] == path and lo <= sec[1] <= hi:
@@ -440,9 +441,13 @@ def main(argv):
         print(f"check-design-refs: cannot list files of {root}: {why}", file=sys.stderr)
         return 2
     try:
-        parts = sorted(
-            f"{DESIGN_DIR}/{n}" for n in os.listdir(os.path.join(root, DESIGN_DIR)) if n.endswith(".md")
-        ) if os.path.isdir(os.path.join(root, DESIGN_DIR)) else []
+        parts = (
+            sorted(
+                f"{DESIGN_DIR}/{n}" for n in os.listdir(os.path.join(root, DESIGN_DIR)) if n.endswith(".md")
+            )
+            if os.path.isdir(os.path.join(root, DESIGN_DIR))
+            else []
+        )
         texts = []
         for path in [DESIGN, *parts]:
             with open(os.path.join(root, path), encoding="utf-8") as f:

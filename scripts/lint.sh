@@ -95,7 +95,10 @@ if [ "$fix" = --fix ]; then
     "$ruff" format --quiet "${py_dirs[@]}"
 fi
 "$ruff" check --output-format=concise --quiet "${py_dirs[@]}" | findings
-"$ruff" format --check --quiet "${py_dirs[@]}" 2>&1 | sed -n 's/^Would reformat: \(.*\)$/\1:1: ruff format: not formatted (.\/pgcipher fmt)/p' | findings
+# the pinned ruff says "PATH:L:C: unformatted: ..."; older ones "Would reformat: PATH"
+"$ruff" format --check --quiet --output-format concise "${py_dirs[@]}" 2>&1 |
+    sed -n -e 's/^Would reformat: \(.*\)$/\1:1: ruff format: not formatted (.\/pgcipher fmt)/p' \
+        -e 's/^\([^:]*:[0-9]*\):[0-9]*: unformatted: .*$/\1: ruff format: not formatted (.\/pgcipher fmt)/p' | findings
 
 # --- Perl ----------------------------------------------------------------
 section "perl: perltidy with PostgreSQL's perltidyrc"

@@ -70,10 +70,10 @@ def main():
         "#!/bin/bash",
         f"# generated from {path} by test/packages/guide.py: do not edit",
         "set -euo pipefail",
-        'tap_count=${TAP_COUNT:?}',
+        "tap_count=${TAP_COUNT:?}",
         'n=$(cat "$tap_count" 2>/dev/null || echo 0)',
         'where="(before the first block)"',
-        'trap \'echo "not ok $((n + 1)) - $where failed (exit $?)"\' ERR',
+        "trap 'echo \"not ok $((n + 1)) - $where failed (exit $?)\"' ERR",
         "expect() {  # want, then the command's output on stdin",
         '    got=$(cat); printf "%s\\n" "$got"',
         '    [ "$got" = "$1" ] || { echo "# expected: $1" >&2; return 1; }',
@@ -87,11 +87,9 @@ def main():
         if flags == "no-test":
             first = next((x for x in lines if x.strip()), "")
             if not first.startswith(NO_TEST):
-                sys.exit(
-                    f'guide.py: {path}:{no}: a no-test block must start with "{NO_TEST} WHY"'
-                )
+                sys.exit(f'guide.py: {path}:{no}: a no-test block must start with "{NO_TEST} WHY"')
             skipped += 1
-            out.append(f"echo {shlex.quote(f'# {path}:{no}: not run: {first[len(NO_TEST):].strip()}')}")
+            out.append(f"echo {shlex.quote(f'# {path}:{no}: not run: {first[len(NO_TEST) :].strip()}')}")
             continue
         if flags:
             sys.exit(f"guide.py: {path}:{no}: unknown block kind ```{info}")

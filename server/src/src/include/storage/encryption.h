@@ -85,6 +85,16 @@ typedef struct TempKeyCiphers
 	ModuleCipher slot[2];		/* PAGE_SLOT_A, PAGE_SLOT_B */
 } TempKeyCiphers;
 
+/*
+ * The key a temporary file began under: a slot, and how often its key had
+ * been replaced then (TempKeyEpoch(); design 9.6)
+ */
+typedef struct TempFileKey
+{
+	int			slot;			/* PAGE_SLOT_A or PAGE_SLOT_B */
+	uint32		epoch;
+} TempFileKey;
+
 extern void StartTempKeyCiphers(TempKeyCiphers *tc, bool ctr);
 extern ModuleCipher *TempKeyCipher(TempKeyCiphers *tc, int slot,
 								   const char *what);
@@ -101,6 +111,8 @@ extern void SetPageKeysState(const struct PageKeysState *state);
 extern int	WALWriteSlot(XLogRecPtr pageptr);
 extern int	TempWriteSlot(void);
 extern bool TempKeySwitchedSinceStart(void);
+extern uint32 TempKeyEpoch(int slot);
+extern void CheckTempKeyEpoch(int slot, uint32 epoch, const char *what);
 extern void SetWALKeySwitch(uint32 wal_generation, XLogRecPtr switch_lsn);
 extern bool WALKeySwitchDiffers(const struct PageKeysState *state);
 extern void ReportKeyringError(int elevel, const struct KeyringError *err);
@@ -255,8 +267,8 @@ extern int	TruncateEncryptedTempFile(File file, off_t offset,
 
 /* ... and what scratchfile.c asks of it */
 extern void RegisterEncryptedTempFileNamed(File file, const char *path,
-										   bool shared, int slot);
-extern int	ScratchFileSlot(const char *path);
+										   bool shared, TempFileKey key);
+extern TempFileKey ScratchFileKey(const char *path);
 extern void SetEncryptedTempFileWriteBehind(File file, bool on);
 
 /* scratchfile.c: fd.c's hooks for extensions' temporary files */

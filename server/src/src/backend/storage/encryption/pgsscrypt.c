@@ -17,6 +17,15 @@
  *	  is the nonce's top bit, and the bit below it is clear, so that adding
  *	  the generation never changes the top bit.
  *
+ *	  The texts file lives while the server runs, and is read and written
+ *	  under the key its slot held when the postmaster started, whatever
+ *	  happens to the key ring meanwhile: a standby replays its primary's
+ *	  rotations, which may replace that slot's key.  The dump, read at the
+ *	  next start, is written under the key ring as it is at shutdown, in the
+ *	  slot new files use then; its nonce says so by the bit below the top
+ *	  one (a dump without it was written before the texts kept their key,
+ *	  and is read at start-up, when both are the same).
+ *
  *	  Each function does nothing (or what pg_stat_statements did before)
  *	  when the cluster is not encrypted, so the hooks in
  *	  pg_stat_statements.c are plain calls.
@@ -32,7 +41,10 @@
 #include "common/page_keys.h"
 #include "storage/encryption.h"
 
-static TempKeyCiphers texts_key;	/* the temporary-file key's slots */
+static TempKeyCiphers texts_key;	/* the temporary-file key's slots: the
+									 * dump's */
+static TempKeyCiphers texts_start;	/* the same, keyed at start-up and never
+									 * again: the texts file's */
 
 /*
  * The texts file follows the rule the server started with: a cluster
@@ -44,20 +56,27 @@ static bool texts_encrypted = false;
 static int	texts_slot = PAGE_SLOT_A;	/* the slot new texts are under */
 
 #define NONCE_SLOT_B	(UINT64CONST(1) << 63)
-#define NONCE_HEADROOM	(UINT64CONST(1) << 62)
+#define NONCE_HEADROOM	(UINT64CONST(1) << 62)	/* texts: clear; dump: set */
 
-/* The cipher of the slot a nonce names, keyed from the current key ring */
+/*
+ * The cipher of the slot a nonce names: the texts file's keyed at start-up,
+ * the dump's from the current key ring
+ */
 static CtrCipher *
 texts_cipher(uint64 nonce)
 {
-	return TempKeyCipher(&texts_key, (nonce & NONCE_SLOT_B) ? PAGE_SLOT_B : PAGE_SLOT_A,
-						 "pg_stat_statements query texts")->ctr;
+	int			slot = (nonce & NONCE_SLOT_B) ? PAGE_SLOT_B : PAGE_SLOT_A;
+
+	if ((nonce & NONCE_HEADROOM) == 0)
+		return texts_start.slot[slot].ctr;
+	return TempKeyCipher(&texts_key, slot, "pg_stat_statements query texts")->ctr;
 }
 
 void
 InitializeStatementTextEncryption(void)
 {
 	StartTempKeyCiphers(&texts_key, true);
+	StartTempKeyCiphers(&texts_start, true);
 	texts_encrypted = DataEncryptionEnabled();
 	texts_slot = TempWriteSlot();
 }
@@ -76,22 +95,29 @@ CryptStatementTexts(uint64 nonce, uint64 offset, char *buf, size_t len)
 				 errdetail("%s", data_encryption_error_reason())));
 }
 
-/* The nonce of a new generation of texts: random; 0 when not encrypting */
-uint64
-NewStatementTextsNonce(void)
+/* A random nonce under slot, the dump's or the texts file's */
+static uint64
+new_nonce(int slot, bool dump)
 {
 	uint64		nonce;
 
-	if (!texts_encrypted)
-		return 0;
 	if (!pg_strong_random(&nonce, sizeof(nonce)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random nonce for pg_stat_statements query texts")));
 	nonce &= ~(NONCE_SLOT_B | NONCE_HEADROOM);
-	if (texts_slot == PAGE_SLOT_B)
+	if (slot == PAGE_SLOT_B)
 		nonce |= NONCE_SLOT_B;
+	if (dump)
+		nonce |= NONCE_HEADROOM;
 	return nonce == 0 ? 1 : nonce;	/* 0 says "in clear" */
+}
+
+/* The nonce of a new generation of texts: random; 0 when not encrypting */
+uint64
+NewStatementTextsNonce(void)
+{
+	return texts_encrypted ? new_nonce(texts_slot, false) : 0;
 }
 
 /*
@@ -129,7 +155,8 @@ WriteStatementTextsDumpNonce(FILE *file, uint64 *nonce)
 	 * 0 for a cluster encrypted since this server started, or decrypted:
 	 * texts in clear
 	 */
-	*nonce = DataEncryptionEnabled() ? NewStatementTextsNonce() : 0;
+	*nonce = (texts_encrypted && DataEncryptionEnabled()) ?
+		new_nonce(TempWriteSlot(), true) : 0;
 	return !DataEncryptionEnabled() ||
 		fwrite(nonce, sizeof(uint64), 1, file) == 1;
 }

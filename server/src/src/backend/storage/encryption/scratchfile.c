@@ -120,7 +120,7 @@ RegisterEncryptedScratchFile(File file, const char *path)
 		canonicalize_path(canon);
 		rel = relative_to_data_dir(canon);
 		RegisterEncryptedTempFileNamed(file, rel ? rel : canon, true,
-									   ScratchFileSlot(canon));
+									   ScratchFileKey(canon));
 		SetEncryptedTempFileWriteBehind(file, true);
 		pfree(canon);
 	}

@@ -12,7 +12,12 @@
  *	  again (same name after a restart) gets a new nonce, so no keystream
  *	  is reused.  The magic string names the temporary-file key's slot
  *	  the file began under (a rotation of the data keys moves new files to
- *	  the other one: design 9.6), so each file is read under its own.
+ *	  the other one: design 9.6), so each file is read under its own, and
+ *	  the slot's key epoch when it is not 0 (a standby replaying its
+ *	  primary's rotations may see the slot's key replaced under a file):
+ *	  "PGCSPIL1" and "PGCSPILB" are slots A and B at epoch 0, "PGCSE"
+ *	  followed by 'A' or 'B' and the epoch's low 16 bits (big-endian)
+ *	  another epoch.
  *
  * Portions Copyright (c) 2026, pgcipher developers
  *
@@ -30,21 +35,52 @@
 #include "storage/fd.h"
 #include "utils/wait_event.h"
 
-#define SPILL_MAGIC			"PGCSPIL1"	/* slot A */
-#define SPILL_MAGIC_B		"PGCSPILB"	/* slot B */
+#define SPILL_MAGIC			"PGCSPIL1"	/* slot A, epoch 0 */
+#define SPILL_MAGIC_B		"PGCSPILB"	/* slot B, epoch 0 */
+#define SPILL_MAGIC_EPOCH	"PGCSE" /* + slot letter + epoch (2) */
 #define SPILL_HEADER_LEN	16	/* magic (8) + nonce (8, big-endian) */
 
 static TempKeyCiphers spill_key;	/* the temporary-file key's slots */
 
-/* The key slot a header names, or -1 for a file begun in clear */
-static int
-header_slot(const unsigned char *header)
+/*
+ * The key a header names, its epoch's low 16 bits; false for a file begun
+ * in clear
+ */
+static bool
+header_key(const unsigned char *header, TempFileKey *key)
 {
+	key->epoch = 0;
 	if (memcmp(header, SPILL_MAGIC, 8) == 0)
-		return PAGE_SLOT_A;
-	if (memcmp(header, SPILL_MAGIC_B, 8) == 0)
-		return PAGE_SLOT_B;
-	return -1;
+		key->slot = PAGE_SLOT_A;
+	else if (memcmp(header, SPILL_MAGIC_B, 8) == 0)
+		key->slot = PAGE_SLOT_B;
+	else if (memcmp(header, SPILL_MAGIC_EPOCH, 5) == 0 &&
+			 (header[5] == 'A' || header[5] == 'B'))
+	{
+		key->slot = header[5] == 'B' ? PAGE_SLOT_B : PAGE_SLOT_A;
+		key->epoch = ((uint32) header[6] << 8) | header[7];
+	}
+	else
+		return false;
+	return true;
+}
+
+/* The magic string of a new file under the slot new files use now */
+static void
+new_header_magic(unsigned char *header)
+{
+	int			slot = TempWriteSlot();
+	uint32		epoch = TempKeyEpoch(slot);
+
+	if (epoch == 0)
+		memcpy(header, slot == PAGE_SLOT_B ? SPILL_MAGIC_B : SPILL_MAGIC, 8);
+	else
+	{
+		memcpy(header, SPILL_MAGIC_EPOCH, 5);
+		header[5] = slot == PAGE_SLOT_B ? 'B' : 'A';
+		header[6] = (unsigned char) (epoch >> 8);
+		header[7] = (unsigned char) epoch;
+	}
 }
 
 void
@@ -58,9 +94,14 @@ spill_crypt(const unsigned char *header, off_t offset, const char *in,
 			char *out, size_t len)
 {
 	uint64		nonce;
+	TempFileKey key;
 
+	(void) header_key(header, &key);
+	/* a slot whose key was replaced since the file began: an error */
+	CheckTempKeyEpoch(key.slot, (TempKeyEpoch(key.slot) & ~(uint32) 0xFFFF) | key.epoch,
+					  "a logical decoding spill file");
 	memcpy(&nonce, header + 8, sizeof(nonce));
-	if (!ctr_crypt_at(TempKeyCipher(&spill_key, header_slot(header),
+	if (!ctr_crypt_at(TempKeyCipher(&spill_key, key.slot,
 									"logical decoding spill files")->ctr, pg_ntoh64(nonce),
 					  (uint64) offset,
 					  (const unsigned char *) in, (unsigned char *) out, len))
@@ -81,6 +122,7 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 	static size_t bufsize = 0;
 	unsigned char header[SPILL_HEADER_LEN];
 	off_t		offset;
+	TempFileKey key;
 
 	if (!DataKeysLoaded())
 		return write(fd, data, len);
@@ -92,7 +134,7 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 		return write(fd, data, len);	/* a cluster being decrypted */
 	if (offset == 0)
 	{
-		memcpy(header, TempWriteSlot() == PAGE_SLOT_B ? SPILL_MAGIC_B : SPILL_MAGIC, 8);
+		new_header_magic(header);
 		if (!pg_strong_random(header + 8, 8))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
@@ -103,7 +145,7 @@ WriteSpillFileData(int fd, const char *data, size_t len)
 	}
 	else if (pg_pread(fd, header, SPILL_HEADER_LEN, 0) != SPILL_HEADER_LEN)
 		return -1;
-	else if (header_slot(header) < 0)
+	else if (!header_key(header, &key))
 		return write(fd, data, len);	/* begun before the cluster was
 										 * encrypted (design 9.7) */
 
@@ -122,12 +164,13 @@ off_t
 SpillFileFirstOffset(File vfd)
 {
 	unsigned char magic[8];
+	TempFileKey key;
 
 	if (!DataKeysLoaded() || vfd < 0)
 		return 0;
 	if (FileRead(vfd, magic, sizeof(magic), 0,
 				 WAIT_EVENT_REORDER_BUFFER_READ) == sizeof(magic) &&
-		header_slot(magic) >= 0)
+		header_key(magic, &key))
 		return SPILL_HEADER_LEN;
 	return 0;
 }
@@ -139,6 +182,7 @@ DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
 	static File cached_vfd = -1;
 	static bool cached_encrypted = false;
 	static unsigned char header[SPILL_HEADER_LEN];
+	TempFileKey key;
 
 	if (!DataKeysLoaded() || len == 0)
 		return;
@@ -152,7 +196,7 @@ DecryptSpillFileData(File vfd, char *data, size_t len, off_t offset)
 					 errmsg("logical decoding spill file \"%s\" is too short",
 							FilePathName(vfd))));
 		/* begun in clear, before the cluster was encrypted (design 9.7) */
-		cached_encrypted = (header_slot(header) >= 0);
+		cached_encrypted = header_key(header, &key);
 		cached_vfd = vfd;
 	}
 	if (cached_encrypted)

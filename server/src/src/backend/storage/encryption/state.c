@@ -74,6 +74,9 @@ typedef struct EncryptionShared
 	pg_atomic_uint32 temp_generation;	/* PageKeysState.temp_generation; 0
 										 * until the state is loaded */
 	pg_atomic_uint32 temp_switched; /* it changed since the postmaster started */
+	pg_atomic_uint32 temp_epoch[2]; /* how often each temporary-file key
+									 * slot's key was replaced since the
+									 * postmaster started (design 9.6) */
 	slock_t		mutex;			/* protects what follows */
 	PageKeysState state;		/* pg_encryption/pages as last written */
 	DataRotationProgress progress;
@@ -130,6 +133,8 @@ DataEncryptionKeyringMemory(void)
 	pg_atomic_init_u32(&shared->changing, 0);
 	pg_atomic_init_u32(&shared->temp_generation, 0);
 	pg_atomic_init_u32(&shared->temp_switched, 0);
+	pg_atomic_init_u32(&shared->temp_epoch[PAGE_SLOT_A], 0);
+	pg_atomic_init_u32(&shared->temp_epoch[PAGE_SLOT_B], 0);
 	SpinLockInit(&shared->mutex);
 	page_keys_initial(&shared->state);
 	return keyring;
@@ -342,6 +347,30 @@ TempKeyCipher(TempKeyCiphers *tc, int slot, const char *what)
 	return mc;
 }
 
+/* The key a temporary-file key slot reads with in ring, or NULL */
+static const KeyringKey *
+temp_slot_key(const Keyring *ring, int slot)
+{
+	const KeyringKey *k = keyring_get_key(ring, temp_keys_slot_key_id(slot));
+
+	return (k == NULL && slot == PAGE_SLOT_B) ?
+		keyring_get_key(ring, KEY_TEMPFILE) : k;
+}
+
+/*
+ * Whether ring replaces the key that files under a temporary-file key slot
+ * were written with in old (a slot that had no key held no file under one)
+ */
+static bool
+temp_slot_key_replaced(const Keyring *old, const Keyring *ring, int slot)
+{
+	const KeyringKey *a = temp_slot_key(old, slot);
+	const KeyringKey *b = temp_slot_key(ring, slot);
+
+	return a != NULL &&
+		(b == NULL || a->len != b->len || memcmp(a->key, b->key, a->len) != 0);
+}
+
 /*
  * Replace the keys every process uses by ring's (one writer at a time: the
  * caller holds the key ring directory's lock).  The file is written first:
@@ -351,10 +380,18 @@ TempKeyCipher(TempKeyCiphers *tc, int slot, const char *what)
 void
 ChangeDataKeys(const Keyring *ring)
 {
+	bool		replaced[2];
+
+	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
+		replaced[slot] = temp_slot_key_replaced(keyring, ring, slot);
 	pg_atomic_fetch_add_u32(&shared->key_version, 1);	/* odd: changing */
 	pg_write_barrier();
 	memcpy(keyring, ring, sizeof(Keyring));
 	pg_write_barrier();
+	/* before anyone can key a cipher with the new key (even version) */
+	for (int slot = PAGE_SLOT_A; slot <= PAGE_SLOT_B; slot++)
+		if (replaced[slot])
+			pg_atomic_fetch_add_u32(&shared->temp_epoch[slot], 1);
 	pg_atomic_fetch_add_u32(&shared->key_version, 1);
 }
 
@@ -460,6 +497,44 @@ TempWriteSlot(void)
 	uint32		gen = shared ? pg_atomic_read_u32(&shared->temp_generation) : 0;
 
 	return page_keys_slot(gen == 0 ? 1 : gen);
+}
+
+/*
+ * The key epoch of a temporary-file key slot: how often its key was
+ * replaced since the postmaster started.  Each temporary file, file set,
+ * spill file and scratch directory records the epoch of its slot when it
+ * begins, and is read only while the epoch is the same (CheckTempKeyEpoch).
+ * On a primary a slot's key is replaced only when no file can be under it
+ * (TempKeySwitchedSinceStart); a standby replays its primary's rotations,
+ * which may replace the key of a slot its own queries still use.
+ */
+uint32
+TempKeyEpoch(int slot)
+{
+	if (shared == NULL)
+		return 0;
+	return pg_atomic_read_u32(&shared->temp_epoch[slot == PAGE_SLOT_B ?
+												  PAGE_SLOT_B : PAGE_SLOT_A]);
+}
+
+/*
+ * A file begun under slot at epoch cannot be read any more once its key was
+ * replaced: XTS and CTR tell no wrong key from the right one, so it is an
+ * error, never its bytes decrypted under the new key.  A conflict with
+ * recovery, in effect: the statement may be run again.
+ */
+void
+CheckTempKeyEpoch(int slot, uint32 epoch, const char *what)
+{
+	if (likely(epoch == TempKeyEpoch(slot)))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("%s was written under a temporary-file key that has since been replaced",
+					what),
+			 errdetail("A rotation of the data keys replaced the key of temporary-file key slot %c while the file was in use; on a standby, replaying its primary's rotations does.",
+					   slot == PAGE_SLOT_B ? 'B' : 'A'),
+			 errhint("Run the statement again.")));
 }
 
 /*

@@ -88,7 +88,7 @@ typedef struct EncryptedTempFile
 	bool		shared;			/* in a file set: others may write it too */
 	off_t		size;			/* logical size (private files), or what is
 								 * written of it (write-behind) */
-	int			slot;			/* the temporary-file key's: PAGE_SLOT_A or B */
+	TempFileKey key;			/* the temporary-file key's slot and epoch */
 	bool		write_behind;	/* a scratch file: its last unit held back */
 	int			pending;		/* bytes held, logically at [size, size +
 								 * pending); then size % UNIT == 0 */
@@ -103,11 +103,15 @@ static TempKeyCiphers temp_key; /* the temporary-file key's slots */
 
 static off_t logical_size_on_disk(File file);
 
-/* The cipher of a key slot, keyed from the current key ring */
+/*
+ * The cipher of a file's key slot, keyed from the current key ring; an
+ * error if the slot's key was replaced since the file began (design 9.6)
+ */
 static XtsCipher *
-unit_cipher(int slot)
+unit_cipher(const EncryptedTempFile *f)
 {
-	return TempKeyCipher(&temp_key, slot, "temporary files")->xts;
+	CheckTempKeyEpoch(f->key.slot, f->key.epoch, "a temporary file");
+	return TempKeyCipher(&temp_key, f->key.slot, "temporary files")->xts;
 }
 
 static void flush_tail(File file, uint32 wait_event_info);
@@ -136,13 +140,13 @@ TempFileIsEncrypted(File file)
 }
 
 /*
- * Start serving "file" under the temporary-file key of "slot": its nonce
- * from "path" (the same in every process that opens it by that name),
- * shared when other processes may write it.
+ * Start serving "file" under the temporary-file key "key" (a slot at an
+ * epoch): its nonce from "path" (the same in every process that opens it by
+ * that name), shared when other processes may write it.
  */
 void
 RegisterEncryptedTempFileNamed(File file, const char *path, bool shared,
-							   int slot)
+							   TempFileKey key)
 {
 	if (file >= nfiles)
 	{
@@ -164,7 +168,7 @@ RegisterEncryptedTempFileNamed(File file, const char *path, bool shared,
 		if (i != file && files[i].in_use && files[i].pending > 0 &&
 			files[i].nonce == files[file].nonce)
 			flush_tail(i, 0);
-	files[file].slot = slot;
+	files[file].key = key;
 	files[file].shared = shared;
 	files[file].write_behind = false;
 	files[file].pending = 0;
@@ -176,46 +180,70 @@ RegisterEncryptedTempFileNamed(File file, const char *path, bool shared,
 /*
  * The rule of the files of a directory that other processes open by name
  * (a file set's; an extension's scratch directory): in clear, or under the
- * temporary-file key of slot A or B.  The rule must not change under them
- * when the cluster is encrypted or decrypted online or its temporary-file
- * key rotated (design 9.6, 9.7): while new files are not written under
- * slot A of an encrypted cluster, or encryption is changing, the first
- * process to register a file of the directory records the rule in a marker
- * file there (link(): one decides) and the others read it.  Without a
- * marker, slot A: the usual case, one stat().  The marker goes with the
- * directory.
+ * temporary-file key of slot A or B at the slot's key epoch.  The rule must
+ * not change under them when the cluster is encrypted or decrypted online
+ * or its temporary-file key rotated (design 9.6, 9.7): while new files are
+ * not written under slot A of an encrypted cluster at epoch 0, or
+ * encryption is changing, the first process to register a file of the
+ * directory records the rule in a marker file there (link(): one decides)
+ * and the others read it: a letter, then the epoch in decimal unless it is
+ * 0.  Without a marker, slot A at epoch 0: the usual case, one stat().  The
+ * marker goes with the directory.
  */
 #define FILESET_RULE_FILE	"pgcipher-rule"
 #define RULE_CLEAR			'c'
 #define RULE_SLOT_A			'e' /* what markers said before key slots */
 #define RULE_SLOT_B			'f'
 
+typedef struct DirRule
+{
+	char		rule;			/* RULE_* */
+	uint32		epoch;			/* the slot's key epoch */
+} DirRule;
+
 /* The rule of a file created now */
-static char
+static DirRule
 new_files_rule(void)
 {
+	DirRule		r = {RULE_CLEAR, 0};
+
 	if (!NewWritesEncrypted())
-		return RULE_CLEAR;
-	return TempWriteSlot() == PAGE_SLOT_B ? RULE_SLOT_B : RULE_SLOT_A;
+		return r;
+	r.rule = TempWriteSlot() == PAGE_SLOT_B ? RULE_SLOT_B : RULE_SLOT_A;
+	r.epoch = TempKeyEpoch(r.rule == RULE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A);
+	return r;
+}
+
+/* Whether a rule is the one a directory without a marker has */
+static bool
+rule_is_default(DirRule r)
+{
+	return r.rule == RULE_SLOT_A && r.epoch == 0;
 }
 
 /* The rule a marker file holds; false if there is none */
 static bool
-read_rule(const char *marker, char *rule)
+read_rule(const char *marker, DirRule *r)
 {
+	char		buf[16];
 	int			fd = open(marker, O_RDONLY | PG_BINARY, 0);
-	bool		ok;
+	ssize_t		n;
 
 	if (fd < 0)
 		return false;
-	ok = read(fd, rule, 1) == 1;
+	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	return ok;
+	if (n < 1)
+		return false;
+	buf[n] = '\0';
+	r->rule = buf[0];
+	r->epoch = (uint32) strtoul(buf + 1, NULL, 10);
+	return true;
 }
 
 /*
  * Whether the directory of "path" holds files other than it and the
- * markers: written, without a marker, under slot A
+ * markers: written, without a marker, under slot A at epoch 0
  */
 static bool
 others_without_marker(const char *dir, const char *path)
@@ -233,82 +261,102 @@ others_without_marker(const char *dir, const char *path)
 	return found;
 }
 
-static char
+static DirRule
 directory_rule(const char *path)
 {
 	char		marker[MAXPGPATH];
 	char		tmp[MAXPGPATH + 16];
+	char text[	16];
 	char	   *slash;
-	char		rule = new_files_rule();
+	DirRule		r = new_files_rule();
+	DirRule		usual = {RULE_SLOT_A, 0};
 	int			fd;
 
 	strlcpy(marker, path, sizeof(marker));
 	if ((slash = strrchr(marker, '/')) == NULL)
-		return rule;
+		return r;
 	strlcpy(slash + 1, FILESET_RULE_FILE, sizeof(marker) - (slash + 1 - marker));
-	if (!DataEncryptionChanging() && rule == RULE_SLOT_A)
+	if (!DataEncryptionChanging() && rule_is_default(r))
 	{
 		struct stat st;
 
 		/* a rotation that moved new files to slot B meanwhile decides below */
-		if (stat(marker, &st) != 0 && new_files_rule() == RULE_SLOT_A)
-			return RULE_SLOT_A;
+		if (stat(marker, &st) != 0 && rule_is_default(new_files_rule()))
+			return usual;
 	}
 	/* another process decided already: the usual case */
-	if (read_rule(marker, &rule))
-		return rule;
+	if (read_rule(marker, &r))
+		return r;
 
 	/*
-	 * Files there without a marker were written under slot A (the usual case
-	 * above), or their writers are about to read or link one (no file holds
-	 * data before its marker is read): slot A is right for both.  Not where
-	 * the server holds no data keys (a cluster not encrypted, where there is
-	 * no usual case): only the second.
+	 * Files there without a marker were written under slot A at epoch 0 (the
+	 * usual case above), or their writers are about to read or link one (no
+	 * file holds data before its marker is read): that rule is right for
+	 * both.  Not where the server holds no data keys (a cluster not
+	 * encrypted, where there is no usual case): only the second.
 	 */
 	*slash = '\0';
-	rule = (DataKeysLoaded() && others_without_marker(marker, path)) ?
-		RULE_SLOT_A : new_files_rule();
+	r = (DataKeysLoaded() && others_without_marker(marker, path)) ?
+		usual : new_files_rule();
 	*slash = '/';
+	if (r.epoch == 0)
+		snprintf(text, sizeof(text), "%c", r.rule);
+	else
+		snprintf(text, sizeof(text), "%c%u", r.rule, r.epoch);
 	/* written whole under a name of our own, then linked: one decides */
 	snprintf(tmp, sizeof(tmp), "%s.%d", marker, MyProcPid);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, pg_file_create_mode);
 	if (fd >= 0)
 	{
-		bool		ok = write(fd, &rule, 1) == 1;
+		bool		ok = write(fd, text, strlen(text)) == (ssize_t) strlen(text);
 
 		close(fd);
 		ok = ok && link(tmp, marker) == 0;
 		(void) unlink(tmp);
 		if (ok)
-			return rule;
+			return r;
 	}
-	if (!read_rule(marker, &rule))
+	if (!read_rule(marker, &r))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read file \"%s\": %m", marker)));
-	return rule;
+	return r;
+}
+
+/* The key of a rule that is not RULE_CLEAR */
+static TempFileKey
+rule_key(DirRule r)
+{
+	TempFileKey key;
+
+	key.slot = r.rule == RULE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A;
+	key.epoch = r.epoch;
+	return key;
 }
 
 void
 RegisterEncryptedTempFile(File file, const char *path)
 {
 	bool		shared = strstr(path, ".fileset/") != NULL;
-	char		rule = shared ? directory_rule(path) : new_files_rule();
+	DirRule		r = shared ? directory_rule(path) : new_files_rule();
 
-	if (rule == RULE_CLEAR)
+	if (r.rule == RULE_CLEAR)
 		return;
-	RegisterEncryptedTempFileNamed(file, path, shared,
-								   rule == RULE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A);
+	RegisterEncryptedTempFileNamed(file, path, shared, rule_key(r));
 }
 
 /*
- * scratchfile.c: the key slot of a scratch file, by its directory's rule
- * (the cluster is encrypted: scratchfile.c asks only then)
+ * scratchfile.c: the key of a scratch file, by its directory's rule (the
+ * cluster is encrypted: scratchfile.c asks only then)
  */
-int
-ScratchFileSlot(const char *path)
+TempFileKey
+ScratchFileKey(const char *path)
 {
-	return directory_rule(path) == RULE_SLOT_B ? PAGE_SLOT_B : PAGE_SLOT_A;
+	DirRule		r = directory_rule(path);
+
+	if (r.rule == RULE_CLEAR)
+		r.rule = RULE_SLOT_A;	/* as before: never clear once asked */
+	return rule_key(r);
 }
 
 /* scratchfile.c: hold a scratch file's last unit back, or not (a stream) */
@@ -414,7 +462,7 @@ crypt_region(bool encrypt, const EncryptedTempFile *f, off_t s, off_t a,
 	unsigned char tweak[16];
 	bool		ok = true;
 	uint64		nonce = f->nonce;
-	XtsCipher  *cipher = unit_cipher(f->slot);
+	XtsCipher  *cipher = unit_cipher(f);
 
 	if (s < 16)
 	{
@@ -532,8 +580,8 @@ tiny_length_block(unsigned char *block, const EncryptedTempFile *f, int len,
 	}
 	xts_sequential_tweaks(tweaks, f->nonce, TWEAK_TINY_LEN, 1);
 	if (!(encrypt ?
-		  xts_encrypt(unit_cipher(f->slot), tweaks, block, block, 16) :
-		  xts_decrypt(unit_cipher(f->slot), tweaks, block, block, 16)))
+		  xts_encrypt(unit_cipher(f), tweaks, block, block, 16) :
+		  xts_decrypt(unit_cipher(f), tweaks, block, block, 16)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 encrypt ? errmsg("could not encrypt a temporary file") :

@@ -8,8 +8,11 @@
 # held across two rotations reads back, and the second rotation keeps the
 # key (it says so).  pg_stat_statements' texts move at the next start,
 # their dump read under the key it was written with.  After a restart the
-# next rotation draws a new key into the old slot.  No marker in any
-# temporary file on disk; an unencrypted control finds them.
+# next rotation draws a new key into the old slot.  A standby, which
+# replays every rotation without a restart of its own, refuses to read a
+# held cursor's file once its slot's key was replaced (never its bytes under
+# the new key), and keeps its pg_stat_statements texts readable.  No marker
+# in any temporary file on disk; an unencrypted control finds them.
 use strict;
 use warnings FATAL => 'all';
 use FindBin;
@@ -74,6 +77,22 @@ SELECT pg_create_logical_replication_slot('spill', 'test_decoding');
 ));
 my $expected = $node->safe_psql('postgres',
 	'SELECT md5(string_agg(v, \',\' ORDER BY v DESC)) FROM t');
+
+# a standby that stays up through every rotation and restart of its primary
+$node->backup('before');
+my $standby = PostgreSQL::Test::Cluster->new('temp_keys_standby');
+$standby->init_from_backup($node, 'before', has_streaming => 1);
+$standby->start;
+$node->wait_for_replay_catchup($standby);
+my $standby_query = "SELECT count(*) FROM t WHERE v LIKE '%standby_text%'";
+$standby->safe_psql('postgres', $standby_query);
+my $standby_held = $standby->background_psql('postgres', on_error_stop => 0);
+$standby_held->query_safe(
+	"SET work_mem = '64kB'; BEGIN; DECLARE s CURSOR WITH HOLD FOR SELECT v FROM t ORDER BY id; COMMIT"
+);
+is( $standby_held->query_safe('FETCH 2 FROM s'),
+	"PGCT_row_${run}1\nPGCT_row_${run}2",
+	'a held cursor on the standby reads its temporary file');
 my $sort = "SET work_mem = '64kB'; SET max_parallel_workers_per_gather = 0; "
   . "SELECT md5(string_agg(v, ',' ORDER BY v DESC)) FROM t";
 my $hash_join =
@@ -109,6 +128,10 @@ command_like(
 is( $held->query_safe('FETCH 2 FROM c'),
 	"PGCT_row_${run}3\nPGCT_row_${run}4",
 	'the held cursor reads on under the key it began with');
+$node->wait_for_replay_catchup($standby);
+is( $standby_held->query_safe('FETCH 2 FROM s'),
+	"PGCT_row_${run}3\nPGCT_row_${run}4",
+	"the standby's held cursor reads on after the first rotation");
 is($node->safe_psql('postgres', $sort),
 	$expected, 'a sort spills to temporary files under the new key');
 is($node->safe_psql('postgres', $hash_join),
@@ -184,6 +207,28 @@ is($node->safe_psql('postgres', $sort),
 	$expected, 'sorts spill under generation 3');
 is($node->safe_psql('postgres', $hash_join),
 	'30000', 'parallel hash joins under generation 3');
+
+# the standby replayed a new key into slot A, the one its held cursor's
+# file is under: an error that says so, not the file's bytes under the
+# new key
+$node->wait_for_replay_catchup($standby);
+$standby_held->{stderr} = '';
+$standby_held->query('FETCH ALL FROM s');
+like(
+	$standby_held->{stderr},
+	qr/ERROR:  a temporary file was written under a temporary-file key that has since been replaced/,
+	"the standby's held cursor is refused once its key was replaced");
+$standby_held->quit;
+is($standby->safe_psql('postgres', $sort),
+	$expected, 'new sorts on the standby spill under the new key');
+like(
+	$standby->safe_psql(
+		'postgres',
+		"SELECT string_agg(query, ' | ') FROM pg_stat_statements WHERE query LIKE '%FROM t WHERE v LIKE%'"
+	),
+	qr/^SELECT count\(\*\) FROM t WHERE v LIKE \$1$/,
+	"the standby's pg_stat_statements texts stay readable");
+$standby->stop;
 $node->restart;
 like(
 	pgss_texts(),
