@@ -3,6 +3,8 @@
 # programs), the pgcipher_columns extension installed into it, and the
 # client-side key tool pgcipher-keys, the wire proxy pgcipher-proxy and the
 # KMS key command pgcipher-kms.
+#
+# Usage: build.sh [--for-tests]   (./pgcipher build [--for-tests])
 set -euo pipefail
 umask 022	# install trees readable by every user: see server/build.sh
 top=${PGCIPHER_TOP:?}
@@ -22,3 +24,13 @@ go=$("$top/scripts/go.sh" path)
 # the wire proxy; pg_query_go compiles PostgreSQL's parser with cgo the
 # first time (minutes), then Go's build cache keeps it like ccache
 (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-proxy" ./cmd/pgcipher-proxy)
+
+# --for-tests: also what the suites build before they need it, the stock
+# baseline of the same source (scripts/test.sh's build_stock) and Citus
+# against both (test/citus/run.sh; bench's citus scenario): .ci/run builds
+# 18's so beside the 17 leg's suites, which mostly wait on servers
+if [ "${1:-}" = --for-tests ]; then
+    "$top/server/build.sh" "$build" --stock
+    "$top/test/citus/run.sh" build
+    "$top/test/citus/run.sh" build-stock
+fi
