@@ -225,10 +225,15 @@ func (s *session) run(params map[string]string) (metrics.End, error) {
 // server will skip the message (its batch has failed).
 func (s *session) push(a answer) bool { return s.q.push(a) }
 
-// sendServer writes a message to the server: as the client sent it when
-// it is the client's message, unchanged.
-func (s *session) sendServer(m pgproto3.FrontendMessage) {
-	if m == s.fromClient && s.clientRaw != nil {
+// sendServer writes a message of the proxy's own to the server.
+func (s *session) sendServer(m pgproto3.FrontendMessage) { s.upW.send(m) }
+
+// forward writes the client's message m on to the server: the bytes as
+// the client sent them, unless changed says that the proxy altered m
+// (then encoded again).  A message other than the one being handled is
+// always encoded.
+func (s *session) forward(m pgproto3.FrontendMessage, changed bool) {
+	if !changed && m == s.fromClient && s.clientRaw != nil {
 		s.upW.raw(s.clientRaw)
 		return
 	}
@@ -416,7 +421,7 @@ func (s *session) clientLoop() error {
 					// the client waits for what it sent so far
 					// (asyncpg: Parse, Describe, Flush): the failing
 					// message of the refusal must be answered
-					s.sendServer(m)
+					s.forward(m, false)
 				}
 				s.fromClient, s.clientRaw = nil, nil
 				if err := s.flushIfIdle(); err != nil {
@@ -465,7 +470,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			e.portal = p
 		}
 		s.push(e)
-		s.sendServer(m)
+		s.forward(m, false)
 	case *pgproto3.Execute:
 		s.inBatch = true
 		p := s.portals[m.Portal]
@@ -482,12 +487,13 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			}
 			return err
 		}
+		changed := false
 		if p != nil && p.st.plan.Compute != nil && p.st.plan.Compute.Buffered() {
 			// the proxy sorts and limits: the server's rows are all needed
-			m = &pgproto3.Execute{Portal: m.Portal}
+			m, changed = &pgproto3.Execute{Portal: m.Portal}, true
 		}
 		s.push(&executeAnswer{portal: p, stat: t})
-		s.sendServer(m)
+		s.forward(m, changed)
 	case *pgproto3.Close:
 		s.inBatch = true
 		if m.ObjectType == 'S' {
@@ -496,14 +502,14 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			delete(s.portals, m.Name)
 		}
 		s.push(&completeAnswer{})
-		s.sendServer(m)
+		s.forward(m, false)
 	case *pgproto3.Sync:
 		s.inBatch = false
 		s.push(&syncAnswer{})
-		s.sendServer(m)
+		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.Flush:
-		s.sendServer(m)
+		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.CopyData:
 		if s.copyIn != nil {
@@ -512,7 +518,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if s.dropCopy {
 			return nil // data of a refused COPY: never sent
 		}
-		s.sendServer(m)
+		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.CopyDone:
 		if s.copyIn != nil {
@@ -523,21 +529,21 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if s.dropCopy {
 			return nil
 		}
-		s.sendServer(m)
+		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.CopyFail:
 		if s.copyIn == nil && s.dropCopy {
 			return nil
 		}
 		s.copyIn = nil
-		s.sendServer(m)
+		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.FunctionCall:
 		s.push(&queryAnswer{plan: &rewrite.Plan{}, stat: s.newStat(metrics.Passed, "", "", time.Now())})
-		s.sendServer(m)
+		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.Terminate:
-		s.sendServer(m)
+		s.forward(m, false)
 		s.flushServer()
 		return errTerminated
 	default:
@@ -644,7 +650,7 @@ func (s *session) query(m *pgproto3.Query) error {
 	}
 	s.push(e)
 	if p.SQL == m.String {
-		s.sendServer(m)
+		s.forward(m, false)
 	} else {
 		s.sendServer(&pgproto3.Query{String: p.SQL})
 	}
@@ -757,12 +763,13 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.changed()
 		s.ddlPending.Store(true)
 	}
+	changed := false // m altered: relayed encoded again
 	if st != nil && st.plan.Hidden > 0 && len(m.ResultFormatCodes) > 1 {
 		// the client formats the fields it sees; the hidden ones come as text
 		for i := 0; i < st.plan.Hidden; i++ {
 			m.ResultFormatCodes = append(m.ResultFormatCodes, 0)
-			s.clientRaw = nil // changed: encoded again
 		}
+		changed = true
 	}
 	if st != nil && st.plan.Update != nil {
 		return s.bindUpdate(st, m)
@@ -770,7 +777,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	clientFormats := append([]int16(nil), m.ResultFormatCodes...)
 	if st != nil && st.plan.Compute != nil {
 		m.ResultFormatCodes, _ = computeFormats(st.plan.Compute, m.ResultFormatCodes, true)
-		s.clientRaw = nil
+		changed = true
 	}
 	var params []compute.Value // what computed outputs read
 	var lim limits             // LIMIT and OFFSET the proxy applies
@@ -792,7 +799,8 @@ func (s *session) bind(m *pgproto3.Bind) error {
 			s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, params: params, limits: lim}
 		}
 		s.push(&completeAnswer{})
-		s.sendServer(withoutUnsent(st, m))
+		sent := withoutUnsent(st, m)
+		s.forward(sent, changed || sent != m)
 		return nil
 	}
 	out, patterns, err := encryptParams(st, m)
