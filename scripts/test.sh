@@ -7,7 +7,7 @@
 # what it tests, indented.  LANE 1 runs in line; LANE 2, suites that mostly
 # wait (pgBackRest's and Barman's archive polls and timeouts, the KMS
 # servers' start-ups, the drivers' timeouts and sleeps, apt and dpkg in the
-# packages suite's root), runs in the
+# packages suite's root, Citus's nodes waiting on each other), runs in the
 # background beside lane 1 from just after install-modes (the last suite
 # that installs the server again) and reports at the end; they share
 # nothing with the rest but the installed tree and the ports (every
@@ -76,7 +76,8 @@ encryption-tap | 1 | 17 18 | tap src/test/encryption "" '/0(08|11|12)_'
     rotation of the page key under pgbench, paused, resumed, with kill -9 at
     every step, every page's key mark read back (014), the WAL key's rotation
     (015), the temporary-file key's, a cursor's file held across two rotations
-    and restarts (018), a running cluster encrypted online under pgbench with a
+    and restarts, and on a standby refused once its key was replaced (018), a
+    running cluster encrypted online under pgbench with a
     standby, a backup taken half-way, a point-in-time recovery to a point
     half-way, pg_rewind, a logical subscriber and kill -9 at every step (016),
     and decrypted online the same way (017), known outputs of every cipher use
@@ -209,20 +210,6 @@ packages | 2 | 18 | "$top/test/packages/run.sh"
     shell block of docs/operations.md there, against a real OpenBao and PyKMIP
     server; pg_config --configure and pg_available_extensions as Debian's own
     packages.  In the second lane: apt, dpkg and mmdebstrap mostly wait
-citus | 1 | 18 | "$top/test/citus/run.sh" tap
-    test/citus: Citus 14.0.1 (scripts/vendor.tsv; skipped where it cannot be
-    had) built unchanged with pg_config's compiler; an aes-256 node holding its
-    own shards answers as without Citus; a coordinator and two aes-256 workers
-    over TLS (verify-full): markers through distributed, reference and columnar
-    tables, 2PC, rebalance, shard move, intermediate results and spills, absent
-    from every node and found on an unencrypted control cluster; encrypted
-    columns distributed by an EQ column, through the proxy: router queries, co-
-    located joins, ORD ranges, MATCH, SUM/AVG, COPY, both protocols, the same
-    answers as a plaintext twin, no marker sent
-citus-regress | 1 | 18 | "$top/test/citus/run.sh" regress
-    Citus's own schedules (minimal, base, columnar, the first part of multi) on
-    aes-256 and on unencrypted nodes: every test ends the same way on both, each
-    failure explained in test/citus/regress-expected-failures
 pgbackrest | 2 | 18 | "$top/test/tools/run.sh" pgbackrest
     test/tools: pgBackRest 2.59.1 (scripts/vendor.tsv; skipped where it cannot
     be had) with archive-async, archive-header-check and checksum-page on:
@@ -255,6 +242,20 @@ proxy-drivers | 2 | 18 | "$top/proxy/test/drivers/run.sh"
     directly and through the proxy (TLS to the server with sslmode=prefer, the
     server's certificate on the proxy, SCRAM with channel binding), the same
     result test by test
+citus | 2 | 18 | "$top/test/citus/run.sh" tap
+    test/citus: Citus 14.0.1 (scripts/vendor.tsv; skipped where it cannot be
+    had) built unchanged with pg_config's compiler; an aes-256 node holding its
+    own shards answers as without Citus; a coordinator and two aes-256 workers
+    over TLS (verify-full): markers through distributed, reference and columnar
+    tables, 2PC, rebalance, shard move, intermediate results and spills, absent
+    from every node and found on an unencrypted control cluster; encrypted
+    columns distributed by an EQ column, through the proxy: router queries, co-
+    located joins, ORD ranges, MATCH, SUM/AVG, COPY, both protocols, the same
+    answers as a plaintext twin, no marker sent
+citus-regress | 2 | 18 | "$top/test/citus/run.sh" regress
+    Citus's own schedules (minimal, base, columnar, the first part of multi) on
+    aes-256 and on unencrypted nodes: every test ends the same way on both, each
+    failure explained in test/citus/regress-expected-failures
 TABLE
 )
 # suite_rows: NAME|LANE|MAJORS|COMMAND per suite, in order

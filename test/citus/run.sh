@@ -75,6 +75,11 @@ build_citus() {
     # citus.enable_statistics_collection is off unless a packager defines
     # ENABLE_CITUS_STATISTICS_COLLECTION.
     local options=(PG_CONFIG="$prefix/bin/pg_config" --with-libcurl)
+    # one build at a time: bench's citus scenario and the citus suites
+    # (which run beside it, in the second lane of scripts/test.sh) both
+    # call it; the lock goes with the process
+    exec {lock}>"$build/citus-build.lock"
+    flock "$lock"
     stamp=$( (cat "$prefix/.pgcipher-major" "$prefix/bin/pg_config"; echo "${options[*]}") | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$src/.pgcipher-citus" 2>/dev/null)" != "$stamp" ]; then
         echo "citus: building Citus $CITUS_VERSION against $prefix (pg_config --cc: $(pg_config --cc))"
@@ -86,8 +91,18 @@ build_citus() {
             || { grep -E 'error|Error' "$citus_dir/make.log" | head -30 >&2; return 1; }
         echo "$stamp" > "$src/.pgcipher-citus"
     fi
+    # installed already, by this build: not again, since servers of the
+    # other lane may be loading it
+    if [ "$(cat "$citus_dir/.installed" 2>/dev/null)" = "$stamp" ] &&
+        cmp -s "$src/src/backend/distributed/citus.so" "$(pg_config --pkglibdir)/citus.so"; then
+        echo "citus: Citus $CITUS_VERSION is installed into $prefix"
+        flock -u "$lock"
+        return 0
+    fi
     make -C "$src" -s install > "$citus_dir/install.log" 2>&1 \
         || { tail -20 "$citus_dir/install.log" >&2; return 1; }
+    echo "$stamp" > "$citus_dir/.installed"
+    flock -u "$lock"
     echo "citus: Citus $CITUS_VERSION installed into $prefix"
 }
 
