@@ -65,6 +65,19 @@ header_key(const unsigned char *header, TempFileKey *key)
 	return true;
 }
 
+/*
+ * A file whose slot's key was replaced since it began is an error: the
+ * header holds the epoch's low 16 bits, which must be the current epoch's
+ */
+static void
+check_header_epoch(TempFileKey key)
+{
+	uint32		now = TempKeyEpoch(key.slot);
+
+	CheckTempKeyEpoch(key.slot, (now & ~(uint32) 0xFFFF) | key.epoch,
+					  "a logical decoding spill file");
+}
+
 /* The magic string of a new file under the slot new files use now */
 static void
 new_header_magic(unsigned char *header)
@@ -97,9 +110,7 @@ spill_crypt(const unsigned char *header, off_t offset, const char *in,
 	TempFileKey key;
 
 	(void) header_key(header, &key);
-	/* a slot whose key was replaced since the file began: an error */
-	CheckTempKeyEpoch(key.slot, (TempKeyEpoch(key.slot) & ~(uint32) 0xFFFF) | key.epoch,
-					  "a logical decoding spill file");
+	check_header_epoch(key);
 	memcpy(&nonce, header + 8, sizeof(nonce));
 	if (!ctr_crypt_at(TempKeyCipher(&spill_key, key.slot,
 									"logical decoding spill files")->ctr, pg_ntoh64(nonce),
