@@ -74,6 +74,7 @@ type Metrics struct {
 	serverIn    prometheus.Counter
 	serverOut   prometheus.Counter
 	reloads     *prometheus.CounterVec
+	poolWait    prometheus.Histogram // transaction mode: Pools
 }
 
 // New makes the collectors and registers them, with the Go runtime's and
@@ -211,4 +212,59 @@ func (c *countedConn) Write(p []byte) (int, error) {
 		c.out.Add(float64(n))
 	}
 	return n, err
+}
+
+// PoolState is one pool's state in transaction mode.
+type PoolState struct {
+	Database, User                string
+	ClientsActive, ClientsWaiting int
+	ServersActive, ServersIdle    int
+}
+
+// poolCollector reports the pools' states when the metrics are read.
+type poolCollector struct {
+	states                                       func() []PoolState
+	clients, waiting, serversActive, serversIdle *prometheus.Desc
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.clients
+	ch <- c.waiting
+	ch <- c.serversActive
+	ch <- c.serversIdle
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.states() {
+		ch <- prometheus.MustNewConstMetric(c.clients, prometheus.GaugeValue, float64(p.ClientsActive), p.Database, p.User)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(p.ClientsWaiting), p.Database, p.User)
+		ch <- prometheus.MustNewConstMetric(c.serversActive, prometheus.GaugeValue, float64(p.ServersActive), p.Database, p.User)
+		ch <- prometheus.MustNewConstMetric(c.serversIdle, prometheus.GaugeValue, float64(p.ServersIdle), p.Database, p.User)
+	}
+}
+
+// Pools registers the pools' gauges (transaction mode): clients
+// connected and waiting for a server connection, server connections
+// attached and idle, per database and user; and the wait histogram.
+func (m *Metrics) Pools(states func() []PoolState) {
+	if m == nil {
+		return
+	}
+	const ns = "pgcipher_proxy"
+	labels := []string{"database", "user"}
+	m.reg.MustRegister(&poolCollector{states: states,
+		clients:       prometheus.NewDesc(ns+"_pool_clients", "Clients connected, per pool (transaction mode).", labels, nil),
+		waiting:       prometheus.NewDesc(ns+"_pool_clients_waiting", "Clients waiting for a server connection, per pool.", labels, nil),
+		serversActive: prometheus.NewDesc(ns+"_pool_servers_active", "Server connections serving a client's transaction, per pool.", labels, nil),
+		serversIdle:   prometheus.NewDesc(ns+"_pool_servers_idle", "Server connections idle in the pool, per pool.", labels, nil)})
+	m.poolWait = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "pool_wait_seconds",
+		Help: "How long clients waited for a server connection when none was idle (transaction mode).", Buckets: durationBuckets})
+	m.reg.MustRegister(m.poolWait)
+}
+
+// PoolWait counts a client's wait for a server connection.
+func (m *Metrics) PoolWait(d time.Duration) {
+	if m != nil && m.poolWait != nil {
+		m.poolWait.Observe(d.Seconds())
+	}
 }

@@ -40,6 +40,9 @@ type (
 		rowsResult
 		copyOut *copyStream
 		stat    *stat
+		// set: a session-level SET to record once it has run
+		// (transaction mode)
+		set *rewrite.SessionEffect
 	}
 
 	// completeAnswer: ParseComplete, BindComplete or CloseComplete.

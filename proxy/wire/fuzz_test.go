@@ -144,7 +144,7 @@ func runSessionWith(t *testing.T, cat *catalog.Catalog, keys *catalog.Keys, reje
 	srv.catalogs.put("fuzz", cat, s.catGen)
 	// as run() does: the connection ends when either loop ends
 	clientDone, relayDone := make(chan struct{}), make(chan struct{})
-	go func() { s.relay(); close(relayDone) }()
+	go func() { s.relay(s.up); close(relayDone) }()
 	go func() { s.clientLoop(); s.q.close(); close(clientDone) }()
 	answered := make(chan struct{})
 	go func() { // the client reads whatever comes back

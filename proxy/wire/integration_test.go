@@ -266,15 +266,23 @@ func sqlstate(err error) string {
 // no marker of the encrypted table reached the server while every marker
 // of the plaintext one did.
 func TestCorpus(t *testing.T) {
+	corpusRun(t, wire.PoolConfig{}, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeDescribeExec)
+}
+
+// corpusRun runs the corpus through proxies pooling as pool says, in
+// each of modes.
+func corpusRun(t *testing.T, pool wire.PoolConfig, modes ...pgx.QueryExecMode) {
 	e := setup(t)
 	ctx := context.Background()
 	encRec, plainRec := &syncBuffer{}, &syncBuffer{}
-	encConn, err := pgx.Connect(ctx, e.startProxy(t, encRec))
+	encInfo, _ := e.serve(t, wire.Config{Record: encRec, Pool: pool})
+	plainInfo, _ := e.serve(t, wire.Config{Record: plainRec, Pool: pool})
+	encConn, err := pgx.Connect(ctx, encInfo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer encConn.Close(ctx)
-	plainConn, err := pgx.Connect(ctx, e.startProxy(t, plainRec))
+	plainConn, err := pgx.Connect(ctx, plainInfo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +299,7 @@ func TestCorpus(t *testing.T) {
 		t.Fatalf("corpus has %d statements, want at least 150", len(corpus))
 	}
 	refused, same := 0, 0
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeDescribeExec} {
+	for _, mode := range modes {
 		for _, c := range corpus {
 			encSQL := strings.ReplaceAll(c.sql, "{t}", "enc_c")
 			plainSQL := strings.ReplaceAll(c.sql, "{t}", "plain_c")
@@ -321,7 +329,7 @@ func TestCorpus(t *testing.T) {
 			same++
 		}
 	}
-	t.Logf("corpus: %d statements × 2 protocols: %d answered as on plaintext, %d refused", len(corpus), same, refused)
+	t.Logf("corpus: %d statements × %d protocols: %d answered as on plaintext, %d refused", len(corpus), len(modes), same, refused)
 
 	// the capture: markers written to the encrypted table never reached
 	// the server; the control table's did, so the scan can fail

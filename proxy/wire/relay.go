@@ -6,6 +6,7 @@ package wire
 import (
 	"bytes"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -30,22 +31,48 @@ type serverMsg struct {
 	m   pgproto3.BackendMessage
 }
 
-func (s *session) relay() error {
-	defer close(s.relayEnded) // the client loop may wait for a lock's rows
+// relayFor runs the relay on the server connection up reads.  In
+// transaction mode it returns when the connection goes back to its pool;
+// otherwise the session is over.
+func (s *session) relayFor(up *frameReader) {
+	err := s.relay(up)
+	if err == errReleased {
+		return
+	}
+	close(s.relayEnded) // the client loop may wait for a lock's rows
+	s.relayErr <- err
+	// the session is over: wake the client loop if it waits for the
+	// client (a deadline, not a close: the client may still get the
+	// server's last error)
+	if s.clientSock != nil {
+		s.clientSock.SetReadDeadline(time.Now())
+	}
+}
+
+func (s *session) relay(up *frameReader) error {
 	var cur answer
 	for {
-		typ, raw, err := s.up.next()
+		typ, raw, err := up.next()
 		if err != nil {
 			return err
 		}
 		s.clientMu.Lock()
 		cur, err = s.relayOne(cur, typ, raw)
-		if err == nil && s.up.buffered() == 0 {
+		if err == nil && s.preludeFailed != nil {
+			s.clW.send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: s.preludeFailed.Code,
+				Message: "pgcipher-proxy: cannot restore this session's settings on a pooled connection: " + s.preludeFailed.Message})
+			err = &errPrelude{msg: s.preludeFailed.Message}
+			s.clW.flush()
+		}
+		if err == nil && up.buffered() == 0 {
 			err = s.clW.flush()
 		}
 		s.clientMu.Unlock()
 		if err != nil {
 			return err
+		}
+		if s.pooled != nil && typ == 'Z' && raw[5] == 'I' && cur == nil && up.buffered() == 0 && s.release() {
+			return errReleased
 		}
 	}
 }
@@ -123,6 +150,7 @@ func (e relayError) Error() string { return string(e) }
 
 const (
 	errClientGone = relayError("wire: the client loop has ended")
+	errReleased   = relayError("wire: the server connection went back to its pool")
 	errSkipped    = relayError("wire: skipped after an error")
 )
 
@@ -134,6 +162,16 @@ func errorFrom(r *rewrite.Refusal) *pgproto3.ErrorResponse {
 // process handles message m for answer a; it returns whether a is
 // complete and the answer now current.
 func (s *session) process(a answer, m pgproto3.BackendMessage) (bool, answer) {
+	if _, ok := a.(*preludeAnswer); ok {
+		switch m := m.(type) {
+		case *pgproto3.ErrorResponse:
+			s.preludeFailed = m
+		case *pgproto3.ReadyForQuery:
+			s.txStatus.Store(uint32(m.TxStatus))
+			return true, nil
+		}
+		return false, a
+	}
 	r := resultOf(a)
 	if er, ok := m.(*pgproto3.ErrorResponse); ok {
 		t := statOf(a)
@@ -231,6 +269,9 @@ func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 			e.rows = nil
 		}
 		e.copyOut = nil
+		if e.set != nil {
+			s.recordSet(e.set, e.plan.SQL)
+		}
 		s.send(m)
 	case *pgproto3.CopyOutResponse:
 		if e.plan.Copy != nil && !e.plan.Copy.From {
@@ -313,6 +354,9 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	case *pgproto3.CommandComplete:
 		if e.rows != nil {
 			m = e.rows.complete(m)
+		}
+		if e.portal != nil && e.portal.st.set != nil {
+			s.recordSet(e.portal.st.set, e.portal.st.plan.SQL)
 		}
 		s.send(m)
 		return true

@@ -117,11 +117,14 @@ func (s *session) runUpdate(r *rmw) (failed bool, err error) {
 		return true, err
 	}
 	var res lockResult
+	s.unlockPool() // the relay may need it while the client loop waits
 	select {
 	case res = <-done:
 	case <-s.relayEnded:
+		s.lockPool()
 		return true, errClientGone
 	}
+	s.lockPool()
 	if res.err != nil {
 		return true, nil // the client has the server's error
 	}

@@ -61,6 +61,10 @@ type Config struct {
 	Log *slog.Logger
 	// Metrics, if set, counts connections, statements, errors and bytes.
 	Metrics *metrics.Metrics
+	// Pool: session mode (the default) or transaction mode, and how
+	// transaction mode pools (pool.go); AuthUsers: the auth file's users.
+	Pool      PoolConfig
+	AuthUsers map[string]string
 }
 
 // Server accepts client connections and proxies them.
@@ -85,6 +89,18 @@ type Server struct {
 	conns     map[*clientConn]bool
 	draining  atomic.Bool
 	drained   chan struct{} // closed when the last connection ends after Shutdown
+
+	// transaction mode: the pools, their settings (SetPool replaces
+	// them), the auth file's users, and the cancel keys the proxy gave
+	// its clients
+	poolCfg   atomic.Pointer[PoolConfig]
+	poolsMu   sync.Mutex
+	pools     map[poolKey]*pool
+	authUsers atomic.Pointer[authUsers]
+	clients   atomic.Int64
+	cancelMu  sync.Mutex
+	cancels   map[uint32]*session
+	stopPools chan struct{}
 }
 
 // NewServer checks cfg.
@@ -109,8 +125,35 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.catalogUser, _ = namesUserAndDB(catStr)
 	s.catalogConns = &catalogConns{srv: s, conns: map[string]*catalogConn{}, sessions: map[string]int{}}
+	if cfg.Pool.Mode == "" {
+		cfg.Pool.Mode = SessionMode
+	}
+	if cfg.Pool.Mode != SessionMode && cfg.Pool.Mode != TransactionMode {
+		return nil, fmt.Errorf("wire: pool mode %q (session or transaction)", cfg.Pool.Mode)
+	}
+	s.SetPool(cfg.Pool)
+	s.SetAuthFile(cfg.AuthUsers)
+	s.pools, s.cancels = map[poolKey]*pool{}, map[uint32]*session{}
+	if cfg.Pool.Mode == TransactionMode {
+		s.stopPools = make(chan struct{})
+		go s.maintain(s.stopPools)
+		s.metrics.Pools(s.Pools)
+	}
 	return s, nil
 }
+
+// SetPool replaces the pool settings (SIGHUP); the mode stays.
+func (s *Server) SetPool(c PoolConfig) {
+	if old := s.poolCfg.Load(); old != nil {
+		c.Mode = old.Mode
+	}
+	s.poolCfg.Store(&c)
+}
+
+// PoolConfig returns the pool settings in force.
+func (s *Server) PoolConfig() PoolConfig { return *s.poolCfg.Load() }
+
+func (s *Server) pooling() bool { return s.poolCfg.Load().Mode == TransactionMode }
 
 var (
 	userKey = regexp.MustCompile(`(^|\s)user\s*=`)
@@ -132,7 +175,14 @@ func namesUserAndDB(s string) (bool, bool) {
 
 // Close closes the proxy's catalog connections (client connections end
 // with their clients, or with Shutdown).
-func (s *Server) Close() { s.catalogConns.closeAll() }
+func (s *Server) Close() {
+	s.catalogConns.closeAll()
+	if s.stopPools != nil {
+		close(s.stopPools)
+		s.stopPools = nil
+	}
+	s.closePools()
+}
 
 // Reload marks every cached catalog stale (SIGHUP).
 func (s *Server) Reload() { s.catalogs.invalidateAll() }
@@ -178,7 +228,12 @@ func (s *Server) handle(c net.Conn) {
 		// the session runs here, once the startup's deeper stack is
 		// gone: an idle session's goroutine stays small (design 15.11)
 		end, err = sess.run(params)
-		sess.serverSock.Close()
+		if sess.pooled != nil {
+			sess.detachAtEnd()
+			s.endPooled(sess)
+		} else {
+			sess.serverSock.Close()
+		}
 	}
 	c.Close()
 	s.ended(cc, end, err)
@@ -304,6 +359,9 @@ func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.E
 		}
 	}
 	cc.user, cc.db = params["user"], params["database"]
+	if s.pooling() {
+		return s.startupPooled(cc, b, client, c, startup.ProtocolVersion, params, certUser)
+	}
 	var cert *tls.Certificate
 	if certUser != "" && certUser == params["user"] && ts.upstreamCerts != "" {
 		var err error
@@ -698,6 +756,13 @@ func (a *auth) clientReply(b *pgproto3.Backend) (pgproto3.FrontendMessage, error
 // waits for it to, so that the cancel cannot hit the client's next
 // statement.
 func (s *Server) cancel(m *pgproto3.CancelRequest) error {
+	if s.pooling() {
+		// the key the proxy gave its client: the backend that runs the
+		// client's transaction now, if any, is cancelled
+		if m = s.pooledCancel(m); m == nil {
+			return nil
+		}
+	}
 	c, err := s.dial(nil, false)
 	if err != nil {
 		return err

@@ -203,8 +203,10 @@ func (s *session) closeIfIdle() bool {
 func (s *session) endIdle() {
 	s.closedByShutdown.Store(true)
 	s.tellClient(shutdownError())
-	s.upW.send(&pgproto3.Terminate{})
-	s.upW.flush()
+	if s.pooled == nil {
+		s.upW.send(&pgproto3.Terminate{})
+		s.upW.flush()
+	}
 	s.closeSockets()
 }
 
@@ -232,7 +234,14 @@ func (s *session) tellClient(m pgproto3.BackendMessage) {
 
 func (s *session) closeSockets() {
 	s.clientSock.Close()
-	s.serverSock.Close()
+	if s.serverSock != nil {
+		s.serverSock.Close()
+	}
+	if s.pooled != nil {
+		if sc := s.pooled.cur.Load(); sc != nil {
+			sc.sock.Close() // its transaction is rolled back
+		}
+	}
 }
 
 // clientGone: an error that says the client (or the server, for the

@@ -68,6 +68,14 @@ type stmt struct {
 	// Describe the proxy adds after each Parse (nil: no rows)
 	desc  *pgproto3.RowDescription
 	shape *shape // how to treat the fields of desc (the relay's)
+	// srvName: the server's name for it (the client's, except in
+	// transaction mode: pooled.go); srvOIDs, key: its parameter types
+	// as the server got them, and its key on pooled connections
+	srvName string
+	srvOIDs []uint32
+	key     string
+	// set: a session-level SET, recorded once it has run (transaction mode)
+	set *rewrite.SessionEffect
 }
 
 // portal is a bound statement.
@@ -150,12 +158,20 @@ type session struct {
 	wake             chan struct{}
 	ended            chan struct{}
 	closedByShutdown atomic.Bool
-	// the sockets, to close at shutdown (nil in tests without them)
+	// the sockets, to close at shutdown (nil in tests without them, and
+	// serverSock in transaction mode)
 	clientSock net.Conn
 	serverSock net.Conn
+	// pooled: transaction mode (pooled.go); nil in session mode
+	pooled *pooledSession
+	// preludeFailed: the server refused to restore the session's settings
+	preludeFailed *pgproto3.ErrorResponse
 }
 
 func newSession(srv *Server, client, server *conns, db, user string) *session {
+	if server == nil {
+		server = &conns{} // transaction mode: a pooled connection per transaction
+	}
 	s := &session{srv: srv, db: db, user: user,
 		cl: newFrameReader(client.r), clW: newFrameWriter(client.w),
 		up: newFrameReader(server.r), upW: newFrameWriter(server.w),
@@ -189,15 +205,9 @@ func (s *session) run(params map[string]string) (metrics.End, error) {
 		s.clW.flush()
 		return metrics.CatalogFailed, err
 	}
-	go func() {
-		s.relayErr <- s.relay()
-		// the session is over: wake the client loop if it waits for
-		// the client (a deadline, not a close: the client may still get
-		// the server's last error)
-		if s.clientSock != nil {
-			s.clientSock.SetReadDeadline(time.Now())
-		}
-	}()
+	if s.pooled == nil {
+		go s.relayFor(s.up)
+	}
 	// the ReadyForQuery that ended authentication; nothing is pending,
 	// so only the relay's asynchronous messages can race with it
 	s.clientMu.Lock()
@@ -240,7 +250,18 @@ func (s *session) forward(m pgproto3.FrontendMessage, changed bool) {
 	s.upW.send(m)
 }
 
-func (s *session) flushServer() error { return s.upW.flush() }
+// flushServer writes what is buffered for the server; in transaction
+// mode with mu given back meanwhile (the relay may need it, and the write
+// may wait for the relay to read).
+func (s *session) flushServer() error {
+	if s.pooled == nil {
+		return s.upW.flush()
+	}
+	s.unlockPool()
+	err := s.upW.flush()
+	s.lockPool()
+	return err
+}
 
 func (s *session) setCatalog(c *catalog.Catalog) {
 	if c != s.shared {
@@ -398,48 +419,53 @@ func (s *session) clientLoop() error {
 			s.endIdle()
 			return errShutdown
 		}
-		if typ == 'd' && s.copyIn == nil {
-			// COPY data not to encrypt: relayed without decoding
-			if !s.dropCopy && !s.skipping {
-				s.upW.raw(raw)
-			}
-			if err := s.flushIfIdle(); err != nil {
-				return err
-			}
-			continue
-		}
-		m, err := decodeFrontend(typ, raw[5:])
+		s.lockPool()
+		err = s.message(typ, raw)
+		s.unlockPool()
 		if err != nil {
-			return err
-		}
-		s.fromClient, s.clientRaw = m, raw
-		if s.skipping {
-			_, sync := m.(*pgproto3.Sync)
-			_, term := m.(*pgproto3.Terminate)
-			if !sync && !term {
-				if _, ok := m.(*pgproto3.Flush); ok {
-					// the client waits for what it sent so far
-					// (asyncpg: Parse, Describe, Flush): the failing
-					// message of the refusal must be answered
-					s.forward(m, false)
-				}
-				s.fromClient, s.clientRaw = nil, nil
-				if err := s.flushIfIdle(); err != nil {
-					return err
-				}
-				continue
-			}
-			s.skipping = false
-		}
-		err = s.handle(m)
-		s.fromClient, s.clientRaw = nil, nil
-		if err != nil {
-			return err
-		}
-		if err := s.flushIfIdle(); err != nil {
 			return err
 		}
 	}
+}
+
+// message handles one message of the client's.
+func (s *session) message(typ byte, raw []byte) error {
+	if s.pooled != nil && s.pooled.sc == nil && typ != 'X' && typ != 'H' {
+		if err := s.attach(); err != nil {
+			return s.noServer(err)
+		}
+	}
+	if typ == 'd' && s.copyIn == nil {
+		// COPY data not to encrypt: relayed without decoding
+		if !s.dropCopy && !s.skipping {
+			s.upW.raw(raw)
+		}
+		return s.flushIfIdle()
+	}
+	m, err := decodeFrontend(typ, raw[5:])
+	if err != nil {
+		return err
+	}
+	s.fromClient, s.clientRaw = m, raw
+	defer func() { s.fromClient, s.clientRaw = nil, nil }()
+	if s.skipping {
+		_, sync := m.(*pgproto3.Sync)
+		_, term := m.(*pgproto3.Terminate)
+		if !sync && !term {
+			if _, ok := m.(*pgproto3.Flush); ok {
+				// the client waits for what it sent so far
+				// (asyncpg: Parse, Describe, Flush): the failing
+				// message of the refusal must be answered
+				s.forward(m, false)
+			}
+			return s.flushIfIdle()
+		}
+		s.skipping = false
+	}
+	if err := s.handle(m); err != nil {
+		return err
+	}
+	return s.flushIfIdle()
 }
 
 // flushIfIdle sends the server what is buffered once the client has
@@ -464,13 +490,18 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 	case *pgproto3.Describe:
 		s.inBatch = true
 		e := &describeAnswer{objType: m.ObjectType}
+		changed := false
 		if m.ObjectType == 'S' {
 			e.st = s.stmts[m.Name]
+			if e.st != nil && s.pooled != nil {
+				s.ensurePrepared(e.st)
+				m, changed = &pgproto3.Describe{ObjectType: 'S', Name: e.st.srvName}, true
+			}
 		} else if p := s.portals[m.Name]; p != nil {
 			e.portal = p
 		}
 		s.push(e)
-		s.forward(m, false)
+		s.forward(m, changed)
 	case *pgproto3.Execute:
 		s.inBatch = true
 		p := s.portals[m.Portal]
@@ -480,7 +511,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 			t = s.newStat(outcomeOf(p.st.plan, p.st.sql), "", p.st.plan.SQL, t.start)
 		}
 		if p != nil && p.st.plan.Update != nil {
-			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.name, write: p.st.name,
+			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.srvName, write: p.st.srvName,
 				bound: p.bound, params: p.params, stat: t})
 			if failed {
 				s.skipping = true
@@ -496,19 +527,29 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.forward(m, changed)
 	case *pgproto3.Close:
 		s.inBatch = true
+		changed := false
 		if m.ObjectType == 'S' {
+			if st := s.stmts[m.Name]; st != nil && s.pooled != nil {
+				// the connection's statement goes; a client that has it
+				// too prepares it again where it needs it
+				s.pooled.sc.prepared.remove(st.srvName)
+				m, changed = &pgproto3.Close{ObjectType: 'S', Name: st.srvName}, true
+			}
 			delete(s.stmts, m.Name)
 		} else {
 			delete(s.portals, m.Name)
 		}
 		s.push(&completeAnswer{})
-		s.forward(m, false)
+		s.forward(m, changed)
 	case *pgproto3.Sync:
 		s.inBatch = false
 		s.push(&syncAnswer{})
 		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.Flush:
+		if s.pooled != nil && (s.pooled.sc == nil || s.q.empty()) {
+			return nil // everything sent is answered: nothing to flush
+		}
 		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.CopyData:
@@ -543,8 +584,11 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.forward(m, false)
 		return s.flushServer()
 	case *pgproto3.Terminate:
-		s.forward(m, false)
-		s.flushServer()
+		if s.pooled == nil {
+			// in transaction mode the server connection stays open
+			s.forward(m, false)
+			s.flushServer()
+		}
 		return errTerminated
 	default:
 		return fmt.Errorf("wire: unexpected client message %T", m)
@@ -630,7 +674,11 @@ func (s *session) query(m *pgproto3.Query) error {
 	start := time.Now()
 	s.copyIn = nil
 	s.dropCopy = false
+	var set *rewrite.SessionEffect
 	p, err := s.prepare(m.String)
+	if err == nil && s.pooled != nil {
+		set, err = s.pooledRefusal(m.String)
+	}
 	if err != nil {
 		s.dropCopy = true
 		r := refusal(err)
@@ -643,7 +691,10 @@ func (s *session) query(m *pgproto3.Query) error {
 	if p.Update != nil {
 		return s.simpleUpdate(p, t)
 	}
-	e := &queryAnswer{plan: p, stat: t}
+	if s.pooled != nil && s.deallocatePooled(m, t) {
+		return s.flushServer()
+	}
+	e := &queryAnswer{plan: p, stat: t, set: set}
 	if p.Copy != nil && p.Copy.From {
 		s.copyIn = newCopyStream(s, p.Copy)
 		s.copyIn.answer = e
@@ -685,11 +736,18 @@ func (s *session) parse(m *pgproto3.Parse) error {
 			Message: "pgcipher: COPY of relations with encrypted columns needs the simple query protocol",
 			Hint:    "Send COPY as a simple query (psql's \\copy, pgx CopyFrom, psycopg's cursor.copy do)."}
 	}
+	var set *rewrite.SessionEffect
+	if err == nil && s.pooled != nil {
+		if set, err = s.pooledRefusal(m.Query); err == nil && m.Name != "" && s.stmts[m.Name] != nil {
+			err = errAlreadyPrepared(m.Name)
+		}
+	}
 	if err != nil {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
 	}
-	st := &stmt{name: m.Name, sql: m.Query, gen: s.gen, plan: p, clientOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+	st := &stmt{name: m.Name, srvName: m.Name, sql: m.Query, gen: s.gen, plan: p,
+		clientOIDs: append([]uint32(nil), m.ParameterOIDs...), set: set}
 	s.stmts[m.Name] = st
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	for len(oids) < len(p.Params) {
@@ -717,18 +775,22 @@ func (s *session) parse(m *pgproto3.Parse) error {
 			oids = typeParam(oids, n, oid)
 		}
 	}
-	s.push(&completeAnswer{})
-	s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
-	if up := p.Update; up != nil {
-		s.push(&completeAnswer{quiet: true})
-		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
-		s.parseLock(lockPrefix+m.Name, up, oids)
+	if s.pooled != nil {
+		s.parsePooled(st, oids)
+	} else {
+		s.push(&completeAnswer{})
+		s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
+		if up := p.Update; up != nil {
+			s.push(&completeAnswer{quiet: true})
+			s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
+			s.parseLock(lockPrefix+m.Name, up, oids)
+		}
 	}
 	if s.cat.HasEncryption() {
 		// learn the result's types now: later Executes may come without
 		// a Describe
 		s.push(&describeAnswer{objType: 'S', st: st, quiet: true})
-		s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: m.Name})
+		s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: st.srvName})
 	}
 	return nil
 }
@@ -764,6 +826,12 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.ddlPending.Store(true)
 	}
 	changed := false // m altered: relayed encoded again
+	if st != nil && s.pooled != nil {
+		s.ensurePrepared(st)
+		if m.PreparedStatement != st.srvName {
+			m.PreparedStatement, changed = st.srvName, true
+		}
+	}
 	if st != nil && st.plan.Hidden > 0 && len(m.ResultFormatCodes) > 1 {
 		// the client formats the fields it sees; the hidden ones come as text
 		for i := 0; i < st.plan.Hidden; i++ {
@@ -919,6 +987,9 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 // implicit transaction unless the client has opened one).
 func (s *session) simpleUpdate(p *rewrite.Plan, t *stat) error {
 	up := p.Update
+	if s.pooled != nil {
+		s.pooled.sc.unnamed = "" // the lock and the write-back take its place
+	}
 	s.push(&completeAnswer{quiet: true})
 	s.sendServer(&pgproto3.Parse{Query: up.LockSQL})
 	r := &rmw{plan: p, bound: &pgproto3.Bind{},

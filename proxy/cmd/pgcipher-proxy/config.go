@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/wire"
 )
 
 const usage = `usage: pgcipher-proxy --upstream CONNINFO (--cmk-file F | --cmk-command C) [options]
@@ -61,9 +62,34 @@ const usage = `usage: pgcipher-proxy --upstream CONNINFO (--cmk-file F | --cmk-c
   --record F             test mode: append every byte sent to the server to F
   --pprof HOST:PORT      serve Go's profiler (net/http/pprof) there, for performance work
 
+Pooling (PgBouncer's settings under its names; durations as 30s, or seconds):
+  --pool-mode MODE       session (default: a server connection per client, the
+                         client's own authentication relayed) or transaction (a
+                         server connection per transaction, from a pool per
+                         database and user; the proxy logs clients in itself)
+  --max-client-conn N    clients connected at once (default 100)
+  --default-pool-size N  server connections per database and user (default 20)
+  --min-pool-size N      idle server connections kept open per pool (default 0)
+  --reserve-pool-size N  more connections once a client waited
+                         --reserve-pool-timeout (default 0, 5s)
+  --server-idle-timeout D, --server-lifetime D   close server connections idle
+                         that long (default 600s) or that old (default 3600s)
+  --query-wait-timeout D a client waiting longer for a server connection is
+                         disconnected (default 120s; 0: waits for ever)
+  --server-reset-query Q run before a connection serves a client whose session
+                         settings differ, before they are replayed (RESET ALL)
+  --max-prepared-statements N  clients' statements kept prepared per server
+                         connection (default 200)
+  --auth-type T          transaction mode: scram-sha-256 (default; secrets from
+                         --auth-file), cert (a verified client certificate
+                         naming the user) or trust
+  --auth-file F          "user" "secret" lines, PgBouncer's userlist.txt: a
+                         SCRAM-SHA-256 verifier (pg_authid's rolpassword) or the
+                         password, which is also the proxy's to log in to the server
+
 SIGHUP reads the config file again and applies log-level, tls-cert, tls-key,
-tls-client-ca, upstream-certs and shutdown-timeout (certificates read again)
-to what comes next; a change of any other setting is logged as waiting for a
+tls-client-ca, upstream-certs, shutdown-timeout and the pooling settings but
+pool-mode (certificates and the auth file read again) to what comes next; a change of any other setting is logged as waiting for a
 restart.  It also makes every connection reload the encrypted-column catalog.
 `
 
@@ -72,6 +98,9 @@ restart.  It also makes every connection reload the encrypted-column catalog.
 type settings struct {
 	listen, upstream, catalog, cmkFile, cmkCommand, cmkName, tlsCert, tlsKey, tlsClientCA, upstreamCerts,
 	logLevel, logFormat, metrics, shutdownTimeout, record, pprof string
+	poolMode, maxClientConn, defaultPoolSize, minPoolSize, reservePoolSize, reservePoolTimeout,
+	serverIdleTimeout, serverLifetime, queryWaitTimeout, serverResetQuery, maxPreparedStatements,
+	authType, authFile string
 
 	config      string // the file they were read from ("": none)
 	checkConfig bool
@@ -105,6 +134,19 @@ var table = []setting{
 	{"shutdown-timeout", "30s", true, func(s *settings) *string { return &s.shutdownTimeout }},
 	{"record", "", false, func(s *settings) *string { return &s.record }},
 	{"pprof", "", false, func(s *settings) *string { return &s.pprof }},
+	{"pool-mode", "session", false, func(s *settings) *string { return &s.poolMode }},
+	{"max-client-conn", "100", true, func(s *settings) *string { return &s.maxClientConn }},
+	{"default-pool-size", "20", true, func(s *settings) *string { return &s.defaultPoolSize }},
+	{"min-pool-size", "0", true, func(s *settings) *string { return &s.minPoolSize }},
+	{"reserve-pool-size", "0", true, func(s *settings) *string { return &s.reservePoolSize }},
+	{"reserve-pool-timeout", "5s", true, func(s *settings) *string { return &s.reservePoolTimeout }},
+	{"server-idle-timeout", "600s", true, func(s *settings) *string { return &s.serverIdleTimeout }},
+	{"server-lifetime", "3600s", true, func(s *settings) *string { return &s.serverLifetime }},
+	{"query-wait-timeout", "120s", true, func(s *settings) *string { return &s.queryWaitTimeout }},
+	{"server-reset-query", "RESET ALL", true, func(s *settings) *string { return &s.serverResetQuery }},
+	{"max-prepared-statements", "200", true, func(s *settings) *string { return &s.maxPreparedStatements }},
+	{"auth-type", "scram-sha-256", true, func(s *settings) *string { return &s.authType }},
+	{"auth-file", "", true, func(s *settings) *string { return &s.authFile }},
 }
 
 // parse reads the command line and the config file it names.
@@ -197,6 +239,8 @@ type loaded struct {
 	clientTLS       *tls.Config // nil: no TLS offered to clients
 	shutdownTimeout time.Duration
 	cmk             []byte // only when load was asked for it
+	pool            wire.PoolConfig
+	authUsers       map[string]string // the auth file's
 }
 
 // load reads and checks everything the settings name; withCMK loads the
@@ -246,6 +290,22 @@ func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
 	if st.record != "" {
 		if fi, err := os.Stat(filepath.Dir(st.record)); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--record: no directory for %s", st.record)
+		}
+	}
+	if ld.pool, err = poolSettings(st); err != nil {
+		return nil, err
+	}
+	if st.authFile != "" {
+		if ld.authUsers, err = wire.LoadAuthFile(st.authFile); err != nil {
+			return nil, fmt.Errorf("--auth-file: %w", err)
+		}
+	}
+	if ld.pool.Mode == wire.TransactionMode {
+		switch {
+		case ld.pool.AuthType == wire.AuthSCRAM && st.authFile == "":
+			return nil, errors.New("--auth-type scram-sha-256 needs --auth-file (transaction mode)")
+		case ld.pool.AuthType == wire.AuthCert && st.tlsClientCA == "":
+			return nil, errors.New("--auth-type cert needs --tls-client-ca (transaction mode)")
 		}
 	}
 	if withCMK {
@@ -317,4 +377,56 @@ func redact(conninfo string) string {
 		return u.Redacted()
 	}
 	return passwordKey.ReplaceAllString(conninfo, "${1}xxxxx")
+}
+
+// poolSettings reads the pooling settings: counts, and durations as Go
+// durations (30s) or, as PgBouncer writes them, seconds.
+func poolSettings(st *settings) (wire.PoolConfig, error) {
+	c := wire.DefaultPoolConfig()
+	switch st.poolMode {
+	case wire.SessionMode, wire.TransactionMode:
+		c.Mode = st.poolMode
+	default:
+		return c, fmt.Errorf("--pool-mode: %q is neither session nor transaction", st.poolMode)
+	}
+	switch st.authType {
+	case wire.AuthSCRAM, wire.AuthCert, wire.AuthTrust:
+		c.AuthType = st.authType
+	default:
+		return c, fmt.Errorf("--auth-type: %q is not scram-sha-256, cert or trust", st.authType)
+	}
+	c.ServerResetQuery, c.AuthFile = st.serverResetQuery, st.authFile
+	for _, n := range []struct {
+		name, v string
+		to      *int
+	}{{"max-client-conn", st.maxClientConn, &c.MaxClientConn}, {"default-pool-size", st.defaultPoolSize, &c.DefaultPoolSize},
+		{"min-pool-size", st.minPoolSize, &c.MinPoolSize}, {"reserve-pool-size", st.reservePoolSize, &c.ReservePoolSize},
+		{"max-prepared-statements", st.maxPreparedStatements, &c.MaxPreparedStatements}} {
+		v, err := strconv.Atoi(n.v)
+		if err != nil || v < 0 {
+			return c, fmt.Errorf("--%s: %q is not a count", n.name, n.v)
+		}
+		*n.to = v
+	}
+	if c.DefaultPoolSize < 1 {
+		return c, errors.New("--default-pool-size: at least 1")
+	}
+	for _, d := range []struct {
+		name, v string
+		to      *time.Duration
+	}{{"reserve-pool-timeout", st.reservePoolTimeout, &c.ReservePoolTimeout}, {"server-idle-timeout", st.serverIdleTimeout, &c.ServerIdleTimeout},
+		{"server-lifetime", st.serverLifetime, &c.ServerLifetime}, {"query-wait-timeout", st.queryWaitTimeout, &c.QueryWaitTimeout}} {
+		v, err := time.ParseDuration(d.v)
+		if err != nil {
+			var secs float64
+			if secs, err = strconv.ParseFloat(d.v, 64); err == nil {
+				v = time.Duration(secs * float64(time.Second))
+			}
+		}
+		if err != nil || v < 0 {
+			return c, fmt.Errorf("--%s: %q is not a duration such as 30s, or seconds", d.name, d.v)
+		}
+		*d.to = v
+	}
+	return c, nil
 }

@@ -95,7 +95,8 @@ func (p *proxy) serve(ctx context.Context, ld *loaded, sigs <-chan os.Signal) er
 		go func() { p.log.Error("pprof", "err", http.ListenAndServe(st.pprof, nil)) }()
 	}
 	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: catalog.NewKeys(ld.cmk, st.cmkName),
-		Log: p.log, Metrics: p.metrics, ClientTLS: ld.clientTLS, UpstreamCerts: st.upstreamCerts}
+		Log: p.log, Metrics: p.metrics, ClientTLS: ld.clientTLS, UpstreamCerts: st.upstreamCerts,
+		Pool: ld.pool, AuthUsers: ld.authUsers}
 	if st.record != "" {
 		f, err := os.OpenFile(st.record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
@@ -116,7 +117,7 @@ func (p *proxy) serve(ctx context.Context, ld *loaded, sigs <-chan os.Signal) er
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, l) }()
-	p.log.Info("listening", "address", l.Addr().String(), "upstream", redact(st.upstream))
+	p.log.Info("listening", "address", l.Addr().String(), "upstream", redact(st.upstream), "pool_mode", ld.pool.Mode)
 
 	var shutdown chan error // set once the first SIGTERM or SIGINT came
 	// force ends the shutdown's wait: at its timeout, or a second signal
@@ -191,6 +192,8 @@ func (p *proxy) reload(ctx context.Context) {
 	p.level.Set(ld.level)
 	p.srv.SetTLS(ld.clientTLS, st.upstreamCerts) // certificates read again, changed or not
 	p.shutdownTimeout = ld.shutdownTimeout
+	p.srv.SetPool(ld.pool) // the mode stays
+	p.srv.SetAuthFile(ld.authUsers)
 	p.metrics.Reload(true)
 	p.log.Info("SIGHUP: configuration reloaded", "changed", changed)
 	if len(restart) > 0 {

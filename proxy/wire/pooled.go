@@ -1,0 +1,504 @@
+// A session in transaction mode (design 15.13): a server connection from
+// its pool for each transaction, the client's session settings replayed
+// on it, its prepared statements prepared on it as they are used, and
+// what would outlive the transaction on a shared connection refused.
+
+package wire
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgcipher/pgcipher/proxy/rewrite"
+)
+
+// pooledSession is what a session in transaction mode adds.
+//
+// mu is held by the client loop while it handles a message, except
+// while it writes to the server's socket or waits for the relay; the
+// relay takes it (TryLock, never blocking: the client loop may be
+// writing to a server that waits for the relay to read) to give the
+// connection back once the server is idle and no answer is pending.
+type pooledSession struct {
+	pool *pool
+	mu   sync.Mutex
+	// kick: the client loop gave mu back (the relay may try again)
+	kick chan struct{}
+	sc   *serverConn                // attached; nil between transactions
+	cur  atomic.Pointer[serverConn] // sc, for cancel requests
+	// the client's session settings: its startup parameters, then its
+	// SET statements outside transaction blocks (by name, newest last),
+	// and their signature; settingsMu, because the relay records SETs
+	settingsMu sync.Mutex
+	startup    [][2]string
+	sets       []sessionSet
+	sig        string
+	// the cancel key the proxy gave the client
+	cancelPID uint32
+	cancelKey []byte
+}
+
+type sessionSet struct{ name, sql string }
+
+func newPooledSession(p *pool, params map[string]string) *pooledSession {
+	ps := &pooledSession{pool: p, kick: make(chan struct{}, 1)}
+	for k, v := range params {
+		switch k {
+		case "user", "database", "replication", "options":
+			continue
+		}
+		if strings.HasPrefix(k, "_pq_.") {
+			continue
+		}
+		ps.startup = append(ps.startup, [2]string{k, v})
+	}
+	for _, kv := range optionSettings(params["options"]) {
+		ps.startup = append(ps.startup, kv)
+	}
+	sort.Slice(ps.startup, func(i, j int) bool { return ps.startup[i][0] < ps.startup[j][0] })
+	ps.sig = ps.signature()
+	return ps
+}
+
+// optionSettings reads the -c NAME=VALUE and --NAME=VALUE settings of a
+// startup "options" parameter.
+func optionSettings(opts string) [][2]string {
+	var out [][2]string
+	f := strings.Fields(opts)
+	for i := 0; i < len(f); i++ {
+		a := f[i]
+		switch {
+		case a == "-c" && i+1 < len(f):
+			i++
+			a = f[i]
+		case strings.HasPrefix(a, "-c"):
+			a = a[2:]
+		case strings.HasPrefix(a, "--"):
+			a = a[2:]
+		default:
+			continue
+		}
+		if k, v, ok := strings.Cut(a, "="); ok {
+			out = append(out, [2]string{strings.ReplaceAll(k, "-", "_"), v})
+		}
+	}
+	return out
+}
+
+// signature names the settings: two sessions with the same signature
+// need nothing replayed between them.  Called with settingsMu held (or
+// before the relay runs).
+func (ps *pooledSession) signature() string {
+	h := sha256.New()
+	for _, kv := range ps.startup {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(kv[0]), kv[0], len(kv[1]), kv[1])
+	}
+	h.Write([]byte{0})
+	for _, st := range ps.sets {
+		fmt.Fprintf(h, "%d:%s", len(st.sql), st.sql)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// settingsSig is the client's signature now.
+func (ps *pooledSession) settingsSig() string {
+	ps.settingsMu.Lock()
+	defer ps.settingsMu.Unlock()
+	return ps.sig
+}
+
+// replay is what puts a server connection into the client's settings:
+// the reset query, the startup parameters, then the SETs.
+func (ps *pooledSession) replay(reset string) string {
+	ps.settingsMu.Lock()
+	defer ps.settingsMu.Unlock()
+	var b strings.Builder
+	if reset != "" {
+		b.WriteString(reset)
+		b.WriteString(";")
+	}
+	if len(ps.startup) > 0 {
+		// set_config takes a value as the startup packet gives it (a
+		// list such as search_path, unquoted)
+		b.WriteString("SELECT ")
+		for i, kv := range ps.startup {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "pg_catalog.set_config(%s,%s,false)", quoteLiteral(kv[0]), quoteLiteral(kv[1]))
+		}
+		b.WriteString(";")
+	}
+	for _, st := range ps.sets {
+		b.WriteString(st.sql)
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+// recordSet records a session-level SET or RESET the server ran
+// successfully outside a transaction block: replayed on the server
+// connections of the client's later transactions.  The attached
+// connection has it already.  Called by the relay.
+func (s *session) recordSet(e *rewrite.SessionEffect, sql string) {
+	ps := s.pooled
+	ps.settingsMu.Lock()
+	switch {
+	case e.ResetAll:
+		ps.sets = nil
+	default:
+		kept := ps.sets[:0]
+		for _, st := range ps.sets {
+			if st.name != e.Set {
+				kept = append(kept, st)
+			}
+		}
+		ps.sets = kept
+		if !e.Reset {
+			ps.sets = append(ps.sets, sessionSet{name: e.Set, sql: sql})
+		}
+	}
+	ps.sig = ps.signature()
+	sig := ps.sig
+	ps.settingsMu.Unlock()
+	if sc := ps.cur.Load(); sc != nil {
+		sc.sig = sig
+	}
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// lockPool and unlockPool bracket the client loop's handling of a message.
+func (s *session) lockPool() {
+	if s.pooled != nil {
+		s.pooled.mu.Lock()
+	}
+}
+
+func (s *session) unlockPool() {
+	if s.pooled != nil {
+		s.pooled.mu.Unlock()
+		select {
+		case s.pooled.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// attach takes a server connection from the pool for the client's next
+// transaction, replays its settings there if the connection's differ,
+// and starts a relay on it.  Called with mu held.
+func (s *session) attach() error {
+	ps := s.pooled
+	sc, err := ps.pool.acquire()
+	if err != nil {
+		return err
+	}
+	ps.sc = sc
+	ps.cur.Store(sc)
+	s.upW.dst = sc.w
+	if sig := ps.settingsSig(); sc.sig != sig {
+		reset := s.srv.PoolConfig().ServerResetQuery
+		if resetDrops(reset) {
+			sc.prepared.clear()
+			sc.unnamed = ""
+		}
+		s.q.push(&preludeAnswer{})
+		s.upW.send(&pgproto3.Query{String: ps.replay(reset)})
+		sc.sig = sig
+	}
+	go s.relayFor(sc.r)
+	return nil
+}
+
+// resetDrops: the reset query deallocates prepared statements.
+func resetDrops(q string) bool {
+	u := strings.ToUpper(q)
+	return strings.Contains(u, "DISCARD") || strings.Contains(u, "DEALLOCATE")
+}
+
+// release gives the attached connection back once the server is idle
+// outside a transaction with no answer pending.  Called by the relay
+// after a ReadyForQuery 'I'; it waits while the client loop handles a
+// message (which may queue answers), never blocking on mu.
+func (s *session) release() bool {
+	ps := s.pooled
+	for {
+		if !s.q.empty() || s.txStatus.Load() != 'I' {
+			return false
+		}
+		if ps.mu.TryLock() {
+			break
+		}
+		select {
+		case <-ps.kick:
+		case <-s.ended:
+			return false
+		}
+	}
+	defer ps.mu.Unlock()
+	if !s.q.empty() || s.txStatus.Load() != 'I' || ps.sc == nil {
+		return false
+	}
+	sc := ps.sc
+	ps.sc = nil
+	ps.cur.Store(nil)
+	ps.pool.release(sc, true)
+	return true
+}
+
+// detachAtEnd gives the attached connection back when the session ends:
+// clean only when the server is idle with nothing pending (a client gone
+// in a transaction leaves a connection that is closed, which rolls the
+// transaction back).
+func (s *session) detachAtEnd() {
+	ps := s.pooled
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.sc == nil {
+		return
+	}
+	sc := ps.sc
+	ps.sc = nil
+	ps.cur.Store(nil)
+	ps.pool.release(sc, false)
+}
+
+// preludeAnswer: the replay of the session's settings, answered to no
+// one; an error ends the session (its settings cannot be restored).
+type preludeAnswer struct{ err *pgproto3.ErrorResponse }
+
+func (*preludeAnswer) take(s *session, m pgproto3.BackendMessage) bool { return false }
+
+// errPrelude: the server refused to restore the session's settings.
+type errPrelude struct{ msg string }
+
+func (e *errPrelude) Error() string {
+	return "wire: restoring the session's settings on a pooled connection failed: " + e.msg
+}
+
+// stmtCache is a server connection's prepared statements, least recently
+// used first (max-prepared-statements).
+type stmtCache struct {
+	order *list.List // of string, the front least recently used
+	names map[string]*list.Element
+}
+
+func newStmtCache() *stmtCache {
+	return &stmtCache{order: list.New(), names: map[string]*list.Element{}}
+}
+
+// touch marks a statement used; false: not prepared there.
+func (c *stmtCache) touch(name string) bool {
+	e := c.names[name]
+	if e == nil {
+		return false
+	}
+	c.order.MoveToBack(e)
+	return true
+}
+
+func (c *stmtCache) add(name string) { c.names[name] = c.order.PushBack(name) }
+
+func (c *stmtCache) remove(name string) {
+	if e := c.names[name]; e != nil {
+		c.order.Remove(e)
+		delete(c.names, name)
+	}
+}
+
+func (c *stmtCache) clear() { c.order.Init(); c.names = map[string]*list.Element{} }
+
+// oldest returns the least recently used statement, if over max.
+func (c *stmtCache) over(max int) (string, bool) {
+	if max <= 0 || c.order.Len() <= max {
+		return "", false
+	}
+	return c.order.Front().Value.(string), true
+}
+
+// stmtKey names a statement on server connections: the SQL the server
+// gets, its parameter types and the session settings it was prepared
+// under (search_path decides what it names).
+func stmtKey(sig, sql string, oids []uint32) string {
+	h := sha256.New()
+	h.Write([]byte(sig))
+	h.Write([]byte{0})
+	h.Write([]byte(sql))
+	var b [4]byte
+	for _, o := range oids {
+		binary.BigEndian.PutUint32(b[:], o)
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// serverStmtPrefix names the statements the proxy prepares on pooled
+// connections for clients' named statements.
+const serverStmtPrefix = "pgcipher.s."
+
+// parsePooled sends a client's Parse in transaction mode: a named
+// statement goes by its server name, prepared once per server
+// connection (an already prepared one is answered ParseComplete through a
+// harmless Close); the unnamed one is parsed each time, as the client
+// sent it.
+func (s *session) parsePooled(st *stmt, oids []uint32) {
+	sc := s.pooled.sc
+	st.srvOIDs = oids
+	st.key = stmtKey(s.pooled.settingsSig(), st.plan.SQL, oids)
+	if st.name == "" {
+		st.srvName = ""
+		s.push(&completeAnswer{})
+		s.sendServer(&pgproto3.Parse{Query: st.plan.SQL, ParameterOIDs: oids})
+		if up := st.plan.Update; up != nil {
+			s.push(&completeAnswer{quiet: true})
+			s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix})
+			s.parseLock(lockPrefix, up, oids)
+		}
+		sc.unnamed = st.key
+		return
+	}
+	st.srvName = serverStmtPrefix + st.key
+	if sc.prepared.touch(st.srvName) {
+		s.push(&parsedAnswer{})
+		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: refusedName})
+		return
+	}
+	s.push(&completeAnswer{})
+	s.prepareOn(sc, st, false)
+}
+
+// prepareOn prepares a client's named statement on the attached
+// connection (quiet: not asked for by the client), and closes the least
+// recently used beyond max-prepared-statements.
+func (s *session) prepareOn(sc *serverConn, st *stmt, quiet bool) {
+	if quiet {
+		s.push(&completeAnswer{quiet: true})
+	}
+	s.sendServer(&pgproto3.Parse{Name: st.srvName, Query: st.plan.SQL, ParameterOIDs: st.srvOIDs})
+	if up := st.plan.Update; up != nil {
+		s.push(&completeAnswer{quiet: true})
+		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + st.srvName})
+		s.parseLock(lockPrefix+st.srvName, up, st.srvOIDs)
+	}
+	sc.prepared.add(st.srvName)
+	max := s.srv.PoolConfig().MaxPreparedStatements
+	for {
+		name, over := sc.prepared.over(max)
+		if !over || name == st.srvName {
+			return
+		}
+		sc.prepared.remove(name)
+		s.push(&completeAnswer{quiet: true})
+		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: name})
+	}
+}
+
+// ensurePrepared prepares a client's statement on the attached
+// connection before it is bound or described there.
+func (s *session) ensurePrepared(st *stmt) {
+	sc := s.pooled.sc
+	if st.srvName == "" {
+		if sc.unnamed != st.key {
+			s.push(&completeAnswer{quiet: true})
+			s.sendServer(&pgproto3.Parse{Query: st.plan.SQL, ParameterOIDs: st.srvOIDs})
+			if up := st.plan.Update; up != nil {
+				s.push(&completeAnswer{quiet: true})
+				s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix})
+				s.parseLock(lockPrefix, up, st.srvOIDs)
+			}
+			sc.unnamed = st.key
+		}
+		return
+	}
+	if !sc.prepared.touch(st.srvName) {
+		s.prepareOn(sc, st, true)
+	}
+}
+
+// parsedAnswer: the CloseComplete of the harmless Close sent for a Parse
+// of a statement the connection has prepared, answered ParseComplete.
+type parsedAnswer struct{}
+
+func (*parsedAnswer) take(s *session, m pgproto3.BackendMessage) bool {
+	s.send(&pgproto3.ParseComplete{})
+	return true
+}
+
+// pooledRefusal refuses what would leave state on a shared server
+// connection, and reports a session-level SET to record once it has
+// run.
+func (s *session) pooledRefusal(sql string) (*rewrite.SessionEffect, error) {
+	e, err := rewrite.SessionEffects(sql)
+	if err != nil || e == nil {
+		return nil, nil // the server reports what does not parse
+	}
+	hint := "The proxy runs in transaction mode (pool-mode = transaction): each transaction may run on another server connection. Use session mode for this client."
+	switch {
+	case e.Refused != "":
+		return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
+			Message: "pgcipher-proxy: " + e.Refused + " cannot be used in transaction mode", Hint: hint}
+	case e.Set != "" || e.ResetAll:
+		if e.Statements > 1 {
+			return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
+				Message: "pgcipher-proxy: in transaction mode, a session-level SET or RESET must be sent on its own",
+				Hint:    "Send it as a statement of its own, or use SET LOCAL inside the transaction."}
+		}
+		if s.txStatus.Load() != 'I' || s.inBatch {
+			return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
+				Message: "pgcipher-proxy: in transaction mode, a session-level SET or RESET must run outside a transaction block",
+				Hint:    "Use SET LOCAL inside the transaction, or SET before BEGIN: the proxy replays session settings on each transaction's server connection."}
+		}
+		return e, nil
+	}
+	return nil, nil
+}
+
+// deallocatePooled runs DEALLOCATE for the client: its statements are
+// the proxy's on shared connections.  false: not a DEALLOCATE.
+func (s *session) deallocatePooled(m *pgproto3.Query, t *stat) bool {
+	name, all, ok := rewrite.Deallocate(m.String)
+	if !ok {
+		return false
+	}
+	sc := s.pooled.sc
+	e := &queryAnswer{plan: &rewrite.Plan{}, stat: t}
+	if all {
+		clear(s.stmts)
+		sc.prepared.clear()
+		sc.unnamed = ""
+		s.push(e)
+		s.sendServer(&pgproto3.Query{String: "DEALLOCATE ALL"})
+		return true
+	}
+	st := s.stmts[name]
+	if st == nil || st.srvName == "" {
+		return false // as the client sent it: the server reports it
+	}
+	delete(s.stmts, name)
+	s.ensurePrepared(st)
+	sc.prepared.remove(st.srvName)
+	s.push(e)
+	s.sendServer(&pgproto3.Query{String: "DEALLOCATE " + quoteIdent(st.srvName)})
+	return true
+}
+
+// errAlreadyPrepared is PostgreSQL's own error for a second Parse of a
+// name, given by the proxy (the server's statement has another name).
+func errAlreadyPrepared(name string) error {
+	return &rewrite.Refusal{Code: "42P05", Message: fmt.Sprintf("prepared statement %q already exists", name)}
+}
+
+var errNoServer = errors.New("no server connection")
