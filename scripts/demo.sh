@@ -34,6 +34,7 @@ parts=(
     "4b|1|the wire proxy, psql unchanged; an ORD column moved online"
     "4c|9|sums and updates computed by the proxy, Alibaba's sysbench statements"
     "4c'|1|a Django application, unchanged"
+    "4c''|5|the proxy as the pooler: 64 clients over 4 server connections"
     "4d|0|the key-encryption key changed online"
     "4d''|35|a cluster encrypted online under pgbench, re-keyed, decrypted, all online"
     "4e|6|pg_upgrade from Debian's stock 15"
@@ -306,6 +307,36 @@ psql -X -At -h "$demo/enc" -p "$enc_port" -U postgres -d djangodemo \
 echo "every everyday Django operation, compared with a plaintext twin: docs/orm/django.md (SQLAlchemy,"
 echo "Drizzle and Hibernate beside it in docs/orm/)"
 kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true
+
+step "4c''. The proxy as the pooler: 64 clients over 4 server connections, one hop that also encrypts"
+echo "pgcipher-proxy --pool-mode transaction --default-pool-size 4 --auth-file userlist.txt: each transaction"
+echo "takes a server connection from the pool and gives it back at its end, as PgBouncer's transaction mode;"
+echo "the proxy logs clients in with SCRAM against the server's own verifiers (PgBouncer's userlist.txt):"
+psql_enc -c "SET password_encryption = 'scram-sha-256'" -c "ALTER ROLE postgres PASSWORD 'demo-password'"
+psql_enc -At -c "SELECT format('\"%s\" \"%s\"', rolname, rolpassword) FROM pg_authid WHERE rolname = 'postgres'" \
+    > "$demo/userlist.txt"
+pool_port=$(pick_port)
+"$build/bin/pgcipher-proxy" --listen "127.0.0.1:$pool_port" --upstream "host=$demo/enc port=$enc_port" \
+    --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn --pool-mode transaction \
+    --default-pool-size 4 --max-client-conn 200 --auth-file "$demo/userlist.txt" 2> "$demo/proxy-pool.log" &
+proxy_pids+=("$!")
+pool_pid=$!
+for _ in $(seq 50); do PGPASSWORD=demo-password psql -X -h 127.0.0.1 -p "$pool_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
+if PGPASSWORD=wrong psql -X -h 127.0.0.1 -p "$pool_port" -U postgres -d postgres -c '' 2> "$demo/pool-wrong.log"; then
+    echo "a wrong password was accepted"; exit 1
+fi
+echo "   a wrong password: $(head -1 "$demo/pool-wrong.log" | sed 's/.*FATAL: */FATAL: /')"
+sysbench "$top/bench/sysbench/alibaba.lua" --db-driver=pgsql --pgsql-host=127.0.0.1 --pgsql-port="$pool_port" \
+    --pgsql-user=postgres --pgsql-password=demo-password --pgsql-db=postgres --table=test1 --table_size=2000 \
+    --workload=point --threads=64 --time=3 run > "$demo/sysbench-pool.log" 2>&1 || { tail -5 "$demo/sysbench-pool.log"; exit 1; }
+printf '   sysbench alibaba.lua --workload=point --threads=64 through the pooled proxy: %s, %s errors\n' \
+    "$(sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1 tx\/s/p' "$demo/sysbench-pool.log")" \
+    "$(sed -n 's/^ *ignored errors: *\([0-9]*\).*/\1/p' "$demo/sysbench-pool.log")"
+echo "   server backends the pooled proxy holds for those 64 clients (its catalog connection aside):"
+psql_enc -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+    AND application_name NOT LIKE 'pgcipher-proxy%'" | sed 's/^/   /'
+kill "$pool_pid"; wait "$pool_pid" 2>/dev/null || true
+psql_enc -c "ALTER ROLE postgres PASSWORD NULL"
 
 step "4d. Change the key-encryption key online: the data keys stay, nothing is re-encrypted"
 head -c 24 /dev/urandom | base64 > "$demo/passphrase-2027"

@@ -1,5 +1,5 @@
 // What a statement leaves on its server connection after its transaction
-// (design 15.13): the proxy's transaction mode replays session-level SETs
+// (design 15.14): the proxy's transaction mode replays session-level SETs
 // on each transaction's connection and refuses the rest.
 
 package rewrite

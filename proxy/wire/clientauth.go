@@ -1,4 +1,4 @@
-// Client authentication in transaction mode (design 15.13): the proxy
+// Client authentication in transaction mode (design 15.14): the proxy
 // logs clients in itself (trust, SCRAM-SHA-256 against the auth file's
 // secrets, or a verified client certificate), as PgBouncer does, and
 // opens server connections with credentials of its own.

@@ -1,5 +1,5 @@
 // Server connections pooled per (database, user) for transaction mode
-// (design 15.13): opened with pgconn (authentication, TLS and fallbacks
+// (design 15.14): opened with pgconn (authentication, TLS and fallbacks
 // as libpq does them) and then taken over, handed to a session for one
 // transaction at a time, and given back when the server reports idle.
 

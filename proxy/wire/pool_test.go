@@ -1,6 +1,6 @@
 package wire_test
 
-// Transaction mode (design 15.13) against the real test server: the
+// Transaction mode (design 15.14) against the real test server: the
 // corpus through pooled connections, many clients over few server
 // connections without cross-talk, what transaction mode refuses, the
 // proxy's own authentication, cancel, and failures of server connections

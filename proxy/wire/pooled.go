@@ -1,4 +1,4 @@
-// A session in transaction mode (design 15.13): a server connection from
+// A session in transaction mode (design 15.14): a server connection from
 // its pool for each transaction, the client's session settings replayed
 // on it, its prepared statements prepared on it as they are used, and
 // what would outlive the transaction on a shared connection refused.

@@ -1,4 +1,4 @@
-// A client's startup in transaction mode (design 15.13): the proxy logs
+// A client's startup in transaction mode (design 15.14): the proxy logs
 // it in, tells it the pool's server parameters with its own settings
 // over them and a cancel key of the proxy's, and maps that key to the
 // backend that runs the client's transaction when a cancel comes.

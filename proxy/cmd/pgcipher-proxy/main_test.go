@@ -96,6 +96,8 @@ func files(t *testing.T) string {
 	os.WriteFile(filepath.Join(dir, "ca.crt"), certPEM, 0o644)
 	os.WriteFile(filepath.Join(dir, "proxy.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
 	os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "users"), []byte("\"app\" \"secret\"\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "badusers"), []byte("app secret\n"), 0o600)
 	return dir
 }
 
@@ -140,6 +142,16 @@ func TestCheckConfig(t *testing.T) {
 		{"config file missing", []string{"--config", filepath.Join(dir, "none"), "--check-config"}, "--config:"},
 		{"unknown setting", []string{"--config", bad, "--check-config"}, "bad.conf:2: expected \"name = value\""},
 		{"argument", append(base, "extra"), "unexpected argument"},
+		{"transaction mode", append(base, "--pool-mode", "transaction", "--auth-file", filepath.Join(dir, "users"),
+			"--default-pool-size", "5", "--query-wait-timeout", "30", "--server-lifetime", "1h"), ""},
+		{"pool mode", append(base, "--pool-mode", "statement"), "--pool-mode:"},
+		{"auth type", append(base, "--auth-type", "md5"), "--auth-type:"},
+		{"SCRAM without auth file", append(base, "--pool-mode", "transaction"), "needs --auth-file"},
+		{"cert without CA", append(base, "--pool-mode", "transaction", "--auth-type", "cert"), "needs --tls-client-ca"},
+		{"pool size", append(base, "--default-pool-size", "0"), "--default-pool-size"},
+		{"count", append(base, "--max-client-conn", "many"), "--max-client-conn:"},
+		{"duration", append(base, "--query-wait-timeout", "soon"), "--query-wait-timeout:"},
+		{"auth file", append(base, "--auth-file", filepath.Join(dir, "badusers")), "--auth-file: auth file"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(tc.args, nil, &stdout, &stderr)
