@@ -76,6 +76,17 @@ TINY = {
         shared_buffers_mb=32,
     ),
     "proxy-orm": dict(rows=300, batch=20, seconds=1, repetitions=2, warmup_seconds=1),
+    "pooler": dict(
+        scale=1,
+        clients=[2, 40],
+        pool_size=4,
+        max_connections=30,
+        seconds=1,
+        repetitions=1,
+        warmup_seconds=1,
+        idle_clients=200,
+        workloads=["select-only", "enc-point"],
+    ),
     "alibaba-sysbench": dict(
         rows=300,
         threads=[2],

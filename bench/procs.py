@@ -213,7 +213,7 @@ def find_tools(run):
     return proxy, keys, bouncer
 
 
-def proxy_args(proxy, c, port, cmk, record=None, pprof=None):
+def proxy_args(proxy, c, port, cmk, record=None, pprof=None, extra=()):
     args = [
         proxy,
         "--listen",
@@ -226,13 +226,17 @@ def proxy_args(proxy, c, port, cmk, record=None, pprof=None):
         "bench",
     ]
     return (
-        args + (["--record", record] if record else []) + (["--pprof", f"127.0.0.1:{pprof}"] if pprof else [])
+        args
+        + (["--record", record] if record else [])
+        + (["--pprof", f"127.0.0.1:{pprof}"] if pprof else [])
+        + list(extra)
     )
 
 
-def pgbouncer_ini(c, port, directory, pool_size):
-    """A PgBouncer configuration: session pooling, trust (the user must be
-    in the auth file), TCP on 127.0.0.1 only, the server over its socket."""
+def pgbouncer_ini(c, port, directory, pool_size, mode="session", max_client=None):
+    """A PgBouncer configuration: session (or mode) pooling, trust (the user
+    must be in the auth file), TCP on 127.0.0.1 only, the server over its
+    socket."""
     users = os.path.join(directory, "userlist.txt")
     with open(users, "w") as f:
         f.write('"postgres" ""\n')
@@ -247,9 +251,9 @@ listen_port = {port}
 unix_socket_dir =
 auth_type = trust
 auth_file = {users}
-pool_mode = session
+pool_mode = {mode}
 default_pool_size = {pool_size}
-max_client_conn = {pool_size + 50}
+max_client_conn = {max_client or pool_size + 50}
 ignore_startup_parameters = extra_float_digits
 log_connections = 0
 log_disconnections = 0
@@ -259,11 +263,11 @@ pidfile = {os.path.join(directory, "pgbouncer.pid")}
     return ini
 
 
-def start_pgbouncer(bouncer, c, tag, pool_size):
+def start_pgbouncer(bouncer, c, tag, pool_size, mode="session", max_client=None):
     d = os.path.join(c.dir, f"pgbouncer-{tag}")
     os.makedirs(d, exist_ok=True)
     port = free_port()
-    ini = pgbouncer_ini(c, port, d, pool_size)
+    ini = pgbouncer_ini(c, port, d, pool_size, mode, max_client)
     return Daemon(f"pgbouncer ({tag})", [bouncer, ini], port, os.path.join(d, "pgbouncer.log"))
 
 
@@ -280,11 +284,11 @@ def new_cmk(keys_bin, c):
     return cmk
 
 
-def start_proxy(proxy, c, tag, cmk, record=None, pprof=None):
+def start_proxy(proxy, c, tag, cmk, record=None, pprof=None, extra=()):
     port = free_port()
     return Daemon(
         f"pgcipher-proxy ({tag})",
-        proxy_args(proxy, c, port, cmk, record, pprof),
+        proxy_args(proxy, c, port, cmk, record, pprof, extra),
         port,
         os.path.join(c.dir, f"proxy-{tag}.log"),
     )

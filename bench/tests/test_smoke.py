@@ -29,7 +29,7 @@ SMOKE = pytest.mark.skipif(
 # pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15),
 # aio in test_aio.py (it needs PostgreSQL 18), citus in test_citus.py (it
 # needs Citus from ../shared/vendor), tde-worst-cases in test_tde_worst_cases.py
-OWN_SMOKE = {"proxy", "proxy-orm", "alibaba-sysbench", "pg-upgrade", "aio", "citus", "tde-worst-cases"}
+OWN_SMOKE = {"proxy", "pooler", "proxy-orm", "alibaba-sysbench", "pg-upgrade", "aio", "citus", "tde-worst-cases"}
 
 
 def _bench(tmp_path, *args, timeout=1800):
@@ -220,6 +220,30 @@ def test_proxy_smoke(tmp_path):
     assert "![proxy-tps.png](proxy-tps.png)" in report
     assert (out / "proxy-tps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not os.path.exists(os.path.join(work, "proxy")), "cluster left behind"
+    assert not _processes_mentioning(work), "processes left behind"
+
+
+@SMOKE
+def test_pooler_smoke(tmp_path):
+    """The pooler scenario alone, tiny: every path where it fits, the CPU
+    of the hop, latencies, many clients over a small pool without an
+    error, the report."""
+    r, out, work = _bench(tmp_path, "--scenario", "pooler", timeout=900)
+    assert r.returncode == 0
+    data = json.loads((out / "results.json").read_text())
+    rows = [row for row in data["results"] if row["scenario"] == "pooler"]
+    got = {(row["config"], row["metric"], row.get("workload"), row.get("clients")) for row in rows}
+    for path in ("direct", "pgbouncer-session", "pgbouncer-transaction", "proxy-session", "proxy-transaction"):
+        assert (path, "tps", "select-only", 2) in got and (path, "p99_ms", "select-only", 2) in got
+    for path in ("pgbouncer-transaction", "proxy-transaction"):
+        assert (path, "tps", "select-only", 40) in got  # 40 clients, max_connections 30: pooled only
+        assert (path, "hop_cpu_us_per_tx", "select-only", 40) in got
+    assert ("direct", "tps", "select-only", 40) not in got
+    assert ("proxy-transaction", "tps", "enc-point", 40) in got
+    many = {row["config"]: row["value"] for row in rows if row["metric"] == "many_errors"}
+    assert many == {"proxy-transaction": 0, "pgbouncer-transaction": 0}
+    report = (out / "report.md").read_text()
+    assert "## pooler:" in report and "proxy / PgBouncer" in report and "idle clients" in report
     assert not _processes_mentioning(work), "processes left behind"
 
 
