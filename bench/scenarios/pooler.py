@@ -65,7 +65,12 @@ INSTALLS = ("pgcipher",)
 PATHS = ["direct", "pgbouncer-session", "pgbouncer-transaction", "proxy-session", "proxy-transaction"]
 POOLED = {"pgbouncer-transaction", "proxy-transaction"}
 # (workload, pgbench mode): the encrypted point select runs on the proxy's paths
-WORKLOADS = [("select-only", "prepared"), ("select-only", "simple"), ("tpcb-like", "prepared"), ("enc-point", "prepared")]
+WORKLOADS = [
+    ("select-only", "prepared"),
+    ("select-only", "simple"),
+    ("tpcb-like", "prepared"),
+    ("enc-point", "prepared"),
+]
 ENC_PATHS = ["proxy-session", "proxy-transaction"]
 ROWS = 10_000
 CPU_GOAL = 1.1
@@ -184,7 +189,9 @@ def run(run, p):
         ports, pids = {"direct": c.port}, {}
         for mode in ("session", "transaction"):
             px = start_proxy(proxy_bin, c, mode, cmk, extra=["--pool-mode", mode, *pool])
-            pb = start_pgbouncer(bouncer_bin, c, mode, p["pool_size"] if mode == "transaction" else most, mode, most)
+            pb = start_pgbouncer(
+                bouncer_bin, c, mode, p["pool_size"] if mode == "transaction" else most, mode, most
+            )
             daemons += [px, pb]
             ports[f"proxy-{mode}"], pids[f"proxy-{mode}"] = px.port, px.pid
             ports[f"pgbouncer-{mode}"], pids[f"pgbouncer-{mode}"] = pb.port, pb.pid
@@ -192,7 +199,9 @@ def run(run, p):
             "pgcipher-proxy --pool-mode transaction --default-pool-size "
             f"{p['pool_size']} --auth-type trust --upstream 'host=$CLUSTER port=$PORT' --cmk-file cmk.hex"
         )
-        run.command(f"pgbouncer pgbouncer.ini   # pool_mode = transaction, default_pool_size = {p['pool_size']}")
+        run.command(
+            f"pgbouncer pgbouncer.ini   # pool_mode = transaction, default_pool_size = {p['pool_size']}"
+        )
         run.record(NAME, "pgbouncer-transaction", 0, "version_seen", 1, part="setup", detail=version)
         _load(run, c, ports["proxy-session"])
         script = os.path.join(c.dir, "enc-point.sql")
@@ -216,11 +225,17 @@ def run(run, p):
                     args += ["-f", script]
                 m = _timed(run, c, server, ports[path], pids.get(path), args, n, p)
                 for metric, value in m.items():
-                    run.record(NAME, path, rep, metric, value, workload=w, mode=mode, clients=n, sent_mode=used)
+                    run.record(
+                        NAME, path, rep, metric, value, workload=w, mode=mode, clients=n, sent_mode=used
+                    )
                 run.progress.step(
                     f"{NAME} {w} -M {used} {n} clients {path} round {rep}: {m['tps']:,.0f} tps, "
                     f"p50 {m['p50_ms']:.2f} ms, p99 {m['p99_ms']:.2f} ms"
-                    + (f", {m['hop_cpu_us_per_tx']:.0f} µs/tx in the middle" if "hop_cpu_us_per_tx" in m else ""),
+                    + (
+                        f", {m['hop_cpu_us_per_tx']:.0f} µs/tx in the middle"
+                        if "hop_cpu_us_per_tx" in m
+                        else ""
+                    ),
                     p["seconds"] + _RUN_OVERHEAD_S,
                 )
         for d in daemons:
@@ -228,13 +243,13 @@ def run(run, p):
         daemons.clear()
         # memory and many clients, on fresh processes in transaction mode
         px = start_proxy(proxy_bin, c, "memory", cmk, extra=["--pool-mode", "transaction", *pool])
-        pb = start_pgbouncer(
-            bouncer_bin, c, "memory", p["pool_size"], "transaction", p["idle_clients"] + 50
-        )
+        pb = start_pgbouncer(bouncer_bin, c, "memory", p["pool_size"], "transaction", p["idle_clients"] + 50)
         daemons += [px, pb]
         for name, d in (("proxy-transaction", px), ("pgbouncer-transaction", pb)):
             _many(run, name, d, p)
-        run.progress.step(f"{NAME}: {p['idle_clients']:,} idle clients, then a statement each, per pooler", 10)
+        run.progress.step(
+            f"{NAME}: {p['idle_clients']:,} idle clients, then a statement each, per pooler", 10
+        )
     finally:
         for d in daemons:
             d.stop()
@@ -270,7 +285,18 @@ def _timed(run, c, server, port, pid, args, n, p):
         run,
         c,
         port,
-        [*args, "-T", str(p["seconds"]), "-c", str(n), "-j", str(threads), "-l", "--log-prefix", os.path.join(logs, "tx")],
+        [
+            *args,
+            "-T",
+            str(p["seconds"]),
+            "-c",
+            str(n),
+            "-j",
+            str(threads),
+            "-l",
+            "--log-prefix",
+            os.path.join(logs, "tx"),
+        ],
         p["seconds"] * 10 + 300,
     )
     tx = max(m.get("transactions", 0), 1)
@@ -368,7 +394,9 @@ def _med(rows, config, metric, fmt="{:,.0f}", **match):
 
 
 def _ci(s):
-    return f"{s['ratio']:.2f} ({s['ci_low']:.2f}–{s['ci_high']:.2f})" if s and s["ratio"] == s["ratio"] else "–"
+    return (
+        f"{s['ratio']:.2f} ({s['ci_low']:.2f}–{s['ci_high']:.2f})" if s and s["ratio"] == s["ratio"] else "–"
+    )
 
 
 def report(rows, p, out_dir):
@@ -381,14 +409,19 @@ def report(rows, p, out_dir):
         "Paths that hold a server connection per client run only while the clients fit in "
         "max_connections.\n",
     ]
-    subst = any(r.get("sent_mode") != r.get("mode") for r in rows if r.get("config") == "pgbouncer-transaction")
+    subst = any(
+        r.get("sent_mode") != r.get("mode") for r in rows if r.get("config") == "pgbouncer-transaction"
+    )
     if subst:
         md.append(
             "PgBouncer before 1.21 keeps no prepared statements in transaction mode: its `-M prepared` "
             "points ran `-M extended` (each statement parsed in every transaction), marked † below.\n"
         )
     timed = [r for r in rows if r.get("part") is None and r.get("workload")]
-    md += ["| workload | clients | path | TPS | middle µs/tx | p50 ms | p99 ms | p99/p50 |", "|---|---|---|---|---|---|---|---|"]
+    md += [
+        "| workload | clients | path | TPS | middle µs/tx | p50 ms | p99 ms | p99/p50 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for w, mode in WORKLOADS:
         for n in p["clients"]:
             for path in PATHS:
@@ -396,7 +429,11 @@ def report(rows, p, out_dir):
                 if not _vals(timed, path, "tps", **sel):
                     continue
                 p50, p99 = _vals(timed, path, "p50_ms", **sel), _vals(timed, path, "p99_ms", **sel)
-                tail = f"{stats.median(p99) / stats.median(p50):.1f}" if p50 and p99 and stats.median(p50) else "–"
+                tail = (
+                    f"{stats.median(p99) / stats.median(p50):.1f}"
+                    if p50 and p99 and stats.median(p50)
+                    else "–"
+                )
                 mark = " †" if path == "pgbouncer-transaction" and subst and mode == "prepared" else ""
                 md.append(
                     f"| {w} -M {mode} | {n} | {path}{mark} | {_med(timed, path, 'tps', **sel)} | "

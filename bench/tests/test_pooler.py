@@ -38,20 +38,52 @@ def test_tiny_plan_is_tiny():
 
 def test_report_on_synthetic_rows():
     p = pooler.plan("quick", cli.TINY["pooler"])
-    rows = [dict(scenario="pooler", config="pgbouncer-transaction", rep=0, metric="version_seen", value=1,
-                 part="setup", detail="PgBouncer 1.18.0")]
+    rows = [
+        dict(
+            scenario="pooler",
+            config="pgbouncer-transaction",
+            rep=0,
+            metric="version_seen",
+            value=1,
+            part="setup",
+            detail="PgBouncer 1.18.0",
+        )
+    ]
     for rep in (1, 2, 3):
         for w, mode, n, path in pooler.points(p):
             sent = "extended" if path == "pgbouncer-transaction" and mode == "prepared" else mode
-            for metric, v in (("tps", 100.0 + rep), ("hop_cpu_us_per_tx", 10.0 + rep), ("p50_ms", 1.0), ("p99_ms", 3.0)):
+            for metric, v in (
+                ("tps", 100.0 + rep),
+                ("hop_cpu_us_per_tx", 10.0 + rep),
+                ("p50_ms", 1.0),
+                ("p99_ms", 3.0),
+            ):
                 if metric == "hop_cpu_us_per_tx" and path == "direct":
                     continue
-                rows.append(dict(scenario="pooler", config=path, rep=rep, metric=metric, value=v,
-                                 workload=w, mode=mode, clients=n, sent_mode=sent))
+                rows.append(
+                    dict(
+                        scenario="pooler",
+                        config=path,
+                        rep=rep,
+                        metric=metric,
+                        value=v,
+                        workload=w,
+                        mode=mode,
+                        clients=n,
+                        sent_mode=sent,
+                    )
+                )
     for name in ("proxy-transaction", "pgbouncer-transaction"):
-        for metric, v in (("rss_kib_1", 9000), ("rss_kib_k", 11000), ("rss_kib_per_client", 10.0),
-                          ("many_errors", 0), ("many_seconds", 1.0)):
-            rows.append(dict(scenario="pooler", config=name, rep=0, metric=metric, value=v, part="many", clients=200))
+        for metric, v in (
+            ("rss_kib_1", 9000),
+            ("rss_kib_k", 11000),
+            ("rss_kib_per_client", 10.0),
+            ("many_errors", 0),
+            ("many_seconds", 1.0),
+        ):
+            rows.append(
+                dict(scenario="pooler", config=name, rep=0, metric=metric, value=v, part="many", clients=200)
+            )
     md, pngs = pooler.report(rows, p, "/nonexistent")
     assert "PgBouncer 1.18.0" in md and "†" in md
     assert "| select-only -M prepared | 40 | proxy-transaction | 102 |" in md

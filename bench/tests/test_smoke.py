@@ -29,7 +29,16 @@ SMOKE = pytest.mark.skipif(
 # pg-upgrade has its own in test_pg_upgrade.py (it needs PostgreSQL 15),
 # aio in test_aio.py (it needs PostgreSQL 18), citus in test_citus.py (it
 # needs Citus from ../shared/vendor), tde-worst-cases in test_tde_worst_cases.py
-OWN_SMOKE = {"proxy", "pooler", "proxy-orm", "alibaba-sysbench", "pg-upgrade", "aio", "citus", "tde-worst-cases"}
+OWN_SMOKE = {
+    "proxy",
+    "pooler",
+    "proxy-orm",
+    "alibaba-sysbench",
+    "pg-upgrade",
+    "aio",
+    "citus",
+    "tde-worst-cases",
+}
 
 
 def _bench(tmp_path, *args, timeout=1800):
@@ -233,7 +242,13 @@ def test_pooler_smoke(tmp_path):
     data = json.loads((out / "results.json").read_text())
     rows = [row for row in data["results"] if row["scenario"] == "pooler"]
     got = {(row["config"], row["metric"], row.get("workload"), row.get("clients")) for row in rows}
-    for path in ("direct", "pgbouncer-session", "pgbouncer-transaction", "proxy-session", "proxy-transaction"):
+    for path in (
+        "direct",
+        "pgbouncer-session",
+        "pgbouncer-transaction",
+        "proxy-session",
+        "proxy-transaction",
+    ):
         assert (path, "tps", "select-only", 2) in got and (path, "p99_ms", "select-only", 2) in got
     for path in ("pgbouncer-transaction", "proxy-transaction"):
         assert (path, "tps", "select-only", 40) in got  # 40 clients, max_connections 30: pooled only
