@@ -90,37 +90,38 @@ type portal struct {
 	limits limits // LIMIT and OFFSET the proxy applies (plan.Limited)
 }
 
+// session is one client connection.  Its state is grouped by the
+// goroutine that owns it: the client loop's (clientSide), the relay's
+// (relaySide), and what both read or write (shared: atomics, the queue,
+// locks and channels).
 type session struct {
 	srv  *Server
 	db   string
 	user string
+	clientSide
+	relaySide
+	shared
+}
 
-	// the client's and the server's connections, message by message
+// clientSide is the client loop's: nothing else reads or writes it.
+type clientSide struct {
+	// the client's connection, and the server's to write to
 	cl  *frameReader
-	clW *frameWriter
-	up  *frameReader
 	upW *frameWriter
-	// the message being relayed in each direction, sent on as it came
-	// when unchanged
+	// the message being handled, sent on as it came when unchanged
 	fromClient pgproto3.FrontendMessage
 	clientRaw  []byte
-	fromServer serverMsg
 
-	// shared: the database's catalog; cat: as this session sees it (its
-	// search path and temporary relations).  The relay reads catPtr (the
-	// client loop may reload while the relay still answers a pipeline)
-	shared *catalog.Catalog
-	cat    *catalog.Catalog
-	catPtr atomic.Pointer[catalog.Catalog]
-	catGen uint64
-	names  names // the session's search path and temporary relations
+	// sharedCat: the database's catalog; cat: as this session sees it
+	// (its search path and temporary relations)
+	sharedCat *catalog.Catalog
+	cat       *catalog.Catalog
+	catGen    uint64
+	names     names // the session's search path and temporary relations
 	// gen counts changes of names or catalog: a prepared statement
 	// planned under another is planned again before it is bound
-	gen uint64
-	// the relay's index of columns by ciphertext header
-	cands    map[colcrypt.Header][]*colcrypt.Column
-	candsCat *catalog.Catalog
-	stale    bool
+	gen   uint64
+	stale bool
 
 	stmts   map[string]*stmt
 	portals map[string]*portal
@@ -129,6 +130,38 @@ type session struct {
 	// that has none
 	templates map[string]*rewrite.Template
 
+	inBatch  bool        // extended-protocol messages since the last Sync
+	skipping bool        // refused in a batch: drop messages until Sync
+	copyIn   *copyStream // COPY FROM STDIN in progress
+	// dropCopy: the last simple query was refused; COPY data that a
+	// client streams without waiting for CopyInResponse is dropped
+	dropCopy bool
+}
+
+// relaySide is the relay's (in transaction mode, the relay of the
+// connection attached now; one at a time).
+type relaySide struct {
+	// the server's connection (session mode; transaction mode reads each
+	// pooled connection's own)
+	up *frameReader
+	// the message being relayed, sent on as it came when unchanged
+	fromServer serverMsg
+	// the index of columns by ciphertext header
+	cands    map[colcrypt.Header][]*colcrypt.Column
+	candsCat *catalog.Catalog
+	// preludeFailed: the server refused to restore the session's settings
+	preludeFailed *pgproto3.ErrorResponse
+}
+
+// shared is what both loops (and Shutdown and cancel requests) use.
+type shared struct {
+	// clW: writes to the client, under clientMu: the relay's, the
+	// startup's last, a shutdown's
+	clW      *frameWriter
+	clientMu sync.Mutex
+	// catPtr: the catalog as the session sees it, for the relay (the
+	// client loop may reload while the relay still answers a pipeline)
+	catPtr   atomic.Pointer[catalog.Catalog]
 	q        queue
 	txStatus atomic.Uint32 // the server's last ReadyForQuery status
 	// rolledBack: the relay saw an error or a ROLLBACK since the client
@@ -139,16 +172,9 @@ type session struct {
 	// idle outside a transaction (a catalog read meanwhile may predate
 	// its commit)
 	ddlPending atomic.Bool
-	inBatch    bool        // extended-protocol messages since the last Sync
-	skipping   bool        // refused in a batch: drop messages until Sync
-	copyIn     *copyStream // COPY FROM STDIN in progress
-	// dropCopy: the last simple query was refused; COPY data that a
-	// client streams without waiting for CopyInResponse is dropped
-	dropCopy bool
-	relayErr chan error
-	// relayEnded is closed when the relay loop returns
+	relayErr   chan error
+	// relayEnded is closed when the relay loop ends the session
 	relayEnded chan struct{}
-	clientMu   sync.Mutex // writes to the client: the relay's, and the startup's last
 
 	// shutdown (service.go): mu is held by the client loop except while
 	// it waits for the client's next message, so whoever holds it sees a
@@ -164,8 +190,6 @@ type session struct {
 	serverSock net.Conn
 	// pooled: transaction mode (pooled.go); nil in session mode
 	pooled *pooledSession
-	// preludeFailed: the server refused to restore the session's settings
-	preludeFailed *pgproto3.ErrorResponse
 }
 
 func newSession(srv *Server, client, server *conns, db, user string) *session {
@@ -173,11 +197,12 @@ func newSession(srv *Server, client, server *conns, db, user string) *session {
 		server = &conns{} // transaction mode: a pooled connection per transaction
 	}
 	s := &session{srv: srv, db: db, user: user,
-		cl: newFrameReader(client.r), clW: newFrameWriter(client.w),
-		up: newFrameReader(server.r), upW: newFrameWriter(server.w),
-		stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{},
-		relayErr: make(chan error, 1), relayEnded: make(chan struct{}),
-		wake: make(chan struct{}, 1), ended: make(chan struct{})}
+		clientSide: clientSide{cl: newFrameReader(client.r), upW: newFrameWriter(server.w),
+			stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{}},
+		relaySide: relaySide{up: newFrameReader(server.r)}}
+	s.clW = newFrameWriter(client.w)
+	s.relayErr, s.relayEnded = make(chan error, 1), make(chan struct{})
+	s.wake, s.ended = make(chan struct{}, 1), make(chan struct{})
 	s.txStatus.Store('I')
 	return s
 }
@@ -264,12 +289,12 @@ func (s *session) flushServer() error {
 }
 
 func (s *session) setCatalog(c *catalog.Catalog) {
-	if c != s.shared {
+	if c != s.sharedCat {
 		// plans name the columns and keys of the catalog they were made with
 		s.plans = map[string]*rewrite.Plan{}
 		s.templates = map[string]*rewrite.Template{}
 	}
-	s.shared = c
+	s.sharedCat = c
 	s.applyNames()
 	s.gen++
 }
@@ -277,7 +302,7 @@ func (s *session) setCatalog(c *catalog.Catalog) {
 // applyNames makes the session's view of the catalog after a change of
 // the catalog or of the session's names.
 func (s *session) applyNames() {
-	s.cat = s.shared.ForSession(s.names.session())
+	s.cat = s.sharedCat.ForSession(s.names.session())
 	s.catPtr.Store(s.cat)
 }
 

@@ -21,6 +21,9 @@
 #                              a plaintext table (checks the harness itself)
 #   PGCIPHER_CLIENTS_KEEP=1    keep the temporary directory (logs, results)
 #   PGCIPHER_CLIENTS_TIMEOUT   seconds a client may take (default 180)
+#   PGCIPHER_CLIENTS_POOL_MODE=transaction  the proxy pools (design 15.14):
+#                              a server connection per transaction from a
+#                              pool of 3, clients logged in by the proxy
 # Prints one line per client (ok/FAILED) and exits non-zero if any failed.
 set -euo pipefail
 top=${PGCIPHER_TOP:?}
@@ -28,6 +31,8 @@ build=${PGCIPHER_BUILD:?}
 here=$top/proxy/test/clients
 bin=$build/install/bin
 direct=${PGCIPHER_CLIENTS_DIRECT:-0}
+pool_mode=${PGCIPHER_CLIENTS_POOL_MODE:-session}
+case $pool_mode in session|transaction) ;; *) echo "run.sh: PGCIPHER_CLIENTS_POOL_MODE is session or transaction" >&2; exit 2 ;; esac
 [ "$direct" = 1 ] || direct=0
 limit=${PGCIPHER_CLIENTS_TIMEOUT:-180}
 # build outputs of the clients (venv, classes, pgx binary) are kept here
@@ -86,6 +91,7 @@ port=$server_port
 if [ "$direct" = 1 ]; then
     echo "clients: DIRECT mode: no proxy, enc_t is a plaintext table (harness check only)"
 else
+    echo "clients: through pgcipher-proxy in $pool_mode mode"
     "$build/bin/pgcipher-keys" new-cmk > "$tmp/cmk.hex"
     port=$(free_port "$server_port")
 fi
@@ -95,6 +101,7 @@ start_proxy() {
     [ "$direct" = 0 ] || return 0
     "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$port" --upstream "host=$sock port=$server_port" \
         --cmk-file "$tmp/cmk.hex" --cmk-name main --record "$record" \
+        --pool-mode "$pool_mode" --auth-type trust --default-pool-size 3 \
         --log-level debug --log-format json > "$1" 2>&1 &
     proxy_pid=$!
     wait_proxy "$port" "$1"
