@@ -145,8 +145,12 @@ func skippable(a answer) bool {
 	return !sync
 }
 
-// skipped tells a waiting client loop that its message was skipped.
+// skipped tells a waiting client loop that its message was skipped (and
+// a pooled connection's statement cache that a Parse did not happen).
 func skipped(a answer) {
+	if p, ok := a.(*parseAnswer); ok {
+		p.entry.state.CompareAndSwap(stmtPending, stmtFailed)
+	}
 	if l, ok := a.(*lockAnswer); ok {
 		select {
 		case l.ch <- lockResult{err: errSkipped}:

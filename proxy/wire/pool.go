@@ -86,6 +86,8 @@ type serverConn struct {
 	sig       string // the session settings a session left on it
 	prepared  *stmtCache
 	unnamed   string // the key of its unnamed statement
+	// unnamedEntry: whether that statement's Parse succeeded
+	unnamedEntry *cachedStmt
 }
 
 // close ends the connection (a Terminate first, as a client would).

@@ -290,27 +290,50 @@ func (e *errPrelude) Error() string {
 }
 
 // stmtCache is a server connection's prepared statements, least recently
-// used first (max-prepared-statements).
+// used first (max-prepared-statements).  An entry is added when its Parse
+// is sent; its answer marks it prepared, or failed (the server refused or
+// skipped the Parse), and a failed entry is never taken as prepared.
 type stmtCache struct {
-	order *list.List // of string, the front least recently used
+	order *list.List // of *cachedStmt, the front least recently used
 	names map[string]*list.Element
 }
+
+type cachedStmt struct {
+	name  string
+	state atomic.Int32 // stmtPending, stmtPrepared or stmtFailed
+}
+
+const (
+	stmtPending int32 = iota
+	stmtPrepared
+	stmtFailed
+)
 
 func newStmtCache() *stmtCache {
 	return &stmtCache{order: list.New(), names: map[string]*list.Element{}}
 }
 
-// touch marks a statement used; false: not prepared there.
+// touch marks a statement used; false: not prepared there (or its Parse
+// failed).
 func (c *stmtCache) touch(name string) bool {
 	e := c.names[name]
 	if e == nil {
+		return false
+	}
+	if e.Value.(*cachedStmt).state.Load() == stmtFailed {
+		c.order.Remove(e)
+		delete(c.names, name)
 		return false
 	}
 	c.order.MoveToBack(e)
 	return true
 }
 
-func (c *stmtCache) add(name string) { c.names[name] = c.order.PushBack(name) }
+func (c *stmtCache) add(name string) *cachedStmt {
+	cs := &cachedStmt{name: name}
+	c.names[name] = c.order.PushBack(cs)
+	return cs
+}
 
 func (c *stmtCache) remove(name string) {
 	if e := c.names[name]; e != nil {
@@ -321,12 +344,31 @@ func (c *stmtCache) remove(name string) {
 
 func (c *stmtCache) clear() { c.order.Init(); c.names = map[string]*list.Element{} }
 
-// oldest returns the least recently used statement, if over max.
+// over returns the least recently used statement, if over max.
 func (c *stmtCache) over(max int) (string, bool) {
 	if max <= 0 || c.order.Len() <= max {
 		return "", false
 	}
-	return c.order.Front().Value.(string), true
+	return c.order.Front().Value.(*cachedStmt).name, true
+}
+
+// parseAnswer: ParseComplete of a Parse of a pooled connection's
+// statement, which marks its cache entry (and the client's statement).
+type parseAnswer struct {
+	quiet bool // the proxy's own Parse: not relayed
+	entry *cachedStmt
+	st    *stmt // the client's Parse: confirmed by its answer
+}
+
+func (a *parseAnswer) take(s *session, m pgproto3.BackendMessage) bool {
+	a.entry.state.Store(stmtPrepared)
+	if a.st != nil {
+		a.st.parsed.Store(true)
+	}
+	if !a.quiet {
+		s.send(m)
+	}
+	return true
 }
 
 // stmtKey names a statement on server connections: the SQL the server
@@ -360,7 +402,8 @@ func (s *session) parsePooled(st *stmt, oids []uint32) {
 	st.key = stmtKey(s.pooled.settingsSig(), st.plan.SQL, oids)
 	if st.name == "" {
 		st.srvName = ""
-		s.push(&completeAnswer{})
+		sc.unnamedEntry = &cachedStmt{}
+		s.push(&parseAnswer{entry: sc.unnamedEntry, st: st})
 		s.sendServer(&pgproto3.Parse{Query: st.plan.SQL, ParameterOIDs: oids})
 		if up := st.plan.Update; up != nil {
 			s.push(&completeAnswer{quiet: true})
@@ -372,28 +415,36 @@ func (s *session) parsePooled(st *stmt, oids []uint32) {
 	}
 	st.srvName = serverStmtPrefix + st.key
 	if sc.prepared.touch(st.srvName) {
-		s.push(&parsedAnswer{})
+		s.push(&parsedAnswer{st: st})
 		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: refusedName})
 		return
 	}
-	s.push(&completeAnswer{})
 	s.prepareOn(sc, st, false)
 }
 
 // prepareOn prepares a client's named statement on the attached
 // connection (quiet: not asked for by the client), and closes the least
 // recently used beyond max-prepared-statements.
+//
+// A Close of the name goes first: the cache may not know whether an
+// earlier Parse of it ran (its answer dropped with the rest of a batch in
+// which the proxy failed a result, while the server ran the batch on), and
+// a Close of a name that does not exist is no error.
 func (s *session) prepareOn(sc *serverConn, st *stmt, quiet bool) {
-	if quiet {
-		s.push(&completeAnswer{quiet: true})
+	s.push(&completeAnswer{quiet: true})
+	s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: st.srvName})
+	entry := sc.prepared.add(st.srvName)
+	a := &parseAnswer{quiet: quiet, entry: entry}
+	if !quiet {
+		a.st = st
 	}
+	s.push(a)
 	s.sendServer(&pgproto3.Parse{Name: st.srvName, Query: st.plan.SQL, ParameterOIDs: st.srvOIDs})
 	if up := st.plan.Update; up != nil {
 		s.push(&completeAnswer{quiet: true})
 		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + st.srvName})
 		s.parseLock(lockPrefix+st.srvName, up, st.srvOIDs)
 	}
-	sc.prepared.add(st.srvName)
 	max := s.srv.PoolConfig().MaxPreparedStatements
 	for {
 		name, over := sc.prepared.over(max)
@@ -411,8 +462,9 @@ func (s *session) prepareOn(sc *serverConn, st *stmt, quiet bool) {
 func (s *session) ensurePrepared(st *stmt) {
 	sc := s.pooled.sc
 	if st.srvName == "" {
-		if sc.unnamed != st.key {
-			s.push(&completeAnswer{quiet: true})
+		if sc.unnamed != st.key || sc.unnamedEntry == nil || sc.unnamedEntry.state.Load() == stmtFailed {
+			sc.unnamedEntry = &cachedStmt{}
+			s.push(&parseAnswer{quiet: true, entry: sc.unnamedEntry})
 			s.sendServer(&pgproto3.Parse{Query: st.plan.SQL, ParameterOIDs: st.srvOIDs})
 			if up := st.plan.Update; up != nil {
 				s.push(&completeAnswer{quiet: true})
@@ -430,9 +482,10 @@ func (s *session) ensurePrepared(st *stmt) {
 
 // parsedAnswer: the CloseComplete of the harmless Close sent for a Parse
 // of a statement the connection has prepared, answered ParseComplete.
-type parsedAnswer struct{}
+type parsedAnswer struct{ st *stmt }
 
-func (*parsedAnswer) take(s *session, m pgproto3.BackendMessage) bool {
+func (a *parsedAnswer) take(s *session, m pgproto3.BackendMessage) bool {
+	a.st.parsed.Store(true)
 	s.send(&pgproto3.ParseComplete{})
 	return true
 }

@@ -76,6 +76,9 @@ type stmt struct {
 	key     string
 	// set: a session-level SET, recorded once it has run (transaction mode)
 	set *rewrite.SessionEffect
+	// parsed: the server answered its Parse (transaction mode: a second
+	// Parse of the name is then PostgreSQL's error 42P05)
+	parsed atomic.Bool
 }
 
 // portal is a bound statement.
@@ -763,7 +766,8 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	}
 	var set *rewrite.SessionEffect
 	if err == nil && s.pooled != nil {
-		if set, err = s.pooledRefusal(m.Query); err == nil && m.Name != "" && s.stmts[m.Name] != nil {
+		if set, err = s.pooledRefusal(m.Query); err == nil && m.Name != "" && s.stmts[m.Name] != nil &&
+			s.stmts[m.Name].parsed.Load() {
 			err = errAlreadyPrepared(m.Name)
 		}
 	}
