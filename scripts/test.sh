@@ -242,6 +242,10 @@ proxy-drivers | 2 | 18 | "$top/proxy/test/drivers/run.sh"
     directly and through the proxy (TLS to the server with sslmode=prefer, the
     server's certificate on the proxy, SCRAM with channel binding), the same
     result test by test
+proxy-clients-tx | 2 | 18 | PGCIPHER_CLIENTS_POOL_MODE=transaction "$top/proxy/test/clients/run.sh"
+    proxy/test/clients again with the proxy as the pooler (--pool-mode
+    transaction, 3 server connections, design 15.14): every client's results
+    equal to its plaintext twin's, the refusals, the leak check
 citus | 2 | 18 | "$top/test/citus/run.sh" tap
     test/citus: Citus 14.0.1 (scripts/vendor.tsv; skipped where it cannot be
     had) built unchanged with pg_config's compiler; an aes-256 node holding its
