@@ -80,13 +80,13 @@ PROFILES = {
     "quick": dict(
         config="pgcipher-off",
         scale=10,
-        clients=[1, 16, 200],
-        pool_size=8,
-        max_connections=60,
+        clients=[1, 16, 200, 1000],
+        pool_size=20,
+        max_connections=80,
         seconds=5,
         repetitions=3,
         warmup_seconds=2,
-        idle_clients=1000,
+        idle_clients=10_000,
         workloads=[w for w, _ in WORKLOADS],
     ),
     "full": dict(
