@@ -18,6 +18,8 @@ type SessionEffect struct {
 	Set      string
 	Reset    bool
 	ResetAll bool
+	// DeallocateAll: DISCARD ALL, which also drops every prepared statement
+	DeallocateAll bool
 	// Refused names what cannot outlive a transaction on a shared
 	// connection ("LISTEN", "a WITH HOLD cursor", ...)
 	Refused    string
@@ -70,7 +72,7 @@ func SessionEffects(sql string) (*SessionEffect, error) {
 			}
 		case n.GetDiscardStmt() != nil:
 			if n.GetDiscardStmt().Target == pg.DiscardMode_DISCARD_ALL {
-				e.ResetAll = true
+				e.ResetAll, e.DeallocateAll = true, true
 			}
 		case n.GetListenStmt() != nil:
 			e.Refused = "LISTEN"

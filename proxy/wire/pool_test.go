@@ -217,6 +217,18 @@ func TestPoolSessionState(t *testing.T) {
 	if _, err := c.Prepare(ctx, "mine", "SELECT 43"); err != nil {
 		t.Errorf("prepared again after DEALLOCATE: %v", err)
 	}
+	// DISCARD ALL drops the connection's statements too: the client's
+	// next statements are prepared again there
+	if _, err := c.Prepare(ctx, "before", "SELECT 40 + $1::int"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c, "DISCARD ALL")
+	if _, err := c.Prepare(ctx, "after", "SELECT 40 + $1::int"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRow(ctx, "after", 2).Scan(&v); err != nil || v != 42 {
+		t.Errorf("the same statement prepared after DISCARD ALL: %d, %v", v, err)
+	}
 }
 
 // TestPoolFailures: a backend killed in a client's transaction fails that

@@ -514,6 +514,13 @@ func (s *session) pooledRefusal(sql string) (*rewrite.SessionEffect, error) {
 				Message: "pgcipher-proxy: in transaction mode, a session-level SET or RESET must run outside a transaction block",
 				Hint:    "Use SET LOCAL inside the transaction, or SET before BEGIN: the proxy replays session settings on each transaction's server connection."}
 		}
+		if e.DeallocateAll {
+			// the server drops every prepared statement, the client's and
+			// the connection's
+			clear(s.stmts)
+			s.pooled.sc.prepared.clear()
+			s.pooled.sc.unnamed = ""
+		}
 		return e, nil
 	}
 	return nil, nil
