@@ -213,6 +213,17 @@ func TestPoolSessionState(t *testing.T) {
 	if err := c.QueryRow(ctx, "mine").Scan(&v); err != nil || v != 42 {
 		t.Errorf("prepared: %d, %v", v, err)
 	}
+	// Close (pgx's Deallocate) forgets the client's name: it may be
+	// prepared again
+	if _, err := c.Prepare(ctx, "gone", "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Deallocate(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(ctx, "gone", "SELECT 2"); err != nil {
+		t.Errorf("prepared again after Close: %v", err)
+	}
 	mustExec(t, c, "DEALLOCATE mine")
 	if _, err := c.Prepare(ctx, "mine", "SELECT 43"); err != nil {
 		t.Errorf("prepared again after DEALLOCATE: %v", err)

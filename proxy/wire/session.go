@@ -557,13 +557,14 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		s.inBatch = true
 		changed := false
 		if m.ObjectType == 'S' {
-			if st := s.stmts[m.Name]; st != nil && s.pooled != nil {
+			name := m.Name
+			if st := s.stmts[name]; st != nil && s.pooled != nil {
 				// the connection's statement goes; a client that has it
 				// too prepares it again where it needs it
 				s.pooled.sc.prepared.remove(st.srvName)
 				m, changed = &pgproto3.Close{ObjectType: 'S', Name: st.srvName}, true
 			}
-			delete(s.stmts, m.Name)
+			delete(s.stmts, name)
 		} else {
 			delete(s.portals, m.Name)
 		}
