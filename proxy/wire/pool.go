@@ -13,6 +13,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -132,6 +133,10 @@ type pool struct {
 	params  map[string]string // ParameterStatus of the newest connection
 	active  int               // attached to a session
 	clients int
+	// clients' Closes of statements, by server name (pooled.go)
+	closedMu sync.RWMutex
+	closed   map[string]uint64
+	closes   atomic.Uint64
 }
 
 // poolFor returns the pool of (db, user), made on first use.
@@ -330,7 +335,7 @@ func (p *pool) dial() (*serverConn, error) {
 		return nil, err
 	}
 	sc := &serverConn{pool: p, sock: hc.Conn, raw: raw, w: hc.Conn, pid: hc.PID, key: hc.SecretKey, born: time.Now(),
-		prepared: newStmtCache()}
+		prepared: newStmtCache(p)}
 	if s.cfg.Record != nil {
 		sc.w = &recorder{w: hc.Conn, rec: s.cfg.Record, mu: &s.recordMu}
 	}

@@ -421,3 +421,54 @@ func TestAuthFileErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolStatementInvalidation: a statement that a change of its table
+// made stale, which the client closes and prepares again (pgx after
+// "cached plan must not change result type"), is prepared again on every
+// pooled connection that had it, not only on the one the Close reached.
+func TestPoolStatementInvalidation(t *testing.T) {
+	e := setup(t)
+	info, _ := e.serve(t, wire.Config{Pool: txPool(2)})
+	ctx := context.Background()
+	admin := connect(t, e.upstream+" dbname="+e.db)
+	mustExec(t, admin, "CREATE TABLE inv (id int PRIMARY KEY, f1 int, f2 int); INSERT INTO inv VALUES (1, 10, 20)")
+	c1, c2 := connect(t, info), connect(t, info)
+	q := "SELECT * FROM inv WHERE id = $1"
+	// c1's statement on both connections: c2 holds the idle list's top
+	// one in a transaction while c1 runs on the other, then lets it go
+	run := func() error {
+		rows, err := c1.Query(ctx, q, 1)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return rows.Err()
+	}
+	other := func(f func() error) error {
+		tx, err := c2.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			return err
+		}
+		return f()
+	}
+	if err := other(run); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, "ALTER TABLE inv DROP COLUMN f1")
+	run() // 0A000 at most, as on one connection; pgx closes the statement
+	for i := range 4 {
+		if err := run(); err != nil {
+			t.Errorf("after the Close, on the connection that got it (%d): %v", i, err)
+		}
+		if err := other(run); err != nil {
+			t.Errorf("after the Close, on the other connection (%d): %v", i, err)
+		}
+	}
+}

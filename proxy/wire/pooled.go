@@ -217,7 +217,7 @@ func (s *session) attach() error {
 		}
 		s.q.push(&preludeAnswer{})
 		s.upW.send(&pgproto3.Query{String: ps.replay(reset)})
-		sc.sig = sig
+		sc.sig, sc.unnamed = sig, "" // a simple query drops the unnamed statement
 	}
 	go s.relayFor(sc.r)
 	return nil
@@ -293,13 +293,21 @@ func (e *errPrelude) Error() string {
 // used first (max-prepared-statements).  An entry is added when its Parse
 // is sent; its answer marks it prepared, or failed (the server refused or
 // skipped the Parse), and a failed entry is never taken as prepared.
+//
+// A client's Close of a statement closes it on the connection it holds
+// then; the pool records the Close, and the statement prepared before it
+// on the pool's other connections is prepared again where next used (a
+// client closes a statement that a change of its tables made stale:
+// pgx after "cached plan must not change result type").
 type stmtCache struct {
+	pool  *pool
 	order *list.List // of *cachedStmt, the front least recently used
 	names map[string]*list.Element
 }
 
 type cachedStmt struct {
 	name  string
+	epoch uint64       // the pool's count of Closes when it was prepared
 	state atomic.Int32 // stmtPending, stmtPrepared or stmtFailed
 }
 
@@ -309,8 +317,8 @@ const (
 	stmtFailed
 )
 
-func newStmtCache() *stmtCache {
-	return &stmtCache{order: list.New(), names: map[string]*list.Element{}}
+func newStmtCache(p *pool) *stmtCache {
+	return &stmtCache{pool: p, order: list.New(), names: map[string]*list.Element{}}
 }
 
 // touch marks a statement used; false: not prepared there (or its Parse
@@ -320,7 +328,8 @@ func (c *stmtCache) touch(name string) bool {
 	if e == nil {
 		return false
 	}
-	if e.Value.(*cachedStmt).state.Load() == stmtFailed {
+	cs := e.Value.(*cachedStmt)
+	if cs.state.Load() == stmtFailed || (c.pool != nil && c.pool.closedAfter(name, cs.epoch)) {
 		c.order.Remove(e)
 		delete(c.names, name)
 		return false
@@ -331,6 +340,9 @@ func (c *stmtCache) touch(name string) bool {
 
 func (c *stmtCache) add(name string) *cachedStmt {
 	cs := &cachedStmt{name: name}
+	if c.pool != nil {
+		cs.epoch = c.pool.closes.Load()
+	}
 	c.names[name] = c.order.PushBack(cs)
 	return cs
 }
@@ -550,6 +562,7 @@ func (s *session) deallocatePooled(m *pgproto3.Query, t *stat) bool {
 	delete(s.stmts, name)
 	s.ensurePrepared(st)
 	sc.prepared.remove(st.srvName)
+	s.pooled.pool.markClosed(st.srvName)
 	s.push(e)
 	s.sendServer(&pgproto3.Query{String: "DEALLOCATE " + quoteIdent(st.srvName)})
 	return true
@@ -562,3 +575,23 @@ func errAlreadyPrepared(name string) error {
 }
 
 var errNoServer = errors.New("no server connection")
+
+// markClosed records a client's Close of a statement (see stmtCache).
+func (p *pool) markClosed(name string) {
+	p.closedMu.Lock()
+	defer p.closedMu.Unlock()
+	if p.closed == nil || len(p.closed) > 100000 {
+		p.closed = map[string]uint64{} // what was prepared before is older still
+	}
+	p.closed[name] = p.closes.Add(1)
+}
+
+// closedAfter: a client closed the statement after epoch.
+func (p *pool) closedAfter(name string, epoch uint64) bool {
+	if p.closes.Load() <= epoch {
+		return false // no Close since: the common case, no lock
+	}
+	p.closedMu.RLock()
+	defer p.closedMu.RUnlock()
+	return p.closed[name] > epoch
+}

@@ -264,13 +264,25 @@ func (s *session) run(params map[string]string) (metrics.End, error) {
 func (s *session) push(a answer) bool { return s.q.push(a) }
 
 // sendServer writes a message of the proxy's own to the server.
-func (s *session) sendServer(m pgproto3.FrontendMessage) { s.upW.send(m) }
+func (s *session) sendServer(m pgproto3.FrontendMessage) {
+	s.queryDropsUnnamed(m)
+	s.upW.send(m)
+}
+
+// queryDropsUnnamed: a simple query destroys the server's unnamed
+// statement; a pooled connection forgets which one it had.
+func (s *session) queryDropsUnnamed(m pgproto3.FrontendMessage) {
+	if _, q := m.(*pgproto3.Query); q && s.pooled != nil && s.pooled.sc != nil {
+		s.pooled.sc.unnamed = ""
+	}
+}
 
 // forward writes the client's message m on to the server: the bytes as
 // the client sent them, unless changed says that the proxy altered m
 // (then encoded again).  A message other than the one being handled is
 // always encoded.
 func (s *session) forward(m pgproto3.FrontendMessage, changed bool) {
+	s.queryDropsUnnamed(m)
 	if !changed && m == s.fromClient && s.clientRaw != nil {
 		s.upW.raw(s.clientRaw)
 		return
@@ -562,6 +574,7 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 				// the connection's statement goes; a client that has it
 				// too prepares it again where it needs it
 				s.pooled.sc.prepared.remove(st.srvName)
+				s.pooled.pool.markClosed(st.srvName)
 				m, changed = &pgproto3.Close{ObjectType: 'S', Name: st.srvName}, true
 			}
 			delete(s.stmts, name)
