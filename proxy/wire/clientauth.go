@@ -49,7 +49,8 @@ func LoadAuthFile(path string) (map[string]string, error) {
 		user, rest, err := readQuoted(line)
 		if err == nil {
 			var secret string
-			secret, rest, err = readQuoted(strings.TrimSpace(rest))
+			// what follows the secret is ignored, as PgBouncer does
+			secret, _, err = readQuoted(strings.TrimSpace(rest))
 			if err == nil && strings.HasPrefix(secret, "md5") && len(secret) == 35 {
 				err = errors.New("an md5 secret cannot log clients in with SCRAM; give a SCRAM-SHA-256 secret or the password")
 			}
@@ -134,7 +135,8 @@ func (s *Server) credentials(user string) (scram.StoredCredentials, bool) {
 		return scram.StoredCredentials{}, false
 	}
 	salt := sha256.Sum256([]byte("pgcipher-proxy auth file salt\x00" + user))
-	return client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt[:16]), Iters: 4096}), true
+	c, err := client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt[:16]), Iters: 4096})
+	return c, err == nil
 }
 
 // authPassword is a user's plaintext password from the auth file, which

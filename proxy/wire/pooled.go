@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -62,9 +61,7 @@ func newPooledSession(p *pool, params map[string]string) *pooledSession {
 		}
 		ps.startup = append(ps.startup, [2]string{k, v})
 	}
-	for _, kv := range optionSettings(params["options"]) {
-		ps.startup = append(ps.startup, kv)
-	}
+	ps.startup = append(ps.startup, optionSettings(params["options"])...)
 	sort.Slice(ps.startup, func(i, j int) bool { return ps.startup[i][0] < ps.startup[j][0] })
 	ps.sig = ps.signature()
 	return ps
@@ -278,7 +275,7 @@ func (s *session) detachAtEnd() {
 
 // preludeAnswer: the replay of the session's settings, answered to no
 // one; an error ends the session (its settings cannot be restored).
-type preludeAnswer struct{ err *pgproto3.ErrorResponse }
+type preludeAnswer struct{}
 
 func (*preludeAnswer) take(s *session, m pgproto3.BackendMessage) bool { return false }
 
@@ -573,8 +570,6 @@ func (s *session) deallocatePooled(m *pgproto3.Query, t *stat) bool {
 func errAlreadyPrepared(name string) error {
 	return &rewrite.Refusal{Code: "42P05", Message: fmt.Sprintf("prepared statement %q already exists", name)}
 }
-
-var errNoServer = errors.New("no server connection")
 
 // markClosed records a client's Close of a statement (see stmtCache).
 func (p *pool) markClosed(name string) {

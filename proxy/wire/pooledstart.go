@@ -21,7 +21,7 @@ import (
 
 // protocol30 is protocol version 3.0, what the proxy speaks with pooled
 // server connections.
-const protocol30 = 3<<16 | 0
+const protocol30 = 3 << 16
 
 func (s *Server) startupPooled(cc *clientConn, b *pgproto3.Backend, client net.Conn, c *peekedConn, version uint32,
 	params map[string]string, certUser string) (*session, map[string]string, metrics.End, error) {

@@ -271,10 +271,15 @@ for v in "${variants[@]}"; do
             pgx_env "$proxy_port" tls > "$tmp/$v.env" ;;
     esac
     rc=0
+    skip=()
+    # LISTEN is refused in transaction mode, and this test then waits for a
+    # notification until go test's timeout, taking its package's other
+    # tests with it: not run (known.txt)
+    [ "$v" != proxy-tx ] || skip=(-skip '^TestListenNotifyWhileBusyIsSafe$')
     (
         cd "$pgx"
         while IFS= read -r kv; do export "${kv?}"; done < "$tmp/$v.env"
-        exec timeout -k 30 "$suite_limit" "$go" "${go_args[@]}" "${packages[@]}"
+        exec timeout -k 30 "$suite_limit" "$go" "${go_args[@]}" "${skip[@]}" "${packages[@]}"
     ) > "$tmp/$v.json" 2> "$tmp/$v.stderr" || rc=$?
     # go test exits 1 when a test failed; anything else is the harness's
     case $rc in 0 | 1) ;; *) echo "pgx-suite: $v: go test exited $rc"; tail -n 20 "$tmp/$v.stderr" ;; esac
