@@ -134,9 +134,10 @@ type pool struct {
 	active  int               // attached to a session
 	clients int
 	// clients' Closes of statements, by server name (pooled.go)
-	closedMu sync.RWMutex
-	closed   map[string]uint64
-	closes   atomic.Uint64
+	closedMu  sync.RWMutex
+	closed    map[string]uint64
+	clock     atomic.Uint64 // ticks: statements prepared, Parsed, Closed
+	lastClose atomic.Uint64 // the clock at the last Close
 }
 
 // poolFor returns the pool of (db, user), made on first use.

@@ -291,11 +291,15 @@ func (e *errPrelude) Error() string {
 // is sent; its answer marks it prepared, or failed (the server refused or
 // skipped the Parse), and a failed entry is never taken as prepared.
 //
-// A client's Close of a statement closes it on the connection it holds
-// then; the pool records the Close, and the statement prepared before it
-// on the pool's other connections is prepared again where next used (a
-// client closes a statement that a change of its tables made stale:
-// pgx after "cached plan must not change result type").
+// A client never runs a plan older than its own Parse, as on a connection
+// of its own: its Parse is always sent (the name closed first), and a
+// connection's entry prepared before the client's Parse is prepared again
+// where the client binds it (another client may have prepared it before
+// a change of its tables or types).  A client's Close closes the
+// statement on the connection it holds; the pool records the Close, and
+// the entries prepared before it on its other connections are prepared
+// again where next used (pgx closes a statement after "cached plan must
+// not change result type").  Times are ticks of the pool's clock.
 type stmtCache struct {
 	pool  *pool
 	order *list.List // of *cachedStmt, the front least recently used
@@ -304,7 +308,7 @@ type stmtCache struct {
 
 type cachedStmt struct {
 	name  string
-	epoch uint64       // the pool's count of Closes when it was prepared
+	epoch uint64       // the pool's clock when it was prepared
 	state atomic.Int32 // stmtPending, stmtPrepared or stmtFailed
 }
 
@@ -320,13 +324,13 @@ func newStmtCache(p *pool) *stmtCache {
 
 // touch marks a statement used; false: not prepared there (or its Parse
 // failed).
-func (c *stmtCache) touch(name string) bool {
+func (c *stmtCache) touch(name string, since uint64) bool {
 	e := c.names[name]
 	if e == nil {
 		return false
 	}
 	cs := e.Value.(*cachedStmt)
-	if cs.state.Load() == stmtFailed || (c.pool != nil && c.pool.closedAfter(name, cs.epoch)) {
+	if cs.state.Load() == stmtFailed || cs.epoch < since || (c.pool != nil && c.pool.closedAfter(name, cs.epoch)) {
 		c.order.Remove(e)
 		delete(c.names, name)
 		return false
@@ -338,7 +342,7 @@ func (c *stmtCache) touch(name string) bool {
 func (c *stmtCache) add(name string) *cachedStmt {
 	cs := &cachedStmt{name: name}
 	if c.pool != nil {
-		cs.epoch = c.pool.closes.Load()
+		cs.epoch = c.pool.clock.Add(1)
 	}
 	c.names[name] = c.order.PushBack(cs)
 	return cs
@@ -401,10 +405,9 @@ func stmtKey(sig, sql string, oids []uint32) string {
 const serverStmtPrefix = "pgcipher.s."
 
 // parsePooled sends a client's Parse in transaction mode: a named
-// statement goes by its server name, prepared once per server
-// connection (an already prepared one is answered ParseComplete through a
-// harmless Close); the unnamed one is parsed each time, as the client
-// sent it.
+// statement goes by its server name, closed first and parsed on the
+// connection the client holds (its plan is never older than its Parse);
+// the unnamed one is parsed as the client sent it.
 func (s *session) parsePooled(st *stmt, oids []uint32) {
 	sc := s.pooled.sc
 	st.srvOIDs = oids
@@ -423,11 +426,8 @@ func (s *session) parsePooled(st *stmt, oids []uint32) {
 		return
 	}
 	st.srvName = serverStmtPrefix + st.key
-	if sc.prepared.touch(st.srvName) {
-		s.push(&parsedAnswer{st: st})
-		s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: refusedName})
-		return
-	}
+	st.since = s.pooled.pool.clock.Add(1)
+	sc.prepared.remove(st.srvName)
 	s.prepareOn(sc, st, false)
 }
 
@@ -484,19 +484,9 @@ func (s *session) ensurePrepared(st *stmt) {
 		}
 		return
 	}
-	if !sc.prepared.touch(st.srvName) {
+	if !sc.prepared.touch(st.srvName, st.since) {
 		s.prepareOn(sc, st, true)
 	}
-}
-
-// parsedAnswer: the CloseComplete of the harmless Close sent for a Parse
-// of a statement the connection has prepared, answered ParseComplete.
-type parsedAnswer struct{ st *stmt }
-
-func (a *parsedAnswer) take(s *session, m pgproto3.BackendMessage) bool {
-	a.st.parsed.Store(true)
-	s.send(&pgproto3.ParseComplete{})
-	return true
 }
 
 // pooledRefusal refuses what would leave state on a shared server
@@ -578,12 +568,14 @@ func (p *pool) markClosed(name string) {
 	if p.closed == nil || len(p.closed) > 100000 {
 		p.closed = map[string]uint64{} // what was prepared before is older still
 	}
-	p.closed[name] = p.closes.Add(1)
+	t := p.clock.Add(1)
+	p.closed[name] = t
+	p.lastClose.Store(t)
 }
 
 // closedAfter: a client closed the statement after epoch.
 func (p *pool) closedAfter(name string, epoch uint64) bool {
-	if p.closes.Load() <= epoch {
+	if p.lastClose.Load() <= epoch {
 		return false // no Close since: the common case, no lock
 	}
 	p.closedMu.RLock()

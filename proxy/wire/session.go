@@ -74,6 +74,8 @@ type stmt struct {
 	srvName string
 	srvOIDs []uint32
 	key     string
+	// since: the pool's clock at the client's Parse (transaction mode)
+	since uint64
 	// set: a session-level SET, recorded once it has run (transaction mode)
 	set *rewrite.SessionEffect
 	// parsed: the server answered its Parse (transaction mode: a second
