@@ -42,9 +42,14 @@ type pooledSession struct {
 	startup    [][2]string
 	sets       []sessionSet
 	sig        string
-	// the cancel key the proxy gave the client
-	cancelPID uint32
-	cancelKey []byte
+	// the cancel key the proxy gave the client; cancelling counts the
+	// cancels on their way to the attached connection's backend, which
+	// does not go back to its pool before they arrive (cancelMu orders
+	// them with the release)
+	cancelPID  uint32
+	cancelKey  []byte
+	cancelMu   sync.Mutex
+	cancelling sync.WaitGroup
 }
 
 type sessionSet struct{ name, sql string }
@@ -251,7 +256,10 @@ func (s *session) release() bool {
 	}
 	sc := ps.sc
 	ps.sc = nil
+	ps.cancelMu.Lock()
 	ps.cur.Store(nil)
+	ps.cancelMu.Unlock()
+	ps.cancelling.Wait() // a cancel on its way reaches this backend first
 	ps.pool.release(sc, true)
 	return true
 }

@@ -159,17 +159,24 @@ func (s *Server) dropCancelKey(sess *session) {
 }
 
 // pooledCancel maps a client's cancel request to the backend that runs
-// its transaction; nil: nothing to cancel.
-func (s *Server) pooledCancel(m *pgproto3.CancelRequest) *pgproto3.CancelRequest {
+// its transaction; nil: nothing to cancel.  done must be called once the
+// cancel has reached the server: until then the client's connection does
+// not go back to its pool, so that a cancel cannot hit the next client's
+// statement there.
+func (s *Server) pooledCancel(m *pgproto3.CancelRequest) (*pgproto3.CancelRequest, func()) {
 	s.cancelMu.Lock()
 	sess := s.cancels[m.ProcessID]
 	s.cancelMu.Unlock()
 	if sess == nil || subtle.ConstantTimeCompare(sess.pooled.cancelKey, m.SecretKey) != 1 {
-		return nil
+		return nil, nil
 	}
-	sc := sess.pooled.cur.Load()
+	ps := sess.pooled
+	ps.cancelMu.Lock()
+	defer ps.cancelMu.Unlock()
+	sc := ps.cur.Load()
 	if sc == nil {
-		return nil
+		return nil, nil
 	}
-	return &pgproto3.CancelRequest{ProcessID: sc.pid, SecretKey: sc.key}
+	ps.cancelling.Add(1)
+	return &pgproto3.CancelRequest{ProcessID: sc.pid, SecretKey: sc.key}, ps.cancelling.Done
 }

@@ -759,9 +759,11 @@ func (s *Server) cancel(m *pgproto3.CancelRequest) error {
 	if s.pooling() {
 		// the key the proxy gave its client: the backend that runs the
 		// client's transaction now, if any, is cancelled
-		if m = s.pooledCancel(m); m == nil {
+		var done func()
+		if m, done = s.pooledCancel(m); m == nil {
 			return nil
 		}
+		defer done()
 	}
 	c, err := s.dial(nil, false)
 	if err != nil {
