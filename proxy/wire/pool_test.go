@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgcipher/pgcipher/proxy/wire"
 )
@@ -470,5 +471,78 @@ func TestPoolStatementInvalidation(t *testing.T) {
 		if err := other(run); err != nil {
 			t.Errorf("after the Close, on the other connection (%d): %v", i, err)
 		}
+	}
+}
+
+// TestPoolParseWithoutConnection: a client that prepares synchronously
+// (Parse and Sync, as pgbench -M prepared does for each of its clients in
+// turn on one thread) gets its answer without a server connection when
+// another client holds the only one in a transaction: the statement is
+// known to parse, and it is prepared where it is bound.
+func TestPoolParseWithoutConnection(t *testing.T) {
+	e := setup(t)
+	cfg := txPool(1)
+	cfg.QueryWaitTimeout = 3 * time.Second
+	info, _ := e.serve(t, wire.Config{Pool: cfg})
+	ctx := context.Background()
+	sql := "SELECT 40 + $1::int"
+	first := connect(t, info)
+	if _, err := first.Prepare(ctx, "s", sql); err != nil {
+		t.Fatal(err)
+	}
+	holder := connect(t, info)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, info)
+	fe := c.PgConn().Frontend()
+	fe.Send(&pgproto3.Parse{Name: "mine", Query: sql})
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.PgConn().Conn().SetReadDeadline(time.Now().Add(2 * time.Second))
+	for _, want := range []string{"*pgproto3.ParseComplete", "*pgproto3.ReadyForQuery"} {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("waiting for %s while the only connection is held: %v", want, err)
+		}
+		if got := fmt.Sprintf("%T", m); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+	c.PgConn().Conn().SetReadDeadline(time.Time{})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// bound later: prepared on the connection then
+	fe.Send(&pgproto3.Bind{PreparedStatement: "mine", Parameters: [][]byte{[]byte("2")}})
+	fe.Send(&pgproto3.Execute{})
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := m.(*pgproto3.DataRow); ok {
+			got = string(r.Values[0])
+		}
+		if er, ok := m.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("bound: %s", er.Message)
+		}
+		if _, ok := m.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if got != "42" {
+		t.Errorf("bound: %q, want 42", got)
 	}
 }

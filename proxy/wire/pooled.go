@@ -383,6 +383,9 @@ type parseAnswer struct {
 
 func (a *parseAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	a.entry.state.Store(stmtPrepared)
+	if a.entry.name != "" && s.pooled != nil {
+		s.pooled.pool.markGood(a.entry.name)
+	}
 	if a.st != nil {
 		a.st.parsed.Store(true)
 	}
@@ -589,4 +592,98 @@ func (p *pool) closedAfter(name string, epoch uint64) bool {
 	p.closedMu.RLock()
 	defer p.closedMu.RUnlock()
 	return p.closed[name] > epoch
+}
+
+// unattached answers what a client sends between transactions without a
+// server connection where it can, and reports whether it did: Terminate
+// and Flush; a Parse of a named statement that the pool's connections
+// have prepared before (known to parse), answered ParseComplete and
+// prepared on a connection where it is bound; a Sync, answered
+// ReadyForQuery.  A client that prepares synchronously (pgbench -M
+// prepared: each client's Parse and Sync in turn, on one thread for many
+// clients) then never waits for a server connection that its own other
+// clients hold in open transactions.  Databases with encrypted columns
+// go to the server: the proxy learns each statement's result types there.
+func (s *session) unattached(typ byte, raw []byte) (bool, error) {
+	switch typ {
+	case 'X':
+		return true, errTerminated // no server to tell
+	case 'H':
+		return true, s.flushClient()
+	case 'S':
+		s.inBatch, s.skipping = false, false
+		s.clientMu.Lock()
+		s.clW.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		s.clientMu.Unlock()
+		return true, s.flushClientIfIdle()
+	case 'P':
+		return s.localParse(raw)
+	}
+	return false, nil
+}
+
+func (s *session) localParse(raw []byte) (bool, error) {
+	m, err := decodeFrontend('P', raw[5:])
+	if err != nil || s.cat == nil || s.cat.HasEncryption() {
+		return false, nil
+	}
+	pm := m.(*pgproto3.Parse)
+	if pm.Name == "" || (s.stmts[pm.Name] != nil && s.stmts[pm.Name].parsed.Load()) {
+		return false, nil
+	}
+	p, err := s.prepare(pm.Query)
+	if err != nil || p.Reload || p.Touches || p.Copy != nil || p.Update != nil {
+		return false, nil
+	}
+	if e, _ := rewrite.SessionEffects(pm.Query); e != nil {
+		return false, nil
+	}
+	oids := serverOIDs(pm, p)
+	key := stmtKey(s.pooled.settingsSig(), p.SQL, oids)
+	ps := s.pooled
+	if !ps.pool.isGood(serverStmtPrefix + key) {
+		return false, nil
+	}
+	st := &stmt{name: pm.Name, sql: pm.Query, gen: s.gen, plan: p, clientOIDs: append([]uint32(nil), pm.ParameterOIDs...),
+		srvName: serverStmtPrefix + key, srvOIDs: oids, key: key, since: ps.pool.clock.Add(1)}
+	st.parsed.Store(true)
+	s.stmts[pm.Name] = st
+	s.inBatch = true
+	s.copyIn, s.dropCopy = nil, false
+	s.clientMu.Lock()
+	s.clW.send(&pgproto3.ParseComplete{})
+	s.clientMu.Unlock()
+	return true, s.flushClientIfIdle()
+}
+
+// flushClient writes what the client loop answered itself.
+func (s *session) flushClient() error {
+	s.clientMu.Lock()
+	defer s.clientMu.Unlock()
+	return s.clW.flush()
+}
+
+// flushClientIfIdle: once the client has nothing more in flight.
+func (s *session) flushClientIfIdle() error {
+	if s.cl.buffered() > 0 {
+		return nil
+	}
+	return s.flushClient()
+}
+
+// markGood records a statement a pooled connection prepared: a client's
+// Parse of it may be answered without a connection (unattached).
+func (p *pool) markGood(name string) {
+	p.closedMu.Lock()
+	defer p.closedMu.Unlock()
+	if p.good == nil || len(p.good) > 100000 {
+		p.good = map[string]bool{}
+	}
+	p.good[name] = true
+}
+
+func (p *pool) isGood(name string) bool {
+	p.closedMu.RLock()
+	defer p.closedMu.RUnlock()
+	return p.good[name]
 }

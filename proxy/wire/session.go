@@ -472,7 +472,11 @@ func (s *session) clientLoop() error {
 
 // message handles one message of the client's.
 func (s *session) message(typ byte, raw []byte) error {
-	if s.pooled != nil && s.pooled.sc == nil && typ != 'X' && typ != 'H' {
+	if s.pooled != nil && s.pooled.sc == nil {
+		// between transactions: what the proxy answers itself
+		if done, err := s.unattached(typ, raw); done {
+			return err
+		}
 		if err := s.attach(); err != nil {
 			return s.noServer(err)
 		}
@@ -794,6 +798,31 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	st := &stmt{name: m.Name, srvName: m.Name, sql: m.Query, gen: s.gen, plan: p,
 		clientOIDs: append([]uint32(nil), m.ParameterOIDs...), set: set}
 	s.stmts[m.Name] = st
+	oids := serverOIDs(m, p)
+	if s.pooled != nil {
+		s.parsePooled(st, oids)
+	} else {
+		s.push(&completeAnswer{})
+		s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
+		if up := p.Update; up != nil {
+			s.push(&completeAnswer{quiet: true})
+			s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
+			s.parseLock(lockPrefix+m.Name, up, oids)
+		}
+	}
+	if s.cat.HasEncryption() {
+		// learn the result's types now: later Executes may come without
+		// a Describe
+		s.push(&describeAnswer{objType: 'S', st: st, quiet: true})
+		s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: st.srvName})
+	}
+	return nil
+}
+
+// serverOIDs are the parameter types the server gets for statement p:
+// the client's, the encrypted types of encrypted parameters, and the types
+// of parameters of the proxy's own.
+func serverOIDs(m *pgproto3.Parse, p *rewrite.Plan) []uint32 {
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	for len(oids) < len(p.Params) {
 		oids = append(oids, 0)
@@ -820,24 +849,7 @@ func (s *session) parse(m *pgproto3.Parse) error {
 			oids = typeParam(oids, n, oid)
 		}
 	}
-	if s.pooled != nil {
-		s.parsePooled(st, oids)
-	} else {
-		s.push(&completeAnswer{})
-		s.sendServer(&pgproto3.Parse{Name: m.Name, Query: p.SQL, ParameterOIDs: oids})
-		if up := p.Update; up != nil {
-			s.push(&completeAnswer{quiet: true})
-			s.sendServer(&pgproto3.Close{ObjectType: 'S', Name: lockPrefix + m.Name})
-			s.parseLock(lockPrefix+m.Name, up, oids)
-		}
-	}
-	if s.cat.HasEncryption() {
-		// learn the result's types now: later Executes may come without
-		// a Describe
-		s.push(&describeAnswer{objType: 'S', st: st, quiet: true})
-		s.sendServer(&pgproto3.Describe{ObjectType: 'S', Name: st.srvName})
-	}
-	return nil
+	return oids
 }
 
 func (s *session) bind(m *pgproto3.Bind) error {
