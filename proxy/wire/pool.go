@@ -136,9 +136,9 @@ type pool struct {
 	// clients' Closes of statements, by server name (pooled.go)
 	closedMu  sync.RWMutex
 	closed    map[string]uint64
-	good      map[string]bool // statements prepared once: their Parse parses
-	clock     atomic.Uint64   // ticks: statements prepared, Parsed, Closed
-	lastClose atomic.Uint64   // the clock at the last Close
+	good      map[string]*goodStmt // statements prepared once: their Parse parses
+	clock     atomic.Uint64        // ticks: statements prepared, Parsed, Closed
+	lastClose atomic.Uint64        // the clock at the last Close
 }
 
 // poolFor returns the pool of (db, user), made on first use.

@@ -603,7 +603,8 @@ func (p *pool) closedAfter(name string, epoch uint64) bool {
 // prepared: each client's Parse and Sync in turn, on one thread for many
 // clients) then never waits for a server connection that its own other
 // clients hold in open transactions.  Databases with encrypted columns
-// go to the server: the proxy learns each statement's result types there.
+// are answered so once a connection has described the statement (its
+// result types, which the proxy decrypts by).
 func (s *session) unattached(typ byte, raw []byte) (bool, error) {
 	switch typ {
 	case 'X':
@@ -624,7 +625,7 @@ func (s *session) unattached(typ byte, raw []byte) (bool, error) {
 
 func (s *session) localParse(raw []byte) (bool, error) {
 	m, err := decodeFrontend('P', raw[5:])
-	if err != nil || s.cat == nil || s.cat.HasEncryption() {
+	if err != nil || s.cat == nil {
 		return false, nil
 	}
 	pm := m.(*pgproto3.Parse)
@@ -632,7 +633,7 @@ func (s *session) localParse(raw []byte) (bool, error) {
 		return false, nil
 	}
 	p, err := s.prepare(pm.Query)
-	if err != nil || p.Reload || p.Touches || p.Copy != nil || p.Update != nil {
+	if err != nil || p.Reload || p.Copy != nil || p.Update != nil {
 		return false, nil
 	}
 	if e, _ := rewrite.SessionEffects(pm.Query); e != nil {
@@ -641,11 +642,16 @@ func (s *session) localParse(raw []byte) (bool, error) {
 	oids := serverOIDs(pm, p)
 	key := stmtKey(s.pooled.settingsSig(), p.SQL, oids)
 	ps := s.pooled
-	if !ps.pool.isGood(serverStmtPrefix + key) {
+	good := ps.pool.goodStmt(serverStmtPrefix + key)
+	if good == nil || (s.cat.HasEncryption() && (!good.described || good.catGen != s.srv.catalogs.gen.Load())) {
 		return false, nil
 	}
 	st := &stmt{name: pm.Name, sql: pm.Query, gen: s.gen, plan: p, clientOIDs: append([]uint32(nil), pm.ParameterOIDs...),
 		srvName: serverStmtPrefix + key, srvOIDs: oids, key: key, since: ps.pool.clock.Add(1)}
+	if good.desc != nil {
+		st.desc = good.desc // shared, read only
+		st.shape = s.shapeOf(p, good.desc)
+	}
 	st.parsed.Store(true)
 	s.stmts[pm.Name] = st
 	s.inBatch = true
@@ -671,18 +677,40 @@ func (s *session) flushClientIfIdle() error {
 	return s.flushClient()
 }
 
+// goodStmt is a statement a pooled connection prepared (it parses), and
+// once described, its result types (desc nil: no rows).
+type goodStmt struct {
+	described bool
+	desc      *pgproto3.RowDescription
+	// catGen: the catalogs' generation when described (a change of
+	// encrypted columns since may have changed what the types mean)
+	catGen uint64
+}
+
 // markGood records a statement a pooled connection prepared: a client's
 // Parse of it may be answered without a connection (unattached).
 func (p *pool) markGood(name string) {
 	p.closedMu.Lock()
 	defer p.closedMu.Unlock()
 	if p.good == nil || len(p.good) > 100000 {
-		p.good = map[string]bool{}
+		p.good = map[string]*goodStmt{}
 	}
-	p.good[name] = true
+	if p.good[name] == nil {
+		p.good[name] = &goodStmt{}
+	}
 }
 
-func (p *pool) isGood(name string) bool {
+// markDescribed records a prepared statement's result types.
+func (p *pool) markDescribed(name string, desc *pgproto3.RowDescription) {
+	gen := p.srv.catalogs.gen.Load()
+	p.closedMu.Lock()
+	defer p.closedMu.Unlock()
+	if g := p.good[name]; g != nil && (!g.described || g.catGen != gen) {
+		p.good[name] = &goodStmt{described: true, desc: desc, catGen: gen}
+	}
+}
+
+func (p *pool) goodStmt(name string) *goodStmt {
 	p.closedMu.RLock()
 	defer p.closedMu.RUnlock()
 	return p.good[name]

@@ -309,6 +309,9 @@ func (e *describeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 			e.st.desc = cloneDesc(m)
 			e.st.shape = s.shapeOf(e.st.plan, e.st.desc)
 			sh = e.st.shape
+			if e.quiet && s.pooled != nil && e.st.srvName != "" {
+				s.pooled.pool.markDescribed(e.st.srvName, e.st.desc)
+			}
 		case e.portal != nil && e.portal.st.shape != nil:
 			sh = e.portal.st.shape
 		default:
@@ -325,6 +328,9 @@ func (e *describeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	case *pgproto3.NoData:
 		if e.objType == 'S' && e.st != nil {
 			e.st.desc, e.st.shape = nil, nil
+			if e.quiet && s.pooled != nil && e.st.srvName != "" {
+				s.pooled.pool.markDescribed(e.st.srvName, nil)
+			}
 		}
 		if !e.quiet {
 			s.send(m)
