@@ -238,3 +238,19 @@ def noise_floor_paragraph(rows, metric, baseline=BASELINE, noise=NOISE):
         "A ratio is *inside the noise* when its CI overlaps the band from 1.0 to the noise floor's CI at "
         "the same point, *slower* or *faster* only when it lies wholly outside it (the verdict column)."
     )
+
+
+def vals(rows, config, metric, **match):
+    """The values of metric for config among rows, where every key of match
+    has that value."""
+    return [
+        r["value"]
+        for r in rows
+        if r["config"] == config and r["metric"] == metric and all(r.get(k) == v for k, v in match.items())
+    ]
+
+
+def med(rows, config, metric, fmt="{:,.0f}", **match):
+    """The median of vals(...), formatted; "–" when there is none."""
+    v = vals(rows, config, metric, **match)
+    return fmt.format(stats.median(v)) if v else "–"

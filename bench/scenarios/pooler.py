@@ -380,17 +380,7 @@ def _many(run, name, d, p):
 # ---------------------------------------------------------------- report
 
 
-def _vals(rows, config, metric, **match):
-    return [
-        r["value"]
-        for r in rows
-        if r["config"] == config and r["metric"] == metric and all(r.get(k) == v for k, v in match.items())
-    ]
-
-
-def _med(rows, config, metric, fmt="{:,.0f}", **match):
-    v = _vals(rows, config, metric, **match)
-    return fmt.format(stats.median(v)) if v else "–"
+_vals, _med = common.vals, common.med
 
 
 def _ci(s):
