@@ -162,16 +162,16 @@ func (p *pool) acquire() (*serverConn, error) {
 	for len(p.idle) > 0 {
 		sc := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if expired(sc, cfg) || !sc.alive() {
-			p.open--
-			p.mu.Unlock()
-			sc.close()
-			p.mu.Lock()
-			continue
-		}
 		p.active++
 		p.mu.Unlock()
-		return sc, nil
+		// the liveness check is a system call: outside the pool's lock
+		if !expired(sc, cfg) && sc.alive() {
+			return sc, nil
+		}
+		sc.close()
+		p.mu.Lock()
+		p.active--
+		p.open--
 	}
 	if p.open < cfg.DefaultPoolSize {
 		p.open++
