@@ -11,13 +11,18 @@ stop_proxy() {
     fi
 }
 
-# free_port [BUSY]: a free TCP port on 127.0.0.1 in 55000-55999, other
-# than BUSY.
+# free_port [BUSY]: a free TCP port on 127.0.0.1 in 20000-31999, other
+# than BUSY.  The range lies below Linux's ephemeral ports (32768-60999):
+# there an outgoing connection of any other suite can hold the port as its
+# local end, which no connect() probe sees and which makes the server's
+# bind() fail (CI, stop 54: "could not bind ... Address already in use").
 free_port() {
-    local p
+    local p lo
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
     for _ in $(seq 200); do
-        p=$((55000 + (RANDOM + $$) % 1000))
+        p=$((20000 + (RANDOM * 32768 + RANDOM + $$) % 12000))
         [ "$p" = "${1:-}" ] && continue
+        [ "$p" -lt "$lo" ] || continue
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
     done
     echo "run.sh: no free port" >&2; return 1
