@@ -87,12 +87,37 @@ func SessionEffects(sql string) (*SessionEffect, error) {
 			n.GetViewStmt() != nil && isTemp(n.GetViewStmt().View),
 			n.GetCreateSeqStmt() != nil && isTemp(n.GetCreateSeqStmt().Sequence):
 			e.Refused = "a temporary relation that outlives its transaction"
+		case tempObject(n):
+			e.Refused = "an object in pg_temp (type, domain, function) that outlives its transaction"
 		}
 	}
 	if e.Refused == "" && e.Set == "" && !e.ResetAll {
 		return nil, nil
 	}
 	return e, nil
+}
+
+// tempObject: n creates a type, domain, function, procedure, aggregate
+// or operator in pg_temp, which lives as long as the server connection's
+// temporary schema (pgx's suite: CREATE TYPE pg_temp.text_range AS
+// RANGE; on the next transaction's connection it does not exist).
+func tempObject(n *pg.Node) bool {
+	var name []*pg.Node
+	switch {
+	case n.GetCompositeTypeStmt() != nil:
+		return isTemp(n.GetCompositeTypeStmt().Typevar)
+	case n.GetCreateEnumStmt() != nil:
+		name = n.GetCreateEnumStmt().TypeName
+	case n.GetCreateRangeStmt() != nil:
+		name = n.GetCreateRangeStmt().TypeName
+	case n.GetCreateDomainStmt() != nil:
+		name = n.GetCreateDomainStmt().Domainname
+	case n.GetDefineStmt() != nil:
+		name = n.GetDefineStmt().Defnames
+	case n.GetCreateFunctionStmt() != nil:
+		name = n.GetCreateFunctionStmt().Funcname
+	}
+	return len(name) > 1 && strings.HasPrefix(name[0].GetString_().GetSval(), "pg_temp")
 }
 
 // cursorOptHold is PostgreSQL's CURSOR_OPT_HOLD.

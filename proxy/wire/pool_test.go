@@ -149,6 +149,10 @@ func TestPoolSessionState(t *testing.T) {
 		"SELECT pg_advisory_lock(42)",
 		"CREATE TEMP TABLE pool_t (x int)",
 		"CREATE TEMPORARY TABLE pool_t AS SELECT 1 AS x",
+		"CREATE TYPE pg_temp.pool_r AS RANGE (subtype = text)",
+		"CREATE TYPE pg_temp.pool_e AS ENUM ('a')",
+		"CREATE DOMAIN pg_temp.pool_d AS int",
+		"CREATE FUNCTION pg_temp.pool_f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
 		"SET work_mem = '7MB'; SELECT 1",
 	} {
 		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeDescribeExec} {
