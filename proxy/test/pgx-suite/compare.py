@@ -235,15 +235,19 @@ def compare(args):
                 explained.append((name, a, b, reason))
                 continue
             diffs.append((name, a, b))
-        print(
-            f"\n{v} against direct: {len(diffs)} differ, {len(explained)} known (known.txt), "
+        summary = (
+            f"{v} against direct: {len(diffs)} differ, {len(explained)} known (known.txt), "
             f"{len(not_compared)} not compared (variable unset in {v})"
         )
-        for name, a, b in diffs:
-            why = run.why(name) if b.startswith("fail") else ""
-            print(f"  {name}  direct={a}  {v}={b}" + (f"  -- {why}" if why else ""))
+        print(f"\n{summary}")
+        # the differences last: a log's tail (CI prints one) shows them
         for name, a, b, reason in explained:
             print(f"  known: {name}  direct={a}  {v}={b}  -- {reason}")
+        for name, a, b in diffs:
+            why = run.why(name) if b.startswith("fail") else ""
+            print(f"  DIFFERS: {name}  direct={a}  {v}={b}" + (f"  -- {why}" if why else ""))
+        if diffs:
+            print(f"  ({summary})")
         differ = differ or bool(diffs)
     return 1 if differ else 0
 
