@@ -1,12 +1,14 @@
 // Client authentication in transaction mode (design 15.14): the proxy
 // logs clients in itself (trust, SCRAM-SHA-256 against the auth file's
-// secrets, or a verified client certificate), as PgBouncer does, and
-// opens server connections with credentials of its own.
+// secrets or those the auth query reads from the server, or a verified
+// client certificate), as PgBouncer does, and opens server connections
+// with credentials of its own or the client's SCRAM key (scrampass.go).
 
 package wire
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -14,7 +16,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
 )
@@ -115,28 +119,116 @@ func scramCredentials(secret string) (scram.StoredCredentials, error) {
 	return c, nil
 }
 
-// credentials returns a user's SCRAM credentials from the auth file.
-func (s *Server) credentials(user string) (scram.StoredCredentials, bool) {
+// credentials returns a user's SCRAM credentials from the auth file,
+// or from the auth query; verifier: they are a verifier, not a password
+// the proxy knows.
+func (s *Server) credentials(db, user string) (c scram.StoredCredentials, known, verifier bool, err error) {
 	users := s.authUsers.Load()
-	if users == nil {
-		return scram.StoredCredentials{}, false
+	secret, ok := "", false
+	if users != nil {
+		secret, ok = (*users)[user]
 	}
-	secret, ok := (*users)[user]
+	if !ok && s.PoolConfig().AuthUser != "" {
+		secret, err = s.authQuery(db, user)
+		if err != nil {
+			return c, false, false, err
+		}
+		if secret == "" {
+			return c, false, false, nil
+		}
+		if !strings.HasPrefix(secret, "SCRAM-SHA-256$") {
+			// an md5 hash or a password in clear cannot serve SCRAM
+			s.cfg.Log.Warn("the auth query's secret is not a SCRAM-SHA-256 verifier: login refused", "user", user)
+			return c, false, false, nil
+		}
+		ok = true
+	}
 	if !ok {
-		return scram.StoredCredentials{}, false
+		return c, false, false, nil
 	}
 	if strings.HasPrefix(secret, "SCRAM-SHA-256$") {
 		c, err := scramCredentials(secret)
-		return c, err == nil
+		return c, err == nil, true, nil
 	}
 	// a plaintext password: a verifier of it, with a salt of its own
 	client, err := scram.SHA256.NewClient(user, secret, "")
 	if err != nil {
-		return scram.StoredCredentials{}, false
+		return c, false, false, nil
 	}
 	salt := sha256.Sum256([]byte("pgcipher-proxy auth file salt\x00" + user))
-	c, err := client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt[:16]), Iters: 4096})
-	return c, err == nil
+	c, err = client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt[:16]), Iters: 4096})
+	return c, err == nil, false, nil
+}
+
+// authQuery runs the auth query in db as the auth user and returns the
+// user's secret ("": no such user, or no secret).
+func (s *Server) authQuery(db, user string) (string, error) {
+	cfg := s.PoolConfig()
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		conn, err := s.authConn(db, cfg.AuthUser)
+		if err != nil {
+			return "", err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rr := conn.ExecParams(ctx, cfg.AuthQuery, [][]byte{[]byte(user)}, nil, nil, nil).Read()
+		cancel()
+		if rr.Err != nil {
+			conn.Close(context.Background())
+			delete(s.authConns, db)
+			if attempt == 0 && conn.IsClosed() && !isServerError(rr.Err) {
+				continue // a connection the server ended: once more on a new one
+			}
+			return "", fmt.Errorf("auth query: %w", rr.Err)
+		}
+		if len(rr.Rows) == 0 || len(rr.Rows[0]) < 2 || rr.Rows[0][1] == nil {
+			return "", nil
+		}
+		return string(rr.Rows[0][1]), nil
+	}
+}
+
+func isServerError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}
+
+// authConn is the auth query's connection to db, opened as the auth user
+// with its password from the auth file or --upstream's.
+func (s *Server) authConn(db, authUser string) (*pgconn.PgConn, error) {
+	if c := s.authConns[db]; c != nil && !c.IsClosed() {
+		return c, nil
+	}
+	cfg := s.upstream.Copy()
+	cfg.User = authUser
+	if !s.setDB {
+		cfg.Database = db
+	}
+	if pw := s.authPassword(authUser); pw != "" {
+		cfg.Password = pw
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("auth query: connecting as %s: %w", authUser, err)
+	}
+	if s.authConns == nil {
+		s.authConns = map[string]*pgconn.PgConn{}
+	}
+	s.authConns[db] = c
+	return c, nil
+}
+
+// closeAuthConns closes the auth query's connections (shutdown).
+func (s *Server) closeAuthConns() {
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	for db, c := range s.authConns {
+		c.Close(context.Background())
+		delete(s.authConns, db)
+	}
 }
 
 // authPassword is a user's plaintext password from the auth file, which
@@ -160,7 +252,7 @@ func (s *Server) SetAuthFile(users map[string]string) {
 
 // authenticateClient logs a client in as user (certUser: the common
 // name of its verified certificate).
-func (s *Server) authenticateClient(b *pgproto3.Backend, user, certUser string) error {
+func (s *Server) authenticateClient(b *pgproto3.Backend, db, user, certUser string) error {
 	switch t := s.PoolConfig().AuthType; t {
 	case AuthTrust:
 		return nil
@@ -170,7 +262,7 @@ func (s *Server) authenticateClient(b *pgproto3.Backend, user, certUser string) 
 		}
 		return nil
 	case AuthSCRAM, "":
-		return s.scramClient(b, user)
+		return s.scramClient(b, db, user)
 	default:
 		return fatal(b, "28000", "pgcipher-proxy: unknown auth-type "+t)
 	}
@@ -178,11 +270,16 @@ func (s *Server) authenticateClient(b *pgproto3.Backend, user, certUser string) 
 
 // scramClient runs SCRAM-SHA-256 (RFC 7677, without channel binding)
 // with the client, as the server would.
-func (s *Server) scramClient(b *pgproto3.Backend, user string) error {
+func (s *Server) scramClient(b *pgproto3.Backend, db, user string) error {
 	failed := func() error {
 		return fatal(b, "28P01", fmt.Sprintf("password authentication failed for user %q", user))
 	}
-	creds, known := s.credentials(user)
+	creds, known, verifier, err := s.credentials(db, user)
+	if err != nil {
+		s.cfg.Log.Warn("auth query failed", "user", user, "database", db, "err", err)
+		return fatalHint(b, "08004", "pgcipher-proxy: cannot look up the user's secret: "+err.Error(),
+			"Check --auth-user, its password and --auth-query against the server.")
+	}
 	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) {
 		if !known {
 			return creds, errors.New("unknown user")
@@ -208,7 +305,9 @@ func (s *Server) scramClient(b *pgproto3.Backend, user string) error {
 	if !ok || first.AuthMechanism != "SCRAM-SHA-256" {
 		return fatal(b, "28000", "pgcipher-proxy: expected a SCRAM-SHA-256 initial response")
 	}
-	out, err := conv.Step(string(first.Data))
+	// a copy: the message's bytes are the backend's until its next Receive
+	clientFirst := string(first.Data)
+	out, err := conv.Step(clientFirst)
 	if err != nil {
 		return failed()
 	}
@@ -226,9 +325,18 @@ func (s *Server) scramClient(b *pgproto3.Backend, user string) error {
 	if !ok {
 		return fatal(b, "28000", "pgcipher-proxy: expected a SCRAM-SHA-256 response")
 	}
+	serverFirst := out
 	out, err = conv.Step(string(final.Data))
 	if err != nil || !conv.Valid() {
 		return failed()
+	}
+	if verifier {
+		// the key this client proved it holds logs in to the server for it
+		key, err := clientKeyOf(creds, clientFirst, serverFirst, string(final.Data))
+		if err != nil {
+			return failed()
+		}
+		s.passKeys.Store(user, scramKeys{clientKey: key, creds: creds})
 	}
 	b.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(out)})
 	return nil

@@ -60,13 +60,22 @@ type PoolConfig struct {
 	// (trust, scram-sha-256 or cert); AuthFile: the users' secrets.
 	AuthType string
 	AuthFile string
+	// AuthUser: the role that runs AuthQuery ($1: a user's name; it
+	// answers the user's name and secret) for users not in the auth file
+	// ("": no lookup)
+	AuthUser  string
+	AuthQuery string
 }
+
+// DefaultAuthQuery is PgBouncer's auth_query.
+const DefaultAuthQuery = "SELECT usename, passwd FROM pg_shadow WHERE usename=$1"
 
 // DefaultPoolConfig is PgBouncer's defaults where it has them.
 func DefaultPoolConfig() PoolConfig {
 	return PoolConfig{Mode: SessionMode, MaxClientConn: 100, DefaultPoolSize: 20, ReservePoolTimeout: 5 * time.Second,
 		ServerIdleTimeout: 600 * time.Second, ServerLifetime: 3600 * time.Second, QueryWaitTimeout: 120 * time.Second,
-		ServerResetQuery: "RESET ALL", MaxPreparedStatements: 200, AuthType: "scram-sha-256"}
+		ServerResetQuery: "RESET ALL", MaxPreparedStatements: 200, AuthType: "scram-sha-256",
+		AuthQuery: DefaultAuthQuery}
 }
 
 // errQueryWait: no server connection came free within query-wait-timeout.
@@ -306,6 +315,9 @@ func (p *pool) dial() (*serverConn, error) {
 	}
 	if pw := s.authPassword(cfg.User); pw != "" {
 		cfg.Password = pw
+	} else if k, ok := s.passKeys.Load(cfg.User); ok && !s.setUser && cfg.Password == "" {
+		// a user known by its verifier only: its client's SCRAM key
+		cfg.Password, cfg.BuildFrontend = passPlaceholder, k.(scramKeys).buildFrontend
 	}
 	var raw net.Conn
 	dial := cfg.DialFunc

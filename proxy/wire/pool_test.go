@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgcipher/pgcipher/proxy/wire"
@@ -407,6 +408,89 @@ func TestPoolAuth(t *testing.T) {
 		if sqlstate(err) != "28P01" {
 			t.Errorf("%s with a wrong password: %v, want 28P01", bad.user, err)
 		}
+	}
+}
+
+// TestPoolAuthQuery: a user absent from the auth file is looked up with
+// the auth query (a SECURITY DEFINER function, as PgBouncer's docs
+// advise), logs in with SCRAM, and the proxy logs in to the server as
+// that user, which pg_hba.conf holds to scram-sha-256, with the key the
+// client's proof revealed: the proxy never had its password.
+func TestPoolAuthQuery(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	admin := connect(t, e.upstream)
+	mustExec(t, admin, `SET password_encryption = 'scram-sha-256';
+		DROP ROLE IF EXISTS pgc_aq_user; DROP ROLE IF EXISTS pgc_aq_lookup;
+		CREATE ROLE pgc_aq_user LOGIN PASSWORD 'secret-q';
+		CREATE ROLE pgc_aq_lookup LOGIN PASSWORD 'look-pw'`)
+	t.Cleanup(func() {
+		admin.Exec(context.Background(), "DROP ROLE IF EXISTS pgc_aq_user; DROP ROLE IF EXISTS pgc_aq_lookup")
+	})
+	dbAdmin := connect(t, e.upstream+" dbname="+e.db)
+	mustExec(t, dbAdmin, `CREATE FUNCTION public.pgc_lookup(u text, OUT usename name, OUT passwd text) RETURNS record
+		LANGUAGE sql SECURITY DEFINER AS $$ SELECT usename, passwd FROM pg_shadow WHERE usename = u $$;
+		REVOKE ALL ON FUNCTION public.pgc_lookup(text) FROM PUBLIC;
+		GRANT EXECUTE ON FUNCTION public.pgc_lookup(text) TO pgc_aq_lookup;
+		GRANT ALL ON SCHEMA public TO pgc_aq_user`)
+	// both roles must prove their password to the server
+	var hba string
+	if err := admin.QueryRow(ctx, "SHOW hba_file").Scan(&hba); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatalf("the test edits the server's pg_hba.conf: %v", err)
+	}
+	lines := "local all pgc_aq_user,pgc_aq_lookup scram-sha-256\nhost all pgc_aq_user,pgc_aq_lookup all scram-sha-256\n"
+	if err := os.WriteFile(hba, append([]byte(lines), old...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, "SELECT pg_reload_conf()")
+	t.Cleanup(func() {
+		os.WriteFile(hba, old, 0o600)
+		admin.Exec(context.Background(), "SELECT pg_reload_conf()")
+	})
+	pc, _ := pgconn.ParseConfig(e.upstream)
+	direct := fmt.Sprintf("host=%s port=%d dbname=%s user=pgc_aq_user", pc.Host, pc.Port, e.db)
+	if c, err := pgx.Connect(ctx, direct+" password=wrong"); err == nil {
+		c.Close(ctx)
+		t.Fatal("the server let pgc_aq_user in with a wrong password: pg_hba.conf not in force")
+	}
+	cfg := txPool(2)
+	cfg.AuthType, cfg.AuthUser = wire.AuthSCRAM, "pgc_aq_lookup"
+	cfg.AuthQuery = "SELECT usename, passwd FROM public.pgc_lookup($1)"
+	info, _ := e.serve(t, wire.Config{Pool: cfg, AuthUsers: map[string]string{"pgc_aq_lookup": "look-pw"}})
+	as := func(user, pw string) string {
+		return strings.Replace(info, "user="+pc.User, "user="+user, 1) + " password=" + pw
+	}
+	for i := 0; i < 3; i++ {
+		c, err := pgx.Connect(ctx, as("pgc_aq_user", "secret-q"))
+		if err != nil {
+			t.Fatalf("login %d through the auth query: %v", i, err)
+		}
+		var who string
+		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "pgc_aq_user" {
+			t.Errorf("current_user %q, %v", who, err)
+		}
+		c.Close(ctx)
+	}
+	for _, bad := range []struct{ user, pw string }{{"pgc_aq_user", "wrong"}, {"pgc_aq_nobody", "x"}} {
+		_, err := pgx.Connect(ctx, as(bad.user, bad.pw))
+		if sqlstate(err) != "28P01" {
+			t.Errorf("%s with a wrong password: %v, want 28P01", bad.user, err)
+		}
+	}
+	// the auth user's own password wrong: the lookup fails, said so
+	cfg.AuthUser = "pgc_aq_user"
+	info2, _ := e.serve(t, wire.Config{Pool: cfg, AuthUsers: map[string]string{"pgc_aq_lookup": "look-pw"}})
+	_, err = pgx.Connect(ctx, strings.Replace(info2, "user="+pc.User, "user=pgc_aq_lookup", 1)+" password=look-pw")
+	if err != nil {
+		t.Errorf("pgc_aq_lookup is in the auth file: %v", err)
+	}
+	_, err = pgx.Connect(ctx, strings.Replace(info2, "user="+pc.User, "user=pgc_aq_other", 1)+" password=x")
+	if sqlstate(err) != "08004" || !strings.Contains(err.Error(), "cannot look up") {
+		t.Errorf("auth query as a user without a password: %v, want 08004", err)
 	}
 }
 

@@ -37,7 +37,7 @@ func (s *Server) startupPooled(cc *clientConn, b *pgproto3.Backend, client net.C
 		return nil, nil, metrics.StartupFailed, fatalHint(b, "53300", "pgcipher-proxy: no more connections allowed (max-client-conn)",
 			"Raise max-client-conn, or connect fewer clients.")
 	}
-	if err := s.authenticateClient(b, params["user"], certUser); err != nil {
+	if err := s.authenticateClient(b, params["database"], params["user"], certUser); err != nil {
 		return nil, nil, metrics.AuthFailed, err
 	}
 	p := s.poolFor(params["database"], params["user"])

@@ -97,6 +97,12 @@ type Server struct {
 	poolsMu   sync.Mutex
 	pools     map[poolKey]*pool
 	authUsers atomic.Pointer[authUsers]
+	// passKeys: user -> scramKeys, the SCRAM keys of the last client
+	// that logged in with a verifier (scrampass.go); authConns: the
+	// auth query's connections, per database
+	passKeys  sync.Map
+	authMu    sync.Mutex
+	authConns map[string]*pgconn.PgConn
 	clients   atomic.Int64
 	cancelMu  sync.Mutex
 	cancels   map[uint32]*session
@@ -182,6 +188,7 @@ func (s *Server) Close() {
 		s.stopPools = nil
 	}
 	s.closePools()
+	s.closeAuthConns()
 }
 
 // Reload marks every cached catalog stale (SIGHUP).

@@ -86,6 +86,13 @@ Pooling (PgBouncer's settings under its names; durations as 30s, or seconds):
   --auth-file F          "user" "secret" lines, PgBouncer's userlist.txt: a
                          SCRAM-SHA-256 verifier (pg_authid's rolpassword) or the
                          password, which is also the proxy's to log in to the server
+  --auth-user U          look up the secrets of users not in --auth-file on the
+                         server, logged in as U (its password from --auth-file
+                         or --upstream); the proxy then logs in to the server as
+                         the client with the client's own SCRAM key, never its
+                         password
+  --auth-query Q         the lookup, $1 the user's name (default PgBouncer's:
+                         SELECT usename, passwd FROM pg_shadow WHERE usename=$1)
 
 SIGHUP reads the config file again and applies log-level, tls-cert, tls-key,
 tls-client-ca, upstream-certs, shutdown-timeout and the pooling settings but
@@ -100,7 +107,7 @@ type settings struct {
 	logLevel, logFormat, metrics, shutdownTimeout, record, pprof string
 	poolMode, maxClientConn, defaultPoolSize, minPoolSize, reservePoolSize, reservePoolTimeout,
 	serverIdleTimeout, serverLifetime, queryWaitTimeout, serverResetQuery, maxPreparedStatements,
-	authType, authFile string
+	authType, authFile, authUser, authQuery string
 
 	config      string // the file they were read from ("": none)
 	checkConfig bool
@@ -147,6 +154,8 @@ var table = []setting{
 	{"max-prepared-statements", "200", true, func(s *settings) *string { return &s.maxPreparedStatements }},
 	{"auth-type", "scram-sha-256", true, func(s *settings) *string { return &s.authType }},
 	{"auth-file", "", true, func(s *settings) *string { return &s.authFile }},
+	{"auth-user", "", true, func(s *settings) *string { return &s.authUser }},
+	{"auth-query", wire.DefaultAuthQuery, true, func(s *settings) *string { return &s.authQuery }},
 }
 
 // parse reads the command line and the config file it names.
@@ -302,8 +311,8 @@ func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
 	}
 	if ld.pool.Mode == wire.TransactionMode {
 		switch {
-		case ld.pool.AuthType == wire.AuthSCRAM && st.authFile == "":
-			return nil, errors.New("--auth-type scram-sha-256 needs --auth-file (transaction mode)")
+		case ld.pool.AuthType == wire.AuthSCRAM && st.authFile == "" && st.authUser == "":
+			return nil, errors.New("--auth-type scram-sha-256 needs --auth-file or --auth-user (transaction mode)")
 		case ld.pool.AuthType == wire.AuthCert && st.tlsClientCA == "":
 			return nil, errors.New("--auth-type cert needs --tls-client-ca (transaction mode)")
 		}
@@ -396,6 +405,7 @@ func poolSettings(st *settings) (wire.PoolConfig, error) {
 		return c, fmt.Errorf("--auth-type: %q is not scram-sha-256, cert or trust", st.authType)
 	}
 	c.ServerResetQuery, c.AuthFile = st.serverResetQuery, st.authFile
+	c.AuthUser, c.AuthQuery = st.authUser, st.authQuery
 	for _, n := range []struct {
 		name, v string
 		to      *int

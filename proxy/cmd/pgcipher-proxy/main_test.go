@@ -146,7 +146,7 @@ func TestCheckConfig(t *testing.T) {
 			"--default-pool-size", "5", "--query-wait-timeout", "30", "--server-lifetime", "1h"), ""},
 		{"pool mode", append(base, "--pool-mode", "statement"), "--pool-mode:"},
 		{"auth type", append(base, "--auth-type", "md5"), "--auth-type:"},
-		{"SCRAM without auth file", append(base, "--pool-mode", "transaction"), "needs --auth-file"},
+		{"SCRAM without auth file", append(base, "--pool-mode", "transaction"), "needs --auth-file or --auth-user"},
 		{"cert without CA", append(base, "--pool-mode", "transaction", "--auth-type", "cert"), "needs --tls-client-ca"},
 		{"pool size", append(base, "--default-pool-size", "0"), "--default-pool-size"},
 		{"count", append(base, "--max-client-conn", "many"), "--max-client-conn:"},
