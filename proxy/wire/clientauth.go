@@ -176,7 +176,7 @@ func (s *Server) authQuery(db, user string) (string, error) {
 		cancel()
 		if rr.Err != nil {
 			conn.Close(context.Background())
-			delete(s.authConns, db)
+			delete(s.authConns, db+"\x00"+cfg.AuthUser)
 			if attempt == 0 && conn.IsClosed() && !isServerError(rr.Err) {
 				continue // a connection the server ended: once more on a new one
 			}
@@ -197,7 +197,9 @@ func isServerError(err error) bool {
 // authConn is the auth query's connection to db, opened as the auth user
 // with its password from the auth file or --upstream's.
 func (s *Server) authConn(db, authUser string) (*pgconn.PgConn, error) {
-	if c := s.authConns[db]; c != nil && !c.IsClosed() {
+	// keyed by the auth user too: SIGHUP may name another
+	key := db + "\x00" + authUser
+	if c := s.authConns[key]; c != nil && !c.IsClosed() {
 		return c, nil
 	}
 	cfg := s.upstream.Copy()
@@ -217,7 +219,7 @@ func (s *Server) authConn(db, authUser string) (*pgconn.PgConn, error) {
 	if s.authConns == nil {
 		s.authConns = map[string]*pgconn.PgConn{}
 	}
-	s.authConns[db] = c
+	s.authConns[key] = c
 	return c, nil
 }
 
@@ -225,9 +227,9 @@ func (s *Server) authConn(db, authUser string) (*pgconn.PgConn, error) {
 func (s *Server) closeAuthConns() {
 	s.authMu.Lock()
 	defer s.authMu.Unlock()
-	for db, c := range s.authConns {
+	for k, c := range s.authConns {
 		c.Close(context.Background())
-		delete(s.authConns, db)
+		delete(s.authConns, k)
 	}
 }
 

@@ -99,7 +99,7 @@ type Server struct {
 	authUsers atomic.Pointer[authUsers]
 	// passKeys: user -> scramKeys, the SCRAM keys of the last client
 	// that logged in with a verifier (scrampass.go); authConns: the
-	// auth query's connections, per database
+	// auth query's connections, per database and auth user
 	passKeys  sync.Map
 	authMu    sync.Mutex
 	authConns map[string]*pgconn.PgConn
