@@ -221,7 +221,7 @@ func (s *session) attach() error {
 		s.upW.send(&pgproto3.Query{String: ps.replay(reset)})
 		sc.sig, sc.unnamed = sig, "" // a simple query drops the unnamed statement
 	}
-	go s.relayFor(sc.r)
+	sc.relays <- s
 	return nil
 }
 
