@@ -5,7 +5,6 @@ package rewrite
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -19,8 +18,8 @@ import (
 // catalogs without bindings.
 func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error) {
 	if !cat.Mentions(sql) {
-		p := &Plan{SQL: sql, Reload: changesCatalog.MatchString(sql)}
-		if sessionWords.MatchString(sql) {
+		p := &Plan{SQL: sql, Reload: changesCatalog(sql)}
+		if namesSessionWord(sql) {
 			if tree, err := pg.Parse(sql); err == nil {
 				p.Names, p.Statements = nameChanges(sql, tree), len(tree.Stmts)
 				p.Reload = p.Reload && !onlyTemps(tree)
@@ -99,11 +98,6 @@ func readsOrWrites(n *pg.Node) bool {
 	}
 	return false
 }
-
-// changesCatalog is the cheap test for statements that pass unparsed:
-// one that starts with these words may change what the catalog says
-// (DDL, SET search_path).
-var changesCatalog = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|import)\b`)
 
 // onlyTemps: every statement creates a temporary relation.
 func onlyTemps(tree *pg.ParseResult) bool {

@@ -46,10 +46,6 @@ type NameChange struct {
 	OnCommitDrop bool
 }
 
-// sessionWords is the cheap test for statements that may change name
-// resolution and do not name an encrypted relation.
-var sessionWords = regexp.MustCompile(`(?i)search_path|set_config|temp|discard|role|authoriz|reset|drop`)
-
 // setConfigPath matches set_config('search_path', '<value>', true|false).
 var setConfigPath = regexp.MustCompile(`(?is)set_config\s*\(\s*'search_path'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
 
