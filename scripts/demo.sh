@@ -309,34 +309,46 @@ echo "Drizzle and Hibernate beside it in docs/orm/)"
 kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true
 
 step "4c''. The proxy as the pooler: 64 clients over 4 server connections, one hop that also encrypts"
-echo "pgcipher-proxy --pool-mode transaction --default-pool-size 4 --auth-file userlist.txt: each transaction"
-echo "takes a server connection from the pool and gives it back at its end, as PgBouncer's transaction mode;"
-echo "the proxy logs clients in with SCRAM against the server's own verifiers (PgBouncer's userlist.txt):"
-psql_enc -c "SET password_encryption = 'scram-sha-256'" -c "ALTER ROLE postgres PASSWORD 'demo-password'"
-psql_enc -At -c "SELECT format('\"%s\" \"%s\"', rolname, rolpassword) FROM pg_authid WHERE rolname = 'postgres'" \
-    > "$demo/userlist.txt"
+echo "pgcipher-proxy --pool-mode transaction --default-pool-size 4: each transaction takes a server"
+echo "connection from the pool and gives it back at its end, as PgBouncer's transaction mode. The proxy logs"
+echo "clients in with SCRAM against the verifier its auth query reads from the server (PgBouncer's auth_query),"
+echo "then logs in to the server as the client with the key the client's SCRAM proof revealed: the server asks"
+echo "the role app for SCRAM, and the proxy never sees app's password:"
+psql_enc -q -c "SET password_encryption = 'scram-sha-256'" -c "CREATE ROLE app LOGIN PASSWORD 'demo-password'" \
+    -c "GRANT SELECT ON test1 TO app" -c "CREATE ROLE pool_auth LOGIN PASSWORD 'auth-password'" \
+    -c 'CREATE FUNCTION public.pool_lookup(u text, OUT usename name, OUT passwd text) RETURNS record
+        LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog
+        AS $$ SELECT usename, passwd FROM pg_shadow WHERE usename = u $$' \
+    -c "REVOKE ALL ON FUNCTION public.pool_lookup(text) FROM PUBLIC" \
+    -c "GRANT EXECUTE ON FUNCTION public.pool_lookup(text) TO pool_auth"
+cp "$demo/enc/data/pg_hba.conf" "$demo/pg_hba.conf.orig"
+{ echo "local all app,pool_auth scram-sha-256"; cat "$demo/pg_hba.conf.orig"; } > "$demo/enc/data/pg_hba.conf"
+psql_enc -qAt -c "SELECT pg_reload_conf()" > /dev/null
+printf '"pool_auth" "auth-password"\n' > "$demo/userlist.txt"
+echo "   userlist.txt names only pool_auth; --auth-user pool_auth --auth-query 'SELECT usename, passwd FROM pool_lookup(\$1)'"
 pool_port=$(pick_port)
 "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$pool_port" --upstream "host=$demo/enc port=$enc_port" \
     --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn --pool-mode transaction \
-    --default-pool-size 4 --max-client-conn 200 --auth-file "$demo/userlist.txt" 2> "$demo/proxy-pool.log" &
+    --default-pool-size 4 --max-client-conn 200 --auth-file "$demo/userlist.txt" --auth-user pool_auth \
+    --auth-query 'SELECT usename, passwd FROM public.pool_lookup($1)' 2> "$demo/proxy-pool.log" &
 proxy_pids+=("$!")
 pool_pid=$!
-for _ in $(seq 50); do PGPASSWORD=demo-password psql -X -h 127.0.0.1 -p "$pool_port" -U postgres -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
-if PGPASSWORD=wrong psql -X -h 127.0.0.1 -p "$pool_port" -U postgres -d postgres -c '' 2> "$demo/pool-wrong.log"; then
+for _ in $(seq 50); do PGPASSWORD=demo-password psql -X -h 127.0.0.1 -p "$pool_port" -U app -d postgres -c '' 2>/dev/null && break; sleep 0.2; done
+if PGPASSWORD=wrong psql -X -h 127.0.0.1 -p "$pool_port" -U app -d postgres -c '' 2> "$demo/pool-wrong.log"; then
     echo "a wrong password was accepted"; exit 1
 fi
 echo "   a wrong password: $(head -1 "$demo/pool-wrong.log" | sed 's/.*FATAL: */FATAL: /')"
 sysbench "$top/bench/sysbench/alibaba.lua" --db-driver=pgsql --pgsql-host=127.0.0.1 --pgsql-port="$pool_port" \
-    --pgsql-user=postgres --pgsql-password=demo-password --pgsql-db=postgres --table=test1 --table_size=2000 \
+    --pgsql-user=app --pgsql-password=demo-password --pgsql-db=postgres --table=test1 --table_size=2000 \
     --workload=point --threads=64 --time=3 run > "$demo/sysbench-pool.log" 2>&1 || { tail -5 "$demo/sysbench-pool.log"; exit 1; }
 printf '   sysbench alibaba.lua --workload=point --threads=64 through the pooled proxy: %s, %s errors\n' \
     "$(sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1 tx\/s/p' "$demo/sysbench-pool.log")" \
     "$(sed -n 's/^ *ignored errors: *\([0-9]*\).*/\1/p' "$demo/sysbench-pool.log")"
-echo "   server backends the pooled proxy holds for those 64 clients (its catalog connection aside):"
-psql_enc -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-    AND application_name NOT LIKE 'pgcipher-proxy%'" | sed 's/^/   /'
+echo "   server backends the pooled proxy holds for those 64 clients (logged in as app, SCRAM):"
+psql_enc -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = 'app'" | sed 's/^/   /'
 kill "$pool_pid"; wait "$pool_pid" 2>/dev/null || true
-psql_enc -c "ALTER ROLE postgres PASSWORD NULL"
+cp "$demo/pg_hba.conf.orig" "$demo/enc/data/pg_hba.conf"
+psql_enc -qAt -c "SELECT pg_reload_conf()" > /dev/null
 
 step "4d. Change the key-encryption key online: the data keys stay, nothing is re-encrypted"
 head -c 24 /dev/urandom | base64 > "$demo/passphrase-2027"

@@ -147,6 +147,8 @@ func TestCheckConfig(t *testing.T) {
 		{"pool mode", append(base, "--pool-mode", "statement"), "--pool-mode:"},
 		{"auth type", append(base, "--auth-type", "md5"), "--auth-type:"},
 		{"SCRAM without auth file", append(base, "--pool-mode", "transaction"), "needs --auth-file or --auth-user"},
+		{"auth query alone", append(base, "--pool-mode", "transaction", "--auth-user", "pgbouncer",
+			"--auth-query", "SELECT usename, passwd FROM lookup($1)"), ""},
 		{"cert without CA", append(base, "--pool-mode", "transaction", "--auth-type", "cert"), "needs --tls-client-ca"},
 		{"pool size", append(base, "--default-pool-size", "0"), "--default-pool-size"},
 		{"count", append(base, "--max-client-conn", "many"), "--max-client-conn:"},
