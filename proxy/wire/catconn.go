@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 )
@@ -32,14 +33,23 @@ type catalogConns struct {
 	mu       sync.Mutex // guards conns and sessions
 	conns    map[string]*catalogConn
 	sessions map[string]int // the sessions of each database
+	// logins: one lookup of a role's search_path and unusable schemas
+	// in flight per database and role, shared by the logins waiting
+	// for it (1,000 clients logging in at once made 2,000 round trips,
+	// one after another, on the database's catalog connection)
+	logins singleflight.Group
 }
 
 type catalogConn struct {
 	mu   sync.Mutex
 	conn *pgconn.PgConn
-	db   string
-	used time.Time   // the end of its last use
-	idle *time.Timer // closes it once unused for catalogIdle
+	// pathIsDefault: the connection's own search_path is the server's
+	// (its source is the configuration, the command line or the
+	// default, which no setting of the connection can change later)
+	pathIsDefault bool
+	db            string
+	used          time.Time   // the end of its last use
+	idle          *time.Timer // closes it once unused for catalogIdle
 }
 
 // catalogTimeout bounds one catalog read, connecting included.
@@ -62,6 +72,12 @@ func (c *catalogConns) release(db string) {
 	var closing []*catalogConn
 	if c.sessions[db] <= 0 {
 		delete(c.sessions, db)
+	}
+	// in transaction mode the database's pool holds server connections
+	// past its last session anyway (server-idle-timeout): the catalog
+	// connections stay too, until 10 s unused, rather than be opened
+	// again at each login of clients that connect for a statement
+	if c.sessions[db] <= 0 && c.srv.PoolConfig().Mode != TransactionMode {
 		for k, e := range c.conns {
 			if e.db == db {
 				closing = append(closing, e)
@@ -91,7 +107,7 @@ func (e *catalogConn) close(idle time.Duration) {
 
 // with runs f on the catalog connection of database db; user is the
 // client's, used when the catalog connection string names none.
-func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *pgconn.PgConn) error) error {
+func (c *catalogConns) with(db, user string, f func(ctx context.Context, e *catalogConn) error) error {
 	key := db + "\x00" + user
 	if c.srv.catalogUser {
 		key = db
@@ -118,7 +134,7 @@ func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *p
 			return err
 		}
 	}
-	err := f(ctx, e.conn)
+	err := f(ctx, e)
 	if err != nil && reused && e.conn.IsClosed() {
 		// a kept connection the server closed meanwhile (a restart, a
 		// terminated backend): once more on a new one, so that a client
@@ -126,7 +142,7 @@ func (c *catalogConns) with(db, user string, f func(ctx context.Context, conn *p
 		if err = c.connect(ctx, e, db, user); err != nil {
 			return err
 		}
-		err = f(ctx, e.conn)
+		err = f(ctx, e)
 	}
 	if err != nil && !e.conn.IsClosed() && e.conn.TxStatus() != 'I' {
 		e.conn.Close(ctx) // a connection in an unknown state is not reused
@@ -151,6 +167,8 @@ func (c *catalogConns) connect(ctx context.Context, e *catalogConn, db, user str
 		return fmt.Errorf("catalog connection to database %q: %w", db, err)
 	}
 	e.conn = conn
+	rr, err := conn.Exec(ctx, pathSourceQuery).ReadAll()
+	e.pathIsDefault = err == nil && len(rr) == 1 && len(rr[0].Rows) == 1 && string(rr[0].Rows[0][0]) == "t"
 	return nil
 }
 
@@ -199,13 +217,13 @@ func (q querier) SimpleQuery(sql string) ([]catalog.Result, error) {
 // loadCatalog reads database db's catalog.
 func (c *catalogConns) loadCatalog(db, user string) (*catalog.Catalog, error) {
 	var cat *catalog.Catalog
-	err := c.with(db, user, func(ctx context.Context, conn *pgconn.PgConn) error {
+	err := c.with(db, user, func(ctx context.Context, e *catalogConn) error {
 		if cached, _ := c.srv.catalogs.get(db); cached != nil {
 			cat = cached // read by another session while this one waited
 			return nil
 		}
 		var err error
-		if cat, err = catalog.Load(querier{ctx: ctx, conn: conn}); err == nil {
+		if cat, err = catalog.Load(querier{ctx: ctx, conn: e.conn}); err == nil {
 			cat.SetDatabase(db)
 		}
 		return err
@@ -218,13 +236,29 @@ func (c *catalogConns) loadCatalog(db, user string) (*catalog.Catalog, error) {
 // database, for the role, for the database, then the server's (the
 // catalog connection's own when it comes from the configuration file or
 // the default; the built-in default otherwise).
-const searchPathQuery = `SELECT COALESCE(
+const searchPathQuery = `SELECT COALESCE(` + roleSearchPath + `,
+ (SELECT 'search_path=' || CASE WHEN source IN ('default', 'configuration file', 'command line', 'environment variable')
+   THEN setting ELSE boot_val END FROM pg_catalog.pg_settings WHERE name = 'search_path'))`
+
+// roleSearchPath: the setting for the role in the database, for the
+// role, for the database (NULL: none).
+const roleSearchPath = `
  (SELECT c FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
   WHERE c LIKE 'search\_path=%' AND s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = $1))
     AND s.setrole IN (0, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $2))
-  ORDER BY s.setdatabase <> 0 AND s.setrole <> 0 DESC, s.setrole <> 0 DESC, s.setdatabase <> 0 DESC LIMIT 1),
- (SELECT 'search_path=' || CASE WHEN source IN ('default', 'configuration file', 'command line', 'environment variable')
-   THEN setting ELSE boot_val END FROM pg_catalog.pg_settings WHERE name = 'search_path'))`
+  ORDER BY s.setdatabase <> 0 AND s.setrole <> 0 DESC, s.setrole <> 0 DESC, s.setdatabase <> 0 DESC LIMIT 1)`
+
+// pathSourceQuery: whether a connection's search_path is the server's
+// own setting.  Then current_setting('search_path') is what
+// searchPathQuery's pg_settings lookup gives, at a tenth of its cost
+// (pg_settings builds every setting's row: 2 ms a login).
+const pathSourceQuery = `SELECT source IN ('default', 'configuration file', 'command line', 'environment variable')
+ FROM pg_catalog.pg_settings WHERE name = 'search_path'`
+
+// searchPathQueryCurrent is searchPathQuery for a connection whose
+// search_path is the server's (pathSourceQuery).
+const searchPathQueryCurrent = `SELECT COALESCE(` + roleSearchPath + `,
+ 'search_path=' || pg_catalog.current_setting('search_path'))`
 
 // unusableQuery: the schemas a role may not look into (no USAGE), which
 // PostgreSQL skips on the search path.
@@ -236,27 +270,57 @@ const unusableQuery = `SELECT n.nspname FROM pg_catalog.pg_namespace n
 // for its role and database) and the schemas its user cannot use.
 func (c *catalogConns) sessionNames(db, user string, params map[string]string) (string, map[string]bool, error) {
 	setting, fromStartup := startupSearchPath(params)
-	unusable := map[string]bool{}
-	err := c.with(db, user, func(ctx context.Context, conn *pgconn.PgConn) error {
-		if !fromStartup {
-			res := conn.ExecParams(ctx, searchPathQuery, [][]byte{[]byte(db), []byte(user)}, nil, nil, nil).Read()
-			if res.Err != nil {
-				return res.Err
-			}
-			if len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
-				setting = strings.TrimPrefix(string(res.Rows[0][0]), "search_path=")
+	v, err, _ := c.logins.Do(db+"\x00"+user, func() (any, error) { return c.roleNames(db, user) })
+	if err != nil {
+		return "", nil, err
+	}
+	r := v.(roleNames)
+	if !fromStartup {
+		setting = r.path
+	}
+	return setting, r.unusable, nil
+}
+
+// roleNames is what a role's sessions in a database start with: its
+// search_path setting and the schemas it cannot use (read-only: shared
+// by the sessions that asked at once).
+type roleNames struct {
+	path     string
+	unusable map[string]bool
+}
+
+// roleNames reads a role's names in one round trip.
+func (c *catalogConns) roleNames(db, user string) (roleNames, error) {
+	r := roleNames{unusable: map[string]bool{}}
+	err := c.with(db, user, func(ctx context.Context, e *catalogConn) error {
+		q := searchPathQuery
+		if e.pathIsDefault {
+			q = searchPathQueryCurrent
+		}
+		b := &pgconn.Batch{}
+		b.ExecParams(q, [][]byte{[]byte(db), []byte(user)}, nil, nil, nil)
+		b.ExecParams(unusableQuery, [][]byte{[]byte(user)}, nil, nil, nil)
+		res, err := e.conn.ExecBatch(ctx, b).ReadAll()
+		if err != nil {
+			return err
+		}
+		if len(res) != 2 {
+			return fmt.Errorf("catalog: %d results for the role's names, want 2", len(res))
+		}
+		for _, x := range res {
+			if x.Err != nil {
+				return x.Err
 			}
 		}
-		res := conn.ExecParams(ctx, unusableQuery, [][]byte{[]byte(user)}, nil, nil, nil).Read()
-		if res.Err != nil {
-			return res.Err
+		if len(res[0].Rows) == 1 && len(res[0].Rows[0]) == 1 {
+			r.path = strings.TrimPrefix(string(res[0].Rows[0][0]), "search_path=")
 		}
-		for _, r := range res.Rows {
-			unusable[string(r[0])] = true
+		for _, row := range res[1].Rows {
+			r.unusable[string(row[0])] = true
 		}
 		return nil
 	})
-	return setting, unusable, err
+	return r, err
 }
 
 // startupSearchPath finds search_path in a startup packet, as a parameter
