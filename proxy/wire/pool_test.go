@@ -394,16 +394,27 @@ func TestPoolAuth(t *testing.T) {
 		}
 		return strings.Join(f, " ") + " password=" + pw
 	}
-	c, err := pgx.Connect(ctx, as("pgc_pool_a", "secret-a"))
-	if err != nil {
-		t.Fatalf("SCRAM with the server's verifier: %v", err)
+	checkLogins(t, as, "pgc_pool_a", "secret-a", "pgc_nobody", 1)
+}
+
+// checkLogins logs in n times as user with its password (as gives the
+// connection string), checking current_user, then with a wrong password
+// and as an unknown user: both refused with 28P01.
+func checkLogins(t *testing.T, as func(user, pw string) string, user, pw, unknown string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		c, err := pgx.Connect(ctx, as(user, pw))
+		if err != nil {
+			t.Fatalf("login %d as %s: %v", i, user, err)
+		}
+		var who string
+		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != user {
+			t.Errorf("current_user %q, %v", who, err)
+		}
+		c.Close(ctx)
 	}
-	var who string
-	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "pgc_pool_a" {
-		t.Errorf("current_user %q, %v", who, err)
-	}
-	c.Close(ctx)
-	for _, bad := range []struct{ user, pw string }{{"pgc_pool_a", "wrong"}, {"pgc_nobody", "x"}} {
+	for _, bad := range []struct{ user, pw string }{{user, "wrong"}, {unknown, "x"}} {
 		_, err := pgx.Connect(ctx, as(bad.user, bad.pw))
 		if sqlstate(err) != "28P01" {
 			t.Errorf("%s with a wrong password: %v, want 28P01", bad.user, err)
@@ -464,23 +475,7 @@ func TestPoolAuthQuery(t *testing.T) {
 	as := func(user, pw string) string {
 		return strings.Replace(info, "user="+pc.User, "user="+user, 1) + " password=" + pw
 	}
-	for i := 0; i < 3; i++ {
-		c, err := pgx.Connect(ctx, as("pgc_aq_user", "secret-q"))
-		if err != nil {
-			t.Fatalf("login %d through the auth query: %v", i, err)
-		}
-		var who string
-		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "pgc_aq_user" {
-			t.Errorf("current_user %q, %v", who, err)
-		}
-		c.Close(ctx)
-	}
-	for _, bad := range []struct{ user, pw string }{{"pgc_aq_user", "wrong"}, {"pgc_aq_nobody", "x"}} {
-		_, err := pgx.Connect(ctx, as(bad.user, bad.pw))
-		if sqlstate(err) != "28P01" {
-			t.Errorf("%s with a wrong password: %v, want 28P01", bad.user, err)
-		}
-	}
+	checkLogins(t, as, "pgc_aq_user", "secret-q", "pgc_aq_nobody", 3)
 	// the auth user's own password wrong: the lookup fails, said so
 	cfg.AuthUser = "pgc_aq_user"
 	info2, _ := e.serve(t, wire.Config{Pool: cfg, AuthUsers: map[string]string{"pgc_aq_lookup": "look-pw"}})
