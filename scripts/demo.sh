@@ -330,7 +330,7 @@ pool_port=$(pick_port)
 "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$pool_port" --upstream "host=$demo/enc port=$enc_port" \
     --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn --pool-mode transaction \
     --default-pool-size 4 --max-client-conn 200 --auth-file "$demo/userlist.txt" --auth-user pool_auth \
-    --auth-query 'SELECT usename, passwd FROM public.pool_lookup($1)' 2> "$demo/proxy-pool.log" &
+    --auth-query "SELECT usename, passwd FROM public.pool_lookup(\$1)" 2> "$demo/proxy-pool.log" &
 proxy_pids+=("$!")
 pool_pid=$!
 for _ in $(seq 50); do PGPASSWORD=demo-password psql -X -h 127.0.0.1 -p "$pool_port" -U app -d postgres -c '' 2>/dev/null && break; sleep 0.2; done

@@ -94,7 +94,6 @@ type passThrough struct {
 	keys scramKeys
 	// the exchange as pgconn sent and the server answered it
 	clientFirstBare, serverFirst, authMessage []byte
-	err                                       error
 	// reader side: a frame read and rewritten, served from out
 	src  io.Reader
 	out  []byte
