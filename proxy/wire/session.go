@@ -198,13 +198,18 @@ type shared struct {
 }
 
 func newSession(srv *Server, client, server *conns, db, user string) *session {
+	var up *frameReader
 	if server == nil {
-		server = &conns{} // transaction mode: a pooled connection per transaction
+		// transaction mode: a pooled connection per transaction, read by
+		// its own reader (an idle client holds no server-side buffer)
+		server = &conns{}
+	} else {
+		up = newFrameReader(server.r)
 	}
 	s := &session{srv: srv, db: db, user: user,
 		clientSide: clientSide{cl: newFrameReader(client.r), upW: newFrameWriter(server.w),
 			stmts: map[string]*stmt{}, portals: map[string]*portal{}, plans: map[string]*rewrite.Plan{}},
-		relaySide: relaySide{up: newFrameReader(server.r)}}
+		relaySide: relaySide{up: up}}
 	s.clW = newFrameWriter(client.w)
 	s.relayErr, s.relayEnded = make(chan error, 1), make(chan struct{})
 	s.wake, s.ended = make(chan struct{}, 1), make(chan struct{})
