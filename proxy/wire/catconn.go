@@ -156,7 +156,10 @@ func (c *catalogConns) connect(ctx context.Context, e *catalogConn, db, user str
 	cfg := c.srv.catalogCfg.Copy()
 	cfg.Database = db
 	if !c.srv.catalogUser {
+		// as the client: with the credentials a pooled connection of its
+		// would use (transaction mode)
 		cfg.User = user
+		c.srv.loginAs(cfg)
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}

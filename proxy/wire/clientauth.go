@@ -207,9 +207,7 @@ func (s *Server) authConn(db, authUser string) (*pgconn.PgConn, error) {
 	if !s.setDB {
 		cfg.Database = db
 	}
-	if pw := s.authPassword(authUser); pw != "" {
-		cfg.Password = pw
-	}
+	s.loginAs(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgconn.ConnectConfig(ctx, cfg)
@@ -244,6 +242,18 @@ func (s *Server) authPassword(user string) string {
 		return secret
 	}
 	return ""
+}
+
+// loginAs gives a server login as cfg.User (a pooled connection, a
+// catalog or auth query connection) the user's password from the auth
+// file, else, where cfg has no password of its own, the SCRAM key of the
+// user's last login to the proxy (scrampass.go).
+func (s *Server) loginAs(cfg *pgconn.Config) {
+	if pw := s.authPassword(cfg.User); pw != "" {
+		cfg.Password = pw
+	} else if k, ok := s.passKeys.Load(cfg.User); ok && cfg.Password == "" {
+		cfg.Password, cfg.BuildFrontend = passPlaceholder, k.(scramKeys).buildFrontend
+	}
 }
 
 // SetAuthFile replaces the auth file's users (SIGHUP).

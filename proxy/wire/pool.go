@@ -329,12 +329,7 @@ func (p *pool) dial() (*serverConn, error) {
 	if !s.setDB {
 		cfg.Database = p.key.db
 	}
-	if pw := s.authPassword(cfg.User); pw != "" {
-		cfg.Password = pw
-	} else if k, ok := s.passKeys.Load(cfg.User); ok && !s.setUser && cfg.Password == "" {
-		// a user known by its verifier only: its client's SCRAM key
-		cfg.Password, cfg.BuildFrontend = passPlaceholder, k.(scramKeys).buildFrontend
-	}
+	s.loginAs(cfg)
 	var raw net.Conn
 	dial := cfg.DialFunc
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {

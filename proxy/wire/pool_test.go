@@ -9,6 +9,7 @@ package wire_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -471,9 +472,14 @@ func TestPoolAuthQuery(t *testing.T) {
 	cfg := txPool(2)
 	cfg.AuthType, cfg.AuthUser = wire.AuthSCRAM, "pgc_aq_lookup"
 	cfg.AuthQuery = "SELECT usename, passwd FROM public.pgc_lookup($1)"
-	info, _ := e.serve(t, wire.Config{Pool: cfg, AuthUsers: map[string]string{"pgc_aq_lookup": "look-pw"}})
+	// the catalog connection names no user: it logs in as the client,
+	// with the client's key too (as demo step 4c'' runs it)
+	addr, _ := wire.ServeTest(t, wire.Config{Pool: cfg, AuthUsers: map[string]string{"pgc_aq_lookup": "look-pw"},
+		Upstream: fmt.Sprintf("host=%s port=%d", pc.Host, pc.Port), Catalog: fmt.Sprintf("host=%s port=%d", pc.Host, pc.Port),
+		Keys: e.keys})
+	_, port, _ := net.SplitHostPort(addr)
 	as := func(user, pw string) string {
-		return strings.Replace(info, "user="+pc.User, "user="+user, 1) + " password=" + pw
+		return fmt.Sprintf("host=127.0.0.1 port=%s user=%s password=%s dbname=%s sslmode=disable", port, user, pw, e.db)
 	}
 	checkLogins(t, as, "pgc_aq_user", "secret-q", "pgc_aq_nobody", 3)
 	// the auth user's own password wrong: the lookup fails, said so
