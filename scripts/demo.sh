@@ -344,8 +344,9 @@ sysbench "$top/bench/sysbench/alibaba.lua" --db-driver=pgsql --pgsql-host=127.0.
 printf '   sysbench alibaba.lua --workload=point --threads=64 through the pooled proxy: %s, %s errors\n' \
     "$(sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1 tx\/s/p' "$demo/sysbench-pool.log")" \
     "$(sed -n 's/^ *ignored errors: *\([0-9]*\).*/\1/p' "$demo/sysbench-pool.log")"
-echo "   server backends the pooled proxy holds for those 64 clients (logged in as app, SCRAM):"
-psql_enc -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = 'app'" | sed 's/^/   /'
+echo "   server backends the pooled proxy holds for those 64 clients (logged in as app, SCRAM; its catalog connection aside):"
+psql_enc -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = 'app'
+    AND application_name NOT LIKE 'pgcipher-proxy%'" | sed 's/^/   /'
 kill "$pool_pid"; wait "$pool_pid" 2>/dev/null || true
 cp "$demo/pg_hba.conf.orig" "$demo/enc/data/pg_hba.conf"
 psql_enc -qAt -c "SELECT pg_reload_conf()" > /dev/null
