@@ -14,11 +14,14 @@ import (
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
@@ -43,9 +46,7 @@ func hmacSHA256(key, msg []byte) []byte {
 
 func xorBytes(a, b []byte) []byte {
 	out := make([]byte, len(a))
-	for i := range a {
-		out[i] = a[i] ^ b[i]
-	}
+	subtle.XORBytes(out, a, b)
 	return out
 }
 
@@ -53,20 +54,13 @@ func xorBytes(a, b []byte) []byte {
 // SCRAM server accepted it: ClientProof = ClientKey XOR
 // HMAC(StoredKey, AuthMessage) (RFC 5802, 3).
 func clientKeyOf(creds scram.StoredCredentials, clientFirst, serverFirst, clientFinal string) ([]byte, error) {
-	bare := clientFirst
-	// the GS2 header: "n,," or "y,," (no channel binding here)
-	for i, commas := 0, 0; i < len(clientFirst); i++ {
-		if clientFirst[i] == ',' {
-			if commas++; commas == 2 {
-				bare = clientFirst[i+1:]
-				break
-			}
-		}
+	// after the GS2 header: "n,," or "y,," (no channel binding here)
+	gs2 := strings.SplitN(clientFirst, ",", 3)
+	i := strings.LastIndex(clientFinal, ",p=")
+	if len(gs2) != 3 || i < 0 {
+		return nil, errors.New("SCRAM messages malformed")
 	}
-	without, proof, ok := cutLast(clientFinal, ",p=")
-	if !ok {
-		return nil, errors.New("SCRAM client-final message without a proof")
-	}
+	bare, without, proof := gs2[2], clientFinal[:i], clientFinal[i+3:]
 	p, err := base64.StdEncoding.DecodeString(proof)
 	if err != nil || len(p) != sha256.Size {
 		return nil, errors.New("SCRAM proof malformed")
@@ -77,14 +71,6 @@ func clientKeyOf(creds scram.StoredCredentials, clientFirst, serverFirst, client
 		return nil, errors.New("SCRAM proof does not match the verifier")
 	}
 	return key, nil
-}
-
-func cutLast(s, sep string) (string, string, bool) {
-	i := bytes.LastIndex([]byte(s), []byte(sep))
-	if i < 0 {
-		return s, "", false
-	}
-	return s[:i], s[i+len(sep):], true
 }
 
 // passThrough rewrites one server login's SCRAM exchange; its reader
@@ -259,7 +245,9 @@ func (p *passThrough) checkFactors() error {
 		case bytes.HasPrefix(f, []byte("s=")):
 			salt, _ = base64.StdEncoding.DecodeString(string(f[2:]))
 		case bytes.HasPrefix(f, []byte("i=")):
-			fmt.Sscanf(string(f[2:]), "%d", &iters)
+			if n, err := strconv.Atoi(string(f[2:])); err == nil {
+				iters = n
+			}
 		}
 	}
 	if string(salt) != p.keys.creds.Salt || iters != p.keys.creds.Iters {
