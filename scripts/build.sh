@@ -26,11 +26,14 @@ go=$("$top/scripts/go.sh" path)
 (cd "$top/proxy" && GOFLAGS=-buildvcs=false "$go" build -o "$build/bin/pgcipher-proxy" ./cmd/pgcipher-proxy)
 
 # --for-tests: also what the suites build before they need it, the stock
-# baseline of the same source (scripts/test.sh's build_stock) and Citus
-# against both (test/citus/run.sh; bench's citus scenario): .ci/run builds
-# 18's so beside the 17 leg's suites, which mostly wait on servers
+# baseline of the same source (scripts/test.sh's build_stock), Citus
+# against both (test/citus/run.sh; bench's citus scenario) and the Debian
+# packages (the packages suite; kept while the checkout is clean and at the
+# same commit): .ci/run builds 18's so beside the 17 leg's suites, which
+# mostly wait on servers
 if [ "${1:-}" = --for-tests ]; then
     "$top/server/build.sh" "$build" --stock
     "$top/test/citus/run.sh" build
     "$top/test/citus/run.sh" build-stock
+    "$top/scripts/package.sh"
 fi

@@ -44,6 +44,22 @@ out=$build/packages
 mkdir -p "$work" "$out"
 die() { echo "package: $*" >&2; exit 1; }
 
+# Packages built from a clean checkout's commit stay built: .ci/run builds
+# them beside the 17 leg (./pgcipher build --for-tests), and the packages
+# suite then finds them.  A dirty tree, another commit or major builds again.
+state=
+if changes=$(git -c safe.directory="$top" -C "$top" status --porcelain 2>/dev/null) && [ -z "$changes" ]; then
+    state="$(git -c safe.directory="$top" -C "$top" rev-parse HEAD) $major"
+fi
+stamp=$out/.built-from-$major
+if [ -n "$state" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$state" ] &&
+    ls "$out"/pgcipher-postgresql-"$major"_*.deb > /dev/null 2>&1; then
+    echo "package: built from this commit already ($state)"
+    ls -1 "$out"/*.deb
+    exit 0
+fi
+rm -f "$stamp"
+
 # --- sources --------------------------------------------------------------
 
 read -r pgpackage pgdebversion pgupstream _ suite < <("$here/fetch-source.sh" --pin "$major")
@@ -248,4 +264,5 @@ if grep -q '^E: ' "$out/lintian.txt"; then
     die "lintian found errors (all of its output: $out/lintian.txt)"
 fi
 echo "package: lintian: $(grep -c '^W: ' "$out/lintian.txt") warnings, 0 errors ($out/lintian.txt)"
+[ -z "$state" ] || echo "$state" > "$stamp"
 ls -1 "$out"/*.deb
