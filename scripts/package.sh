@@ -51,14 +51,14 @@ state=
 if changes=$(git -c safe.directory="$top" -C "$top" status --porcelain 2>/dev/null) && [ -z "$changes" ]; then
     state="$(git -c safe.directory="$top" -C "$top" rev-parse HEAD) $major"
 fi
-stamp=$out/.built-from-$major
-if [ -n "$state" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$state" ] &&
+built_from=$out/.built-from-$major
+if [ -n "$state" ] && [ "$(cat "$built_from" 2>/dev/null)" = "$state" ] &&
     ls "$out"/pgcipher-postgresql-"$major"_*.deb > /dev/null 2>&1; then
     echo "package: built from this commit already ($state)"
     ls -1 "$out"/*.deb
     exit 0
 fi
-rm -f "$stamp"
+rm -f "$built_from"
 
 # --- sources --------------------------------------------------------------
 
@@ -264,5 +264,5 @@ if grep -q '^E: ' "$out/lintian.txt"; then
     die "lintian found errors (all of its output: $out/lintian.txt)"
 fi
 echo "package: lintian: $(grep -c '^W: ' "$out/lintian.txt") warnings, 0 errors ($out/lintian.txt)"
-[ -z "$state" ] || echo "$state" > "$stamp"
+[ -z "$state" ] || echo "$state" > "$built_from"
 ls -1 "$out"/*.deb
