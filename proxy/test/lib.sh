@@ -16,6 +16,10 @@ stop_proxy() {
 # there an outgoing connection of any other suite can hold the port as its
 # local end, which no connect() probe sees and which makes the server's
 # bind() fail (CI, stop 54: "could not bind ... Address already in use").
+# It lies inside the range of PostgreSQL's TAP clusters (10200-32767),
+# which run in the other lane: the port is reserved for this harness as
+# PostgreSQL::Test::Cluster reserves its own (reserve_port), so neither
+# takes the other's.
 free_port() {
     local p lo
     lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
@@ -23,9 +27,31 @@ free_port() {
         p=$((20000 + (RANDOM * 32768 + RANDOM + $$) % 12000))
         [ "$p" = "${1:-}" ] && continue
         [ "$p" -lt "$lo" ] || continue
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+        reserve_port "$p" || continue
+        echo "$p"; return 0
     done
     echo "run.sh: no free port" >&2; return 1
+}
+
+# reserve_port PORT: PORT's reservation in $PG_TEST_PORT_DIR (scripts/
+# test.sh sets it) for this harness's process, in the format and under the
+# lock of PostgreSQL::Test::Cluster's _reserve_port: a file PORT.rsv
+# holding the pid, taken while that process lives.  Fails if a live process
+# holds it; nothing to do without the directory.
+reserve_port() {
+    local dir=${PG_TEST_PORT_DIR:-} fd holder
+    [ -n "$dir" ] || return 0
+    mkdir -p "$dir" || return 1
+    exec {fd}<>"$dir/$1.rsv" || return 1
+    flock "$fd" || { exec {fd}>&-; return 1; }
+    read -r holder <&"$fd" || true
+    if [ "${holder:-0}" -gt 0 ] 2>/dev/null && kill -0 "$holder" 2>/dev/null; then
+        exec {fd}>&-
+        return 1
+    fi
+    printf '%10d\n' "$$" 1<> "$dir/$1.rsv"
+    exec {fd}>&-
 }
 
 # wait_proxy PORT LOG: wait until the proxy started as $proxy_pid listens
