@@ -46,19 +46,30 @@ die() { echo "package: $*" >&2; exit 1; }
 
 # Packages built from a clean checkout's commit stay built: .ci/run builds
 # them beside the 17 leg (./pgcipher build --for-tests), and the packages
-# suite then finds them.  A dirty tree, another commit or major builds again.
-state=
-if changes=$(git -c safe.directory="$top" -C "$top" status --porcelain 2>/dev/null) && [ -z "$changes" ]; then
-    state="$(git -c safe.directory="$top" -C "$top" rev-parse HEAD) $major"
-fi
+# suite then finds them.  A dirty tree, another commit or major builds again
+# (ignored files do not count: a clean clone has none in the sources; nor
+# do Debian's build dependencies, which change only between runs).
+tree_state() {
+    local changes
+    changes=$(git -c safe.directory="$top" -C "$top" status --porcelain 2>/dev/null) && [ -z "$changes" ] &&
+        echo "$(git -c safe.directory="$top" -C "$top" rev-parse HEAD) $major"
+}
+state=$(tree_state) || state=
 built_from=$out/.built-from-$major
-if [ -n "$state" ] && [ "$(cat "$built_from" 2>/dev/null)" = "$state" ] &&
-    ls "$out"/pgcipher-postgresql-"$major"_*.deb > /dev/null 2>&1; then
+all_built() {
+    local p
+    for p in pgcipher-postgresql-"$major" pgcipher-postgresql-client-"$major" pgcipher-postgresql-"$major"-jit \
+        postgresql-"$major"-pgcipher-columns pgcipher-proxy pgcipher-tools pgcipher-openssl; do
+        ls "$out/${p}"_*.deb > /dev/null 2>&1 || return 1
+    done
+    [ -f "$out/Packages.gz" ]
+}
+if [ -n "$state" ] && [ "$(cat "$built_from" 2>/dev/null)" = "$state" ] && all_built; then
     echo "package: built from this commit already ($state)"
     ls -1 "$out"/*.deb
     exit 0
 fi
-rm -f "$built_from"
+rm -f "$out"/.built-from-*
 
 # --- sources --------------------------------------------------------------
 
@@ -264,5 +275,6 @@ if grep -q '^E: ' "$out/lintian.txt"; then
     die "lintian found errors (all of its output: $out/lintian.txt)"
 fi
 echo "package: lintian: $(grep -c '^W: ' "$out/lintian.txt") warnings, 0 errors ($out/lintian.txt)"
-[ -z "$state" ] || echo "$state" > "$built_from"
+# the stamp only if the tree is still the one the build started from
+[ -z "$state" ] || [ "$(tree_state)" != "$state" ] || echo "$state" > "$built_from"
 ls -1 "$out"/*.deb
