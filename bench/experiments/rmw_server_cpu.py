@@ -81,6 +81,7 @@ def main():
         "shared_buffers": "256MB",
         "max_wal_size": "4GB",
         "autovacuum": "off",
+        "checkpoint_timeout": "1h",
         "listen_addresses": "'127.0.0.1'",
     }
     c = Cluster(inst, STANDARD_CONFIGS["pgcipher-off"], work, settings, None)
