@@ -41,6 +41,7 @@ import tempfile
 
 from bench import procs
 from bench.cluster import STANDARD_CONFIGS, Cluster, Install
+from bench.scenarios import alibaba_sysbench as ali
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
@@ -93,33 +94,24 @@ def main():
         proxy = procs.start_proxy(os.path.join(BUILD, "bin", "pgcipher-proxy"), c, "rmw", cmk)
         data = os.path.join(c.dir, "t.tsv")
         with open(data, "w") as f:
-            f.write("".join(f"{i}\t{i}\t{C[1:-1]}\t{PAD[1:-1]}\n" for i in range(1, rows + 1)))
-        c.psql(
-            "CREATE TABLE plain (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)"
-        )
+            f.write("".join(f"{i}\t{k}\t{cc}\t{pad}\n" for i, k, cc, pad in ali._rows(rows, 20261128)))
+        c.psql(f"CREATE TABLE plain ({ali.PLAIN_COLUMNS})")
         c.psql(f"\\copy plain FROM '{data}'")
         c.psql("CREATE INDEX ON plain (k)")
         procs.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")
-        procs.psql_tcp(
-            c,
-            proxy.port,
-            "CREATE TABLE enc (id int PRIMARY KEY, k enc_int4 NOT NULL, c enc_text NOT NULL, pad enc_text NOT NULL)",
-        )
-        for col, level in (("k", "EQ"), ("c", "RND"), ("pad", "RND")):
-            procs.psql_tcp(
-                c, proxy.port, f"SELECT pgcipher.encrypt_column('enc', '{col}', 'test1', '{level}')"
-            )
-        procs.psql_tcp(c, proxy.port, f"\\copy enc FROM '{data}'")
-        c.psql("CREATE INDEX ON enc (k)")
-        procs.psql_tcp(c, proxy.port, "CREATE TABLE enc_nc (LIKE enc)")
-        for col, level in (("k", "EQ"), ("c", "RND"), ("pad", "RND")):
-            procs.psql_tcp(
-                c, proxy.port, f"SELECT pgcipher.encrypt_column('enc_nc', '{col}', 'test1', '{level}')"
-            )
-            c.psql(f"ALTER TABLE enc_nc DROP CONSTRAINT pgcipher_{col}")
-        procs.psql_tcp(c, proxy.port, f"\\copy enc_nc FROM '{data}'")
-        c.psql("ALTER TABLE enc_nc ADD PRIMARY KEY (id)")
-        c.psql("CREATE INDEX ON enc_nc (k)")
+        # s1's table as the alibaba-sysbench scenario makes it, and a copy
+        # whose binding CHECKs are dropped
+        _, cols, binds, _ = ali.SCENARIOS["s1"]
+        for table, checks in (("enc", True), ("enc_nc", False)):
+            procs.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
+            for col, level in binds.items():
+                procs.psql_tcp(
+                    c, proxy.port, f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')"
+                )
+                if not checks:
+                    c.psql(f"ALTER TABLE {table} DROP CONSTRAINT pgcipher_{col}")
+            procs.psql_tcp(c, proxy.port, f"\\copy {table} FROM '{data}'")
+            c.psql(f"CREATE INDEX ON {table} (k)")
         c.psql("VACUUM ANALYZE")
         c.psql("CHECKPOINT")
 

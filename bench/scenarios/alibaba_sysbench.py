@@ -74,6 +74,8 @@ SCENARIOS = {
     ),
 }
 PLAIN = "test1_plain"
+# the plaintext table, as sysbench makes test1 (plus the index on k)
+PLAIN_COLUMNS = "id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL"
 # the write workload runs on a copy of each table (suffix), so that the
 # tables the reads run on keep the same history (no dead rows, autovacuum
 # off) in every configuration
@@ -180,9 +182,7 @@ def _load(run, c, proxy, p):
     with open(data, "w") as f:
         f.write("".join(f"{i}\t{k}\t{cc}\t{pad}\n" for i, k, cc, pad in _rows(p["rows"], 20261123)))
     for table in (PLAIN, PLAIN + WRITTEN):
-        c.psql(
-            f"CREATE TABLE {table} (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)"
-        )
+        c.psql(f"CREATE TABLE {table} ({PLAIN_COLUMNS})")
         c.psql(f"\\copy {table} FROM '{data}'")
         c.psql(f"CREATE INDEX ON {table} (k)")
     procs.psql_tcp(c, proxy.port, "SELECT pgcipher.add_column_key('test1')")

@@ -267,9 +267,7 @@ def sysbench_part(run, p, cc):
         for kind, base in tables.items():
             for table in (base, base + ali.WRITTEN):
                 if kind == "plain":
-                    c.psql(
-                        f"CREATE TABLE {table} (id int PRIMARY KEY, k int NOT NULL, c char(120) NOT NULL, pad char(60) NOT NULL)"
-                    )
+                    c.psql(f"CREATE TABLE {table} ({ali.PLAIN_COLUMNS})")
                 else:
                     procs.psql_tcp(c, proxy.port, f"CREATE TABLE {table} ({cols})")
                     for col, level in binds.items():
