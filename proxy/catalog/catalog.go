@@ -97,6 +97,11 @@ type Catalog struct {
 	// search path)
 	plainNamed map[string][]string
 	names      []string // lower-case relation names, for Mentions
+	// database: the one it was read from (SetDatabase); grants: the
+	// rows of pgcipher.column_rights, verified on first use
+	database string
+	grants   []GrantRow
+	rights   *rights
 	Session
 }
 
@@ -134,7 +139,7 @@ func (e *NameError) Error() string {
 // Empty is the catalog of a database without the extension.
 func Empty() *Catalog {
 	return &Catalog{Types: map[uint32]*EncType{}, Relations: map[uint32]*Relation{}, byName: map[string][]*Relation{},
-		plainNamed: map[string][]string{}}
+		plainNamed: map[string][]string{}, rights: &rights{}}
 }
 
 // New builds a catalog from its parts (tests, and callers that read the
@@ -311,15 +316,16 @@ func (c *Catalog) TypeFor(t colcrypt.Type, ord bool) *EncType {
 	return nil
 }
 
-// Bindings returns every bound column.
 // SetDatabase records the database the catalog was read from in each of
 // its bindings (Keys pins a label per database).
 func (c *Catalog) SetDatabase(db string) {
+	c.database = db
 	for _, b := range c.Bindings() {
 		b.Database = db
 	}
 }
 
+// Bindings returns every bound column.
 func (c *Catalog) Bindings() []*Binding {
 	var out []*Binding
 	for _, r := range c.Relations {
@@ -359,13 +365,16 @@ func Load(q Querier) (*Catalog, error) {
 	c.ExtSchema = string(res[0].Rows[0][0])
 	// version 0.1 of the extension knows order format 1 only, 0.2 no
 	// case-insensitive MATCH
-	oreFormat, caseInsensitive := "e.ore_format", "e.case_insensitive"
+	// and 0.3 no rights
+	oreFormat, caseInsensitive, hasRights := "e.ore_format", "e.case_insensitive", true
 	if len(res[0].Rows[0]) > 1 {
 		switch string(res[0].Rows[0][1]) {
 		case "0.1":
-			oreFormat, caseInsensitive = "CASE e.level WHEN 'ORD' THEN '1' END", "false"
+			oreFormat, caseInsensitive, hasRights = "CASE e.level WHEN 'ORD' THEN '1' END", "false", false
 		case "0.2":
-			caseInsensitive = "false"
+			caseInsensitive, hasRights = "false", false
+		case "0.3":
+			hasRights = false
 		}
 	}
 	res, err = q.SimpleQuery(strings.NewReplacer("ORE_FORMAT", oreFormat, "CASE_INSENSITIVE", caseInsensitive).Replace(loadQuery))
@@ -378,7 +387,40 @@ func Load(q Querier) (*Catalog, error) {
 	if err := c.load(res); err != nil {
 		return nil, err
 	}
+	if hasRights {
+		if res, err = q.SimpleQuery(rightsQuery); err != nil {
+			return nil, fmt.Errorf("catalog: reading column rights: %w", err)
+		}
+		if len(res) != 1 {
+			return nil, fmt.Errorf("catalog: %d result sets from the rights query, want 1", len(res))
+		}
+		if c.grants, err = grantRows(res[0].Rows); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+const rightsQuery = `SELECT label, role, key_name, access, serial, pg_catalog.encode(mac, 'hex') FROM pgcipher.column_rights`
+
+// grantRows reads pgcipher.column_rights; a row that does not parse is
+// kept with an empty MAC, so that it fails verification as a forged one.
+func grantRows(rows [][][]byte) ([]GrantRow, error) {
+	out := make([]GrantRow, 0, len(rows))
+	for _, row := range rows {
+		if len(row) != 6 {
+			return nil, fmt.Errorf("catalog: rights row of %d fields, want 6", len(row))
+		}
+		g := GrantRow{Grant: colcrypt.Grant{Label: string(row[0]), Role: string(row[1]), KeyName: string(row[2])}}
+		acc, errA := colcrypt.ParseAccess(string(row[3]))
+		serial, errS := strconv.ParseInt(string(row[4]), 10, 64)
+		mac, errM := hex.DecodeString(string(row[5]))
+		if errA == nil && errS == nil && errM == nil {
+			g.Access, g.Serial, g.MAC = acc, serial, mac
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 func (c *Catalog) load(res []Result) error {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
@@ -30,6 +31,14 @@ type Keys struct {
 	ceks    map[string][]byte           // cmk name + key name + wrapped → CEK
 	columns map[pinKey]*colcrypt.Column // the column of each database and label
 	pins    map[pinKey]*Binding         // the binding first used of each database and label
+
+	// rights (design 13.12): the grants' MAC key, the newest serial seen
+	// of each right, the columns seen with grants, and what a column
+	// without grants allows (an Ungranted)
+	rightsKey []byte
+	serials   map[rightKey]int64
+	granted   map[pinKey]bool
+	ungranted atomic.Uint32
 }
 
 // pinKey: a label is a column's within one database.
@@ -37,8 +46,10 @@ type pinKey struct{ database, label string }
 
 // NewKeys keeps the CMK (32 bytes) of the given name.
 func NewKeys(cmk []byte, cmkName string) *Keys {
+	rk, _ := colcrypt.RightsKey(cmk, cmkName) // nil for a CMK of another size: no grant verifies
 	return &Keys{cmk: cmk, cmkName: cmkName, ceks: map[string][]byte{},
-		columns: map[pinKey]*colcrypt.Column{}, pins: map[pinKey]*Binding{}}
+		columns: map[pinKey]*colcrypt.Column{}, pins: map[pinKey]*Binding{},
+		rightsKey: rk, serials: map[rightKey]int64{}, granted: map[pinKey]bool{}}
 }
 
 // CMKName is the name under which the proxy wraps new keys.

@@ -385,8 +385,10 @@ func typeNameOf(tn *pg.TypeName) string {
 	return tn.Names[len(tn.Names)-1].GetString_().Sval
 }
 
-// crypt returns the crypto of a bound column, or a refusal.
-func (a *analyzer) crypt(c *col) (*colcrypt.Column, error) {
+// crypt returns the crypto of a bound column, or a refusal, and records
+// what the statement uses it for: acc write to encrypt values it stores,
+// read to compare, decrypt or compute.
+func (a *analyzer) crypt(c *col, acc colcrypt.Access) (*colcrypt.Column, error) {
 	b := c.binding()
 	if b == nil {
 		return nil, refuse("Bind it with pgcipher.encrypt_column(table, column, key, level).",
@@ -397,6 +399,7 @@ func (a *analyzer) crypt(c *col) (*colcrypt.Column, error) {
 		return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
 			Hint: "Check pgcipher.column_keys and pgcipher.encrypted_columns; restart the proxy to accept a new binding."}
 	}
+	a.plan.use(b, acc)
 	return cc, nil
 }
 
@@ -746,9 +749,9 @@ func (a *analyzer) joinable(x, y *col) error {
 		return refuse("Bind both columns with one key and join group (pgcipher.encrypt_column's join_group) at level EQ or ORD.",
 			"pgcipher: columns %q and %q are not in one join group, so the server cannot compare them", x.name, y.name)
 	}
-	if _, err := a.crypt(x); err != nil {
+	if _, err := a.crypt(x, colcrypt.AccessRead); err != nil {
 		return err
 	}
-	_, err := a.crypt(y)
+	_, err := a.crypt(y, colcrypt.AccessRead)
 	return err
 }

@@ -151,7 +151,7 @@ func (b *builder) column(cr *pg.ColumnRef) (compute.Expr, error) {
 	case c != nil && c.attr == nil:
 		return nil, refuse("Name the columns you need.", "pgcipher: a whole-row reference %q cannot be computed with", c.name)
 	case c != nil:
-		if _, err := b.a.crypt(c); err != nil {
+		if _, err := b.a.crypt(c, colcrypt.AccessRead); err != nil {
 			return nil, err
 		}
 		in = Input{Type: c.attr.Enc.Plain, Enc: true}
@@ -865,7 +865,8 @@ func (a *analyzer) computeUpdate(sc *scope, s *pg.UpdateStmt, r *catalog.Relatio
 		set := Set{Column: rt.Name, Expr: e, Param: next, Type: want}
 		var typ *pg.TypeName
 		if at.Enc != nil {
-			if set.Enc, err = a.crypt(attrCol(r, at)); err != nil {
+			// read-modify-write: the proxy decrypts the old value
+			if set.Enc, err = a.crypt(attrCol(r, at), colcrypt.AccessRead); err != nil {
 				return false, err
 			}
 			typ = &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode(a.cat.ExtSchema), pg.MakeStrNode(at.Enc.Name)}, Typemod: -1, Location: -1}

@@ -268,7 +268,7 @@ func (a *analyzer) arrayValue(sc *scope, c *col, n *pg.Node) error {
 	switch {
 	case v.GetParamRef() != nil:
 		num := int(v.GetParamRef().Number)
-		if err := a.param(c, num, false, true, false); err != nil {
+		if err := a.param(c, num, false, true, false, false); err != nil {
 			return err
 		}
 		if err := a.paramMod(num, mod); err != nil {

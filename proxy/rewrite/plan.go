@@ -25,6 +25,9 @@ const (
 	CodeKey = "PC003"
 	// CodeValue: a plaintext value does not fit its encrypted column.
 	CodeValue = "PC004"
+	// CodeRight: the session's role lacks the right a statement needs on
+	// an encrypted column (design 13.12); nothing was decrypted.
+	CodeRight = "PC005"
 )
 
 // Refusal is an error the proxy answers with instead of the server.
@@ -246,6 +249,29 @@ type Plan struct {
 	Names []NameChange
 	// Statements: how many statements the SQL holds (0: not parsed).
 	Statements int
+	// Uses: the encrypted columns whose keys the proxy uses for the
+	// statement and what for (the rights the session's role needs,
+	// design 13.12); results' columns are checked as they are decrypted.
+	Uses []Use
+}
+
+// Use is one encrypted column the proxy encrypts values of (Access
+// write), or decrypts, compares or computes with (Access read), for a
+// statement.
+type Use struct {
+	Binding *catalog.Binding
+	Access  colcrypt.Access
+}
+
+// use records that the statement needs access acc to binding b.
+func (p *Plan) use(b *catalog.Binding, acc colcrypt.Access) {
+	for i := range p.Uses {
+		if p.Uses[i].Binding == b {
+			p.Uses[i].Access = max(p.Uses[i].Access, acc)
+			return
+		}
+	}
+	p.Uses = append(p.Uses, Use{Binding: b, Access: acc})
 }
 
 // PostProcess reports whether result rows must be buffered or dropped.

@@ -425,7 +425,7 @@ func (a *analyzer) aggregate(sc *scope, f *pg.FuncCall) (*catalog.Attr, error) {
 			return nil, refuse("Use ORDER BY without LIMIT and take the first row, or an ORD column of a fixed-size type.",
 				"pgcipher: %s(%s) is refused: the ORD order of %s covers only a 16-byte prefix", name, c.name, c.attr.Enc.Plain)
 		}
-		if _, err := a.crypt(c); err != nil {
+		if _, err := a.crypt(c, colcrypt.AccessRead); err != nil {
 			return nil, err
 		}
 		return c.attr, nil
@@ -511,7 +511,7 @@ func (a *analyzer) sortItem(sc *scope, s *pg.SelectStmt, n *pg.Node, top bool) e
 		return refuse("Select the column too.",
 			"pgcipher: ORDER BY %s needs the column in the select list: the proxy sorts by its plaintext", c.name)
 	}
-	if _, err := a.crypt(c); err != nil {
+	if _, err := a.crypt(c, colcrypt.AccessRead); err != nil {
 		return err
 	}
 	desc, nullsFirst := sortDirection(sb)

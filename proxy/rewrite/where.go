@@ -180,7 +180,7 @@ var flipped = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=":
 // the decrypted value, as it rechecks LIKE (a hidden output column).
 // Only at the top level of the top query's WHERE, ANDed.
 func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
-	cc, err := a.crypt(c)
+	cc, err := a.crypt(c, colcrypt.AccessRead)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (a *analyzer) rangeFilter(sc *scope, c *col, v *pg.Node, op string) error {
 			// its ciphertext is a bound's, which matches nothing by =
 			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", f.Param)
 		}
-		if err := a.param(c, f.Param, false, false, true); err != nil {
+		if err := a.param(c, f.Param, false, false, true, true); err != nil {
 			return err
 		}
 		if err := a.paramMod(f.Param, mod); err != nil {
@@ -265,7 +265,7 @@ func (a *analyzer) anyAll(sc *scope, e *pg.A_Expr, l *col, op string) error {
 		return nil
 	}
 	if p := e.Rexpr.GetParamRef(); p != nil {
-		return a.param(l, int(p.Number), false, true, false)
+		return a.param(l, int(p.Number), false, true, false, true)
 	}
 	if lit := arrayLiteral(e.Rexpr); lit != nil {
 		// '{a,b}' (pgx's simple protocol writes arrays so): each element
@@ -383,7 +383,7 @@ func (a *analyzer) valueMod(sc *scope, c *col, v *pg.Node, what string, write bo
 		return a.encryptLiteral(c, v, s, false, !write, 0)
 	case v.GetParamRef() != nil:
 		num := int(v.GetParamRef().Number)
-		if err := a.param(c, num, false, false, !write); err != nil {
+		if err := a.param(c, num, false, false, !write, !write); err != nil {
 			return err
 		}
 		return a.paramMod(num, mod)
@@ -558,7 +558,7 @@ func constText(k *pg.A_Const) (string, bool) {
 // column's encrypted type: a comparison's operand (EncryptOperand), a
 // range's bound (bound -1 or +1, encryptPayload) or a value to store.
 func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, operand bool, bound int) error {
-	cc, err := a.crypt(c)
+	cc, err := a.crypt(c, accessOf(pattern || operand))
 	if err != nil {
 		return err
 	}
@@ -587,9 +587,10 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, ope
 }
 
 // param records that parameter $num carries a value of column c, only
-// compared with (operand) or also stored.
-func (a *analyzer) param(c *col, num int, pattern, array, operand bool) error {
-	cc, err := a.crypt(c)
+// compared with (operand) or also stored; compared: the statement
+// compares with it (a read, whatever its encryption).
+func (a *analyzer) param(c *col, num int, pattern, array, operand, compared bool) error {
+	cc, err := a.crypt(c, accessOf(compared || pattern || operand))
 	if err != nil {
 		return err
 	}
@@ -716,7 +717,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool, lc likeCa
 		return refuse("Put the search at the top level of the WHERE clause (ANDed), in a query without GROUP BY, DISTINCT or aggregates.",
 			"pgcipher: %s on encrypted column %q is allowed only where the proxy can recheck the rows it returns", lc.what, c.name)
 	}
-	cc, err := a.crypt(c)
+	cc, err := a.crypt(c, colcrypt.AccessRead)
 	if err != nil {
 		return err
 	}
@@ -780,7 +781,7 @@ func (a *analyzer) like(sc *scope, n *pg.Node, c *col, not, conj bool, lc likeCa
 		// NOT LIKE leaves the server no test, but the parameter still
 		// travels in Bind: encrypted as a pattern, typed and unused
 		f.Param = int(pat.GetParamRef().Number)
-		if err := a.param(c, f.Param, true, false, true); err != nil {
+		if err := a.param(c, f.Param, true, false, true, true); err != nil {
 			return err
 		}
 		prm := a.plan.Params[f.Param-1]
@@ -884,4 +885,13 @@ func (a *analyzer) sublink(sc *scope, sl *pg.SubLink) error {
 		return refuse(hintAllowed, "pgcipher: a subquery compares an encrypted column with a value the server cannot compare it with")
 	}
 	return a.joinable(c, out)
+}
+
+// accessOf is the access a value of a column needs: read where the
+// statement only compares with it, write where it stores it.
+func accessOf(compared bool) colcrypt.Access {
+	if compared {
+		return colcrypt.AccessRead
+	}
+	return colcrypt.AccessWrite
 }

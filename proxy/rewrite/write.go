@@ -298,7 +298,7 @@ func (a *analyzer) copyStmt(s *pg.CopyStmt) error {
 			cp.Columns = append(cp.Columns, nil)
 			continue
 		}
-		cc, err := a.crypt(attrCol(r, at))
+		cc, err := a.crypt(attrCol(r, at), accessOf(!s.IsFrom))
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,7 @@ type env struct {
 	upstream string
 	db       string
 	keys     *catalog.Keys
+	cmk      []byte // the column master key of keys (signs rights)
 }
 
 // startProxy runs a proxy for db and returns its connection string.
@@ -111,7 +112,7 @@ func setup(t *testing.T) *env {
 	cmk := make([]byte, 32)
 	rand.Read(cmk)
 	// the proxy dials the server; the database is each client's
-	return &env{upstream: up, db: db, keys: catalog.NewKeys(cmk, "main")}
+	return &env{upstream: up, db: db, keys: catalog.NewKeys(cmk, "main"), cmk: cmk}
 }
 
 // The tables of the corpus: enc_c with every type and level, plain_c its

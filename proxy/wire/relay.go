@@ -239,7 +239,10 @@ func (s *session) process(a answer, m pgproto3.BackendMessage) (bool, answer) {
 // still queued are dropped too (the relay swallows the server's messages
 // up to ReadyForQuery) and the client loop's UPDATE waits end.
 func (s *session) fail(r *rowsResult, t *stat, batch bool, err error) {
-	ref := computeError(err)
+	ref, ok := err.(*rewrite.Refusal)
+	if !ok {
+		ref = computeError(err)
+	}
 	s.send(errorFrom(ref))
 	s.srv.metrics.Error(metrics.Proxy, ref.Code)
 	t.failed(ref.Code)

@@ -27,8 +27,9 @@ func plainArrayOID(t *catalog.EncType) uint32 { return values.PlainArrayOID(t.Pl
 
 // field is how to treat one field of a result.
 type field struct {
-	enc   *catalog.EncType // nil: plaintext, passed through
-	bound *colcrypt.Column // the column the field comes from, if known
+	enc     *catalog.EncType // nil: plaintext, passed through
+	bound   *colcrypt.Column // the column the field comes from, if known
+	binding *catalog.Binding // its binding
 }
 
 // shape is how to treat the fields of a result: computed once per
@@ -61,6 +62,7 @@ func (s *session) shapeOf(plan *rewrite.Plan, d *pgproto3.RowDescription) *shape
 		if r := cat.Relations[f.TableOID]; r != nil && f.TableOID != 0 {
 			if at := r.AttrNum(int16(f.TableAttributeNumber)); at != nil && at.Binding != nil {
 				fp.bound, _ = s.srv.cfg.Keys.Column(at.Binding)
+				fp.binding = at.Binding
 			}
 		}
 		if plan != nil && sh.resort < 0 && i < sh.visible {
@@ -103,6 +105,9 @@ type rowState struct {
 	serverFmt, outFmt []int16
 	computed          []computedRow
 	params            []compute.Value // the client's, as computed outputs read them
+	// denied: per field, why the session's role may not read its column
+	// (nil: none denied, design 13.12)
+	denied []error
 }
 
 // newRowState starts relaying a result of shape sh; formats are the
@@ -117,6 +122,7 @@ func (s *session) newRowState(plan *rewrite.Plan, sh *shape, d *pgproto3.RowDesc
 	if sh.plain {
 		return rs
 	}
+	rs.denied = s.deniedFields(sh)
 	if sh.compute != nil {
 		rs.serverFmt, rs.outFmt = computeFormats(sh.compute, formats, ext)
 		return rs
@@ -192,6 +198,9 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 	out := &pgproto3.DataRow{Values: make([][]byte, rs.visible)}
 	for i, v := range m.Values {
 		f := &rs.fields[i]
+		if rs.denied != nil && rs.denied[i] != nil {
+			return rs.denied[i] // NULL too: a row's existence is not what is refused, its column is
+		}
 		if i >= rs.visible && v == nil {
 			return nil // LIKE and NOT LIKE of NULL are NULL: the row goes
 		}
@@ -382,8 +391,11 @@ func (s *session) decrypt(f *field, v []byte, format int16) ([]byte, error) {
 	}
 	var last error = errors.New("no column of this key and join group is known to the proxy")
 	for _, c := range s.candidates(x.Header.Identity()) {
-		p, err := c.DecryptPayload(ct)
+		p, err := c.col.DecryptPayload(ct)
 		if err == nil {
+			if denied := s.readDenied(c.binding); denied != nil {
+				return nil, denied
+			}
 			return p, nil
 		}
 		last = err
@@ -391,18 +403,24 @@ func (s *session) decrypt(f *field, v []byte, format int16) ([]byte, error) {
 	return nil, last
 }
 
+// candidate is a column whose values a result may carry.
+type candidate struct {
+	col     *colcrypt.Column
+	binding *catalog.Binding
+}
+
 // candidates are the columns whose values carry header identity h (the
 // key, type, level and join group): usually one.
-func (s *session) candidates(h colcrypt.Header) []*colcrypt.Column {
+func (s *session) candidates(h colcrypt.Header) []candidate {
 	if s.cands == nil || s.candsCat != s.catalog() {
-		s.cands = map[colcrypt.Header][]*colcrypt.Column{}
+		s.cands = map[colcrypt.Header][]candidate{}
 		s.candsCat = s.catalog()
 		for _, b := range s.catalog().Bindings() {
 			c, err := s.srv.cfg.Keys.Column(b)
 			if err != nil {
 				continue
 			}
-			s.cands[c.Header().Identity()] = append(s.cands[c.Header().Identity()], c)
+			s.cands[c.Header().Identity()] = append(s.cands[c.Header().Identity()], candidate{c, b})
 		}
 	}
 	return s.cands[h]

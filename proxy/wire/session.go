@@ -122,6 +122,7 @@ type clientSide struct {
 	sharedCat *catalog.Catalog
 	cat       *catalog.Catalog
 	catGen    uint64
+	rightsGen uint64 // the catalog generation rightsCat was read at
 	names     names // the session's search path and temporary relations
 	// gen counts changes of names or catalog: a prepared statement
 	// planned under another is planned again before it is bound
@@ -152,7 +153,7 @@ type relaySide struct {
 	// the message being relayed, sent on as it came when unchanged
 	fromServer serverMsg
 	// the index of columns by ciphertext header
-	cands    map[colcrypt.Header][]*colcrypt.Column
+	cands    map[colcrypt.Header][]candidate
 	candsCat *catalog.Catalog
 	// preludeFailed: the server refused to restore the session's settings
 	preludeFailed *pgproto3.ErrorResponse
@@ -166,8 +167,12 @@ type shared struct {
 	clientMu sync.Mutex
 	// catPtr: the catalog as the session sees it, for the relay (the
 	// client loop may reload while the relay still answers a pipeline)
-	catPtr   atomic.Pointer[catalog.Catalog]
-	q        queue
+	catPtr atomic.Pointer[catalog.Catalog]
+	// rightsCat: the catalog whose grants count (design 13.12): the
+	// session's, or a newer one read inside a transaction, so that a
+	// right revoked meanwhile counts at the next statement
+	rightsCat atomic.Pointer[catalog.Catalog]
+	q         queue
 	txStatus atomic.Uint32 // the server's last ReadyForQuery status
 	// rolledBack: the relay saw an error or a ROLLBACK since the client
 	// loop last settled the session's names
@@ -317,6 +322,7 @@ func (s *session) setCatalog(c *catalog.Catalog) {
 		s.templates = map[string]*rewrite.Template{}
 	}
 	s.sharedCat = c
+	s.rightsCat.Store(c)
 	s.applyNames()
 	s.gen++
 }
@@ -335,7 +341,7 @@ func (s *session) catalog() *catalog.Catalog { return s.catPtr.Load() }
 func (s *session) loadCatalog() error {
 	if cat, gen := s.srv.catalogs.get(s.db); cat != nil && !s.stale {
 		s.setCatalog(cat)
-		s.catGen = gen
+		s.catGen, s.rightsGen = gen, gen
 		return nil
 	}
 	gen := s.srv.catalogs.gen.Load()
@@ -344,9 +350,28 @@ func (s *session) loadCatalog() error {
 		return err
 	}
 	s.setCatalog(cat)
-	s.catGen, s.stale = gen, false
+	s.catGen, s.stale, s.rightsGen = gen, false, gen
 	s.srv.catalogs.put(s.db, cat, gen)
 	return nil
+}
+
+// refreshRights reads the committed catalog for its grants only (the
+// session keeps its own until its transaction ends).
+func (s *session) refreshRights() {
+	gen := s.srv.catalogs.gen.Load()
+	if s.rightsGen == gen {
+		return
+	}
+	cat, _ := s.srv.catalogs.get(s.db)
+	if cat == nil {
+		var err error
+		if cat, err = s.srv.catalogConns.loadCatalog(s.db, s.user); err != nil {
+			s.srv.cfg.Log.Debug("catalog reload for rights failed", "err", err)
+			return
+		}
+	}
+	s.rightsCat.Store(cat)
+	s.rightsGen = gen
 }
 
 // refresh reloads the catalog before a statement when it may have
@@ -358,7 +383,10 @@ func (s *session) refresh() {
 	}
 	if s.txStatus.Load() != 'I' || s.inBatch || !s.q.empty() {
 		// inside a transaction, or with answers pending, the change may
-		// not be committed yet: the next statement outside one reloads
+		// not be committed yet: the next statement outside one reloads;
+		// the rights, which no uncommitted change of the session's can
+		// have touched, are read now
+		s.refreshRights()
 		return
 	}
 	if err := s.loadCatalog(); err != nil {
@@ -372,8 +400,21 @@ func (s *session) changed() {
 	s.srv.catalogs.invalidateAll()
 }
 
-// analyze returns the plan of sql, from the cache when it can.
+// analyze returns the plan of sql, from the cache when it can, once the
+// session's role may do what it needs with the columns it uses.
 func (s *session) analyze(sql string) (*rewrite.Plan, error) {
+	p, err := s.planOf(sql)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.allowed(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planOf returns the plan of sql, from the cache when it can.
+func (s *session) planOf(sql string) (*rewrite.Plan, error) {
 	if p := s.plans[sql]; p != nil {
 		return p, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -28,6 +29,11 @@ const usage = `usage:
       [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
       [--operand]  (encrypt: each line is a comparison operand, at order format 2 a query)
   pgcipher-keys vectors [-o FILE]
+  pgcipher-keys grant  (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+      --column LABEL --role R --access read|write [--serial S]
+  pgcipher-keys revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+      --column LABEL --role R [--serial S]
+      (print the signed pgcipher.set_column_right call; design 13.12)
   pgcipher-keys reencrypt-column --dsn CONNINFO --table T --column C [--batch N]
       (CONNINFO names pgcipher-proxy: the proxy does the crypto, this drives it)
 `
@@ -63,6 +69,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return vectorsCmd(args, stdout)
 	case "reencrypt-column":
 		return reencryptCmd(args, stdout)
+	case "grant", "revoke":
+		return grantCmd(cmd, args, stdout)
 	}
 	return errUsage
 }
@@ -277,4 +285,47 @@ func reencryptCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "column %s of %s: order format 2 (was %s), %d rows rewritten\n", *column, *table, res.From, res.Moved)
 	return nil
+}
+
+// grantCmd signs a right of a role on a column (revoke: access none) and
+// prints the call that stores it.  The serial is the time in
+// microseconds unless given: a later grant of the same right replaces an
+// earlier one.
+func grantCmd(cmd string, args []string, stdout io.Writer) error {
+	fs := newFlagSet(cmd)
+	var kf keyFlags
+	kf.register(fs)
+	label := fs.String("column", "", "the column's label, schema.table.column as pgcipher.columns shows it")
+	role := fs.String("role", "", "the database role (the login role the proxy sees)")
+	access := fs.String("access", "read", "read (decrypt, compare, compute, write) or write (encrypt only)")
+	serial := fs.Int64("serial", 0, "the grant's serial (default: the time in microseconds)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	if cmd == "revoke" {
+		*access = "none"
+	}
+	acc, err := colcrypt.ParseAccess(*access)
+	if err != nil || (cmd == "grant" && acc == colcrypt.AccessNone) {
+		return fmt.Errorf("--access %q: give read or write (revoke takes a right away)", *access)
+	}
+	if *label == "" || *role == "" {
+		return errors.New("--column and --role are required")
+	}
+	cmk, err := kf.loadCMK()
+	if err != nil {
+		return err
+	}
+	key, err := colcrypt.RightsKey(cmk, kf.cmkName)
+	if err != nil {
+		return err
+	}
+	if *serial == 0 {
+		*serial = time.Now().UnixMicro()
+	}
+	g := colcrypt.Grant{Label: *label, KeyName: kf.keyName, Role: *role, Access: acc, Serial: *serial}
+	_, err = fmt.Fprintf(stdout, "SELECT pgcipher.set_column_right(%s, %s, %s, %s, %d, %s);\n",
+		sqlLiteral(g.Label), sqlLiteral(g.Role), sqlLiteral(g.KeyName), sqlLiteral(acc.String()), g.Serial,
+		sqlLiteral(`\x`+hex.EncodeToString(g.MAC(key))))
+	return err
 }

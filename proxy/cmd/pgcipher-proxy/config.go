@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/wire"
 )
 
@@ -94,8 +95,13 @@ Pooling (PgBouncer's settings under its names; durations as 30s, or seconds):
   --auth-query Q         the lookup, $1 the user's name (default PgBouncer's:
                          SELECT usename, passwd FROM pg_shadow WHERE usename=$1)
 
+Decryption rights (design 13.12; pgcipher-keys grant and revoke sign them):
+  --ungranted-columns W  what roles may do with a column that has no signed
+                         right at all: all (default, as before rights) or
+                         none; a column with rights allows its grantees only
+
 SIGHUP reads the config file again and applies log-level, tls-cert, tls-key,
-tls-client-ca, upstream-certs, shutdown-timeout and the pooling settings but
+tls-client-ca, upstream-certs, shutdown-timeout, ungranted-columns and the pooling settings but
 pool-mode (certificates and the auth file read again) to what comes next; a change of any other setting is logged as waiting for a
 restart.  It also makes every connection reload the encrypted-column catalog.
 `
@@ -108,6 +114,7 @@ type settings struct {
 	poolMode, maxClientConn, defaultPoolSize, minPoolSize, reservePoolSize, reservePoolTimeout,
 	serverIdleTimeout, serverLifetime, queryWaitTimeout, serverResetQuery, maxPreparedStatements,
 	authType, authFile, authUser, authQuery string
+	ungrantedColumns string
 
 	config      string // the file they were read from ("": none)
 	checkConfig bool
@@ -156,6 +163,7 @@ var table = []setting{
 	{"auth-file", "", true, func(s *settings) *string { return &s.authFile }},
 	{"auth-user", "", true, func(s *settings) *string { return &s.authUser }},
 	{"auth-query", wire.DefaultAuthQuery, true, func(s *settings) *string { return &s.authQuery }},
+	{"ungranted-columns", "all", true, func(s *settings) *string { return &s.ungrantedColumns }},
 }
 
 // parse reads the command line and the config file it names.
@@ -250,6 +258,7 @@ type loaded struct {
 	cmk             []byte // only when load was asked for it
 	pool            wire.PoolConfig
 	authUsers       map[string]string // the auth file's
+	ungranted       catalog.Ungranted
 }
 
 // load reads and checks everything the settings name; withCMK loads the
@@ -303,6 +312,9 @@ func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
 	}
 	if ld.pool, err = poolSettings(st); err != nil {
 		return nil, err
+	}
+	if ld.ungranted, err = catalog.ParseUngranted(st.ungrantedColumns); err != nil {
+		return nil, fmt.Errorf("--%w", err)
 	}
 	if st.authFile != "" {
 		if ld.authUsers, err = wire.LoadAuthFile(st.authFile); err != nil {

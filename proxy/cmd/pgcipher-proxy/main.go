@@ -73,6 +73,7 @@ type proxy struct {
 	log             *slog.Logger
 	shutdownTimeout time.Duration
 	srv             *wire.Server
+	keys            *catalog.Keys
 	metrics         *metrics.Metrics
 }
 
@@ -94,7 +95,9 @@ func (p *proxy) serve(ctx context.Context, ld *loaded, sigs <-chan os.Signal) er
 	if st.pprof != "" {
 		go func() { p.log.Error("pprof", "err", http.ListenAndServe(st.pprof, nil)) }()
 	}
-	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: catalog.NewKeys(ld.cmk, st.cmkName),
+	p.keys = catalog.NewKeys(ld.cmk, st.cmkName)
+	p.keys.SetUngranted(ld.ungranted)
+	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: p.keys,
 		Log: p.log, Metrics: p.metrics, ClientTLS: ld.clientTLS, UpstreamCerts: st.upstreamCerts,
 		Pool: ld.pool, AuthUsers: ld.authUsers}
 	if st.record != "" {
@@ -194,6 +197,7 @@ func (p *proxy) reload(ctx context.Context) {
 	p.shutdownTimeout = ld.shutdownTimeout
 	p.srv.SetPool(ld.pool) // the mode stays
 	p.srv.SetAuthFile(ld.authUsers)
+	p.keys.SetUngranted(ld.ungranted)
 	p.metrics.Reload(true)
 	p.log.Info("SIGHUP: configuration reloaded", "changed", changed)
 	if len(restart) > 0 {

@@ -1,0 +1,64 @@
+package rewrite
+
+// What each kind of statement records in Plan.Uses: the access the
+// session's role needs on each encrypted column (design 13.12).
+
+import (
+	"testing"
+
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
+	"github.com/pgcipher/pgcipher/proxy/internal/testcat"
+)
+
+func TestUses(t *testing.T) {
+	cat, keys := testcat.New(t)
+	W, R := colcrypt.AccessWrite, colcrypt.AccessRead
+	for _, tc := range []struct {
+		sql  string
+		want map[string]colcrypt.Access // by column name of enc_t
+	}{
+		{"INSERT INTO enc_t (id, i4) VALUES (1, 5)", map[string]colcrypt.Access{"i4": W}},
+		{"INSERT INTO enc_t (id, i4, t) VALUES ($1, $2, $3)", map[string]colcrypt.Access{"i4": W, "t": W}},
+		{"INSERT INTO enc_t (id, i4) SELECT * FROM unnest($1::int[], $2::int[])", map[string]colcrypt.Access{"i4": W}},
+		{"UPDATE enc_t SET t = 'x' WHERE id = 1", map[string]colcrypt.Access{"t": W}},
+		{"UPDATE enc_t SET t = $1 WHERE i4 = $2", map[string]colcrypt.Access{"t": W, "i4": R}},
+		{"UPDATE enc_t SET i4 = i4 + 1 WHERE id = 1", map[string]colcrypt.Access{"i4": R}},
+		{"SELECT id FROM enc_t WHERE i4 = 5", map[string]colcrypt.Access{"i4": R}},
+		{"SELECT id FROM enc_t WHERE i4 = $1", map[string]colcrypt.Access{"i4": R}},
+		{"SELECT id FROM enc_t WHERE i4 = ANY($1)", map[string]colcrypt.Access{"i4": R}},
+		{"SELECT id FROM enc_t WHERE i4o > 3", map[string]colcrypt.Access{"i4o": R}},
+		{"SELECT id, tm FROM enc_t WHERE tm LIKE '%ab%'", map[string]colcrypt.Access{"tm": R}},
+		{"SELECT sum(i4) FROM enc_t", map[string]colcrypt.Access{"i4": R}},
+		{"SELECT max(i4o) FROM enc_t", map[string]colcrypt.Access{"i4o": R}},
+		{"SELECT a.id FROM enc_t a JOIN other b ON a.j = b.j", map[string]colcrypt.Access{"j": R}},
+		{"DELETE FROM enc_t WHERE t = 'x'", map[string]colcrypt.Access{"t": R}},
+		{"COPY enc_t (id, i4) FROM STDIN", map[string]colcrypt.Access{"i4": W}},
+		{"COPY enc_t (id, i4) TO STDOUT", map[string]colcrypt.Access{"i4": R}},
+		// results alone are checked as they are decrypted
+		{"SELECT i4, t FROM enc_t WHERE id = 1", map[string]colcrypt.Access{}},
+	} {
+		p, err := Analyze(tc.sql, cat, keys)
+		if err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+			continue
+		}
+		got := map[string]colcrypt.Access{}
+		for _, u := range p.Uses {
+			col := u.Binding.Spec.Label[len("public.enc_t."):]
+			if u.Binding.Spec.Label == "public.other.j" {
+				col = "j"
+			}
+			got[col] = max(got[col], u.Access)
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: uses %v, want %v", tc.sql, got, tc.want)
+			continue
+		}
+		for c, a := range tc.want {
+			if got[c] != a {
+				t.Errorf("%s: uses %v, want %v", tc.sql, got, tc.want)
+				break
+			}
+		}
+	}
+}
