@@ -31,7 +31,7 @@ parts=(
     "2|1|load and query a table of card numbers; uuid-ossp, XML, PL/Python, JIT as on Debian"
     "3|0|grep the data directory and WAL for them"
     "4|1|always-encrypted columns"
-    "4b|1|the wire proxy, psql unchanged; an ORD column moved online"
+    "4b|1|the wire proxy, psql unchanged; an ORD column moved online; who may decrypt"
     "4c|9|sums and updates computed by the proxy, Alibaba's sysbench statements"
     "4c'|1|a Django application, unchanged"
     "4c''|5|the proxy as the pooler: 64 clients over 4 server connections"
@@ -263,6 +263,25 @@ echo "   before: $(psql_enc -At -c "SELECT string_agg('format ' || f || ': ' || 
 echo "   after:  $(psql_enc -At -c "SELECT string_agg('format ' || f || ': ' || n || ' rows', ', ') FROM (SELECT enc_format(v) f, count(*) n FROM public.legacy GROUP BY 1) s")"
 psql -X -At -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres \
     -c "SELECT 'through the proxy: ' || count(*) || ' rows with v BETWEEN 700 AND 1400' FROM legacy WHERE v BETWEEN 700 AND 1400" | sed 's/^/   /'
+
+echo "who may decrypt (design 13.12): rights per role and column, signed with the CMK by pgcipher-keys,"
+echo "so that the DBA, who stores them, cannot grant himself one. The clerk may read ssn and born; the DBA,"
+echo "a superuser logged in through the same proxy, is refused, and a right he makes himself does not verify:"
+psql_enc -q -c "CREATE ROLE clerk LOGIN" -c "CREATE ROLE dba LOGIN SUPERUSER" -c "GRANT SELECT ON public.patients TO clerk"
+for c in ssn born; do
+    "$keys" grant --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --key-name demo --column "public.patients.$c" \
+        --role clerk --access read
+done | tee "$demo/rights.sql" | psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 > /dev/null
+echo "   $(head -1 "$demo/rights.sql" | cut -c1-110)..."
+psql -X -h 127.0.0.1 -p "$proxy_port" -U clerk -d postgres -At -c "SELECT id, ssn, born FROM patients WHERE id = 1" 2>&1 \
+    | sed 's/^/   clerk: /'
+psql -X -h 127.0.0.1 -p "$proxy_port" -U dba -d postgres -At -c "SELECT id, ssn FROM patients WHERE id = 1" 2>&1 \
+    | sed 's/^/   dba:   /' || true
+psql_enc -q -c "INSERT INTO pgcipher.column_rights SELECT label, 'dba', key_name, 'read', serial, mac
+                FROM pgcipher.column_rights WHERE role = 'clerk' AND label = 'public.patients.ssn'"
+kill -HUP "$proxy_pid"; sleep 0.5
+psql -X -h 127.0.0.1 -p "$proxy_port" -U dba -d postgres -At -c "SELECT id, ssn FROM patients WHERE id = 1" 2>&1 \
+    | sed 's/^/   dba, with the clerk'"'"'s signed row copied to his name: /' || true
 
 step "4c. Computed by the proxy, never by the server: Alibaba's sysbench statements, unchanged"
 echo "test1(id, k, c, pad) as in Alibaba's Always-confidential report, k enc_int4 (EQ, indexed), c and pad RND;"

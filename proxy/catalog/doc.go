@@ -10,6 +10,12 @@
 // used: a server that later reports another key, level, type or group for
 // a label is detected (ErrPinMismatch), not obeyed.
 //
+// Rights (design 13.12): Load also reads pgcipher.column_rights; Keys
+// verifies each grant's MAC under the key the CMK derives, pins the
+// newest serial of each role's right and the columns seen with rights,
+// and Keys.Allow decides whether a role may read or write a column
+// (RightError; ErrRightForged for a grant that does not verify).
+//
 // Load reads a database's Catalog through a Querier (the proxy's own
 // queries on the client's connection); Catalog.Lookup resolves a relation
 // as the search path does, and each Relation's Attrs carry their Binding.

@@ -115,3 +115,26 @@ func TestRightsMatrix(t *testing.T) {
 		t.Errorf("a proxy with another CMK accepted a grant: %v", err)
 	}
 }
+
+// BenchmarkAllow: the check a statement pays per encrypted column it uses.
+func BenchmarkAllow(b *testing.B) {
+	cmk := bytes.Repeat([]byte{1}, 32)
+	keys := NewKeys(cmk, "main")
+	key, _ := colcrypt.RightsKey(cmk, "main")
+	var rows []GrantRow
+	for i := 0; i < 1000; i++ {
+		g := colcrypt.Grant{Label: "public.p.c", KeyName: "k1", Role: "role" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)), Access: colcrypt.AccessRead, Serial: 1}
+		rows = append(rows, GrantRow{Grant: g, MAC: g.MAC(key)})
+	}
+	cat := rightsCatalog(rows)
+	bd := &Binding{Spec: colcrypt.Spec{Label: "public.p.c"}, KeyName: "k1", Database: "db"}
+	if err := keys.Allow(cat, bd, "roleab", colcrypt.AccessRead); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := keys.Allow(cat, bd, "roleab", colcrypt.AccessRead); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -17,7 +17,9 @@
 // Keys: LoadCMKFile and LoadCMKCommand read the column master key (CMK),
 // NewCEK draws a CEK, WrapCEK and UnwrapCEK wrap it under the CMK with
 // AES-256-GCM bound to both keys' names, and SubKey derives a CEK's
-// per-purpose keys (design 13.6).  Parse, Equal, Compare and MayMatch are
+// per-purpose keys (design 13.6).  A Grant is a role's right on a column,
+// MACed under RightsKey, which the CMK derives (design 13.12).  Parse,
+// Equal, Compare and MayMatch are
 // the server's checks and comparisons on ciphertexts, written again in Go
 // and needing no key: the tests hold them against PostgreSQL's answers on
 // the plaintexts, and the proxy parses headers with Parse.

@@ -9,13 +9,17 @@
 //	    --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
 //	    [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
 //	pgcipher-keys vectors [-o FILE]
+//	pgcipher-keys grant|revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
+//	    --column LABEL --role R [--access read|write] [--serial S]
 //
 // It is a thin command line over package colcrypt and uses nothing else
 // of the proxy: new-cmk prints a CMK as 64 hex digits for the proxy's
 // --cmk-file or --cmk-command; new-cek draws a CEK, wraps it with
 // colcrypt.WrapCEK and prints the pgcipher.add_column_key call that stores
 // it on the server; encrypt and decrypt run colcrypt.Column on standard
-// input, for loading or checking data without the proxy.  vectors writes
+// input, for loading or checking data without the proxy.  grant and
+// revoke sign a role's right on a column (design 13.12) and print the
+// pgcipher.set_column_right call that stores it.  vectors writes
 // columns/test/data/vectors.csv (design 13.9), which the extension's
 // regression tests load and compare on the server, and which this
 // command's tests regenerate byte for byte.

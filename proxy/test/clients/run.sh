@@ -4,7 +4,8 @@
 # Starts a throwaway cluster (build/install/bin), creates one database per
 # client and runs each client's test through pgcipher-proxy in test mode
 # (--record: every byte sent to the server is appended to one file):
-# psql, pgbench, psycopg 3, pgJDBC, pgx and sysbench.  Each client's
+# psql, pgbench, psycopg 3, pgJDBC, pgx and sysbench, then the decryption
+# rights matrix with psql and psycopg (rights).  Each client's
 # database gets schema.sql through the proxy (the proxy draws its column
 # key), and each test does the same operations on the encrypted table enc_t
 # and its plaintext twin plain_t and fails on any difference.  Each client
@@ -15,7 +16,7 @@
 # from the data directory after a CHECKPOINT, while the plaintext twins'
 # markers (PGCMARK-P-<client>-...) must be found in both.
 #
-# Usage: run.sh [CLIENT...]   (default: all of psql pgbench psycopg jdbc pgx sysbench)
+# Usage: run.sh [CLIENT...]   (default: all of psql pgbench psycopg jdbc pgx sysbench rights)
 # Environment: PGCIPHER_TOP, PGCIPHER_BUILD (as scripts/test.sh);
 #   PGCIPHER_CLIENTS_DIRECT=1  no proxy: clients talk to the server, enc_t is
 #                              a plaintext table (checks the harness itself)
@@ -39,7 +40,7 @@ limit=${PGCIPHER_CLIENTS_TIMEOUT:-180}
 export PGC_CACHE=$build/clients
 mkdir -p "$PGC_CACHE"
 
-all=(psql pgbench psycopg jdbc pgx sysbench)
+all=(psql pgbench psycopg jdbc pgx sysbench rights)
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=("${all[@]}")
 for c in "${clients[@]}"; do
@@ -110,7 +111,7 @@ start_proxy() {
 # what every client test gets
 PGC_USER=pgc_tester
 export PGC_BIN=$bin PGC_HERE=$here PGC_TOP=$top PGC_BUILD=$build PGC_DIRECT=$direct
-export PGC_HOST=127.0.0.1 PGC_PORT=$port PGC_USER
+export PGC_HOST=127.0.0.1 PGC_PORT=$port PGC_USER PGC_CMK=$tmp/cmk.hex
 # libpq-based clients (psql, pgbench, sysbench) also read these
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=$PGC_USER PGTZ=UTC PGSSLMODE=disable PGCONNECT_TIMEOUT=10
 unset PGDATABASE PGSERVICE PGOPTIONS PGPASSWORD PGSERVICEFILE
