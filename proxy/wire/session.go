@@ -123,7 +123,7 @@ type clientSide struct {
 	cat       *catalog.Catalog
 	catGen    uint64
 	rightsGen uint64 // the catalog generation rightsCat was read at
-	names     names // the session's search path and temporary relations
+	names     names  // the session's search path and temporary relations
 	// gen counts changes of names or catalog: a prepared statement
 	// planned under another is planned again before it is bound
 	gen   uint64
@@ -173,7 +173,7 @@ type shared struct {
 	// right revoked meanwhile counts at the next statement
 	rightsCat atomic.Pointer[catalog.Catalog]
 	q         queue
-	txStatus atomic.Uint32 // the server's last ReadyForQuery status
+	txStatus  atomic.Uint32 // the server's last ReadyForQuery status
 	// rolledBack: the relay saw an error or a ROLLBACK since the client
 	// loop last settled the session's names
 	rolledBack atomic.Bool

@@ -24,8 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/wire"
 )
 
