@@ -75,6 +75,7 @@ type Metrics struct {
 	serverOut   prometheus.Counter
 	reloads     *prometheus.CounterVec
 	poolWait    prometheus.Histogram // transaction mode: Pools
+	audited     *prometheus.CounterVec
 }
 
 // New makes the collectors and registers them, with the Go runtime's and
@@ -105,9 +106,12 @@ func New() *Metrics {
 			Help: "Bytes written to server sockets (TLS records included)."}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "config_reloads_total",
 			Help: "SIGHUP reloads of the configuration file, by result (failed: the running configuration stays)."}, []string{"result"}),
+		audited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "audited_values_total",
+			Help: "Values of encrypted columns the audit log recorded as decrypted or encrypted, by role and column (design 15.15)."},
+			[]string{"role", "column", "direction"}),
 	}
 	m.reg.MustRegister(m.open, m.connections, m.statements, m.durations, m.errors,
-		m.clientIn, m.clientOut, m.serverIn, m.serverOut, m.reloads,
+		m.clientIn, m.clientOut, m.serverIn, m.serverOut, m.reloads, m.audited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// every series that exists from the start shows 0 rather than nothing
 	for _, e := range ends {
@@ -155,6 +159,20 @@ func (m *Metrics) Statement(o Outcome, sqlstate string, d time.Duration) {
 	}
 	m.statements.WithLabelValues(string(o), sqlstate).Inc()
 	m.durations.WithLabelValues(string(o)).Observe(d.Seconds())
+}
+
+// Audited counts the values of a column a role decrypted and encrypted
+// in a statement the audit log recorded.
+func (m *Metrics) Audited(role, column string, decrypted, encrypted int64) {
+	if m == nil {
+		return
+	}
+	if decrypted > 0 {
+		m.audited.WithLabelValues(role, column, "decrypted").Add(float64(decrypted))
+	}
+	if encrypted > 0 {
+		m.audited.WithLabelValues(role, column, "encrypted").Add(float64(encrypted))
+	}
 }
 
 // Error counts an error a client got in answer to a statement.

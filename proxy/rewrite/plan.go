@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 
+	pg "github.com/pganalyze/pg_query_go/v6"
+
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/compute"
@@ -28,6 +30,9 @@ const (
 	// CodeRight: the session's role lacks the right a statement needs on
 	// an encrypted column (design 13.12); nothing was decrypted.
 	CodeRight = "PC005"
+	// CodeAudit: the audit log, which must record the statement first
+	// (audit-required), cannot be written (design 15.15).
+	CodeAudit = "PC006"
 )
 
 // Refusal is an error the proxy answers with instead of the server.
@@ -261,6 +266,9 @@ type Plan struct {
 type Use struct {
 	Binding *catalog.Binding
 	Access  colcrypt.Access
+	// Literals: how many of the statement's literals the proxy encrypted
+	// for the column (its parameters are counted at Bind)
+	Literals int
 }
 
 // use records that the statement needs access acc to binding b.
@@ -292,4 +300,14 @@ type CopyPlan struct {
 	Header    bool
 	Columns   []*colcrypt.Column // per field; nil for a plaintext field
 	Names     []string
+}
+
+// Fingerprint is PostgreSQL's fingerprint of sql as pg_query computes it
+// (literals and values left out), or "" where sql does not parse.
+func Fingerprint(sql string) string {
+	fp, err := pg.Fingerprint(sql)
+	if err != nil {
+		return ""
+	}
+	return fp
 }

@@ -221,6 +221,7 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 	out := *t.plan
 	out.Params = nil
 	out.Cacheable = false
+	out.Uses = append([]Use(nil), t.plan.Uses...) // their literals counted below
 	out.Filters = append([]Filter(nil), t.plan.Filters...)
 	for i := range out.Filters {
 		f := &out.Filters[i]
@@ -264,6 +265,11 @@ func (t *Template) Plan(lits []Literal, rand io.Reader) (*Plan, error) {
 			return nil, err
 		}
 		texts[i] = "'" + base64.StdEncoding.EncodeToString(ct) + "'::" + t.ext + "." + castIdent(p.EncType.Name)
+		for k := range out.Uses {
+			if out.Uses[k].Binding.Spec.Label == p.Column.Spec().Label {
+				out.Uses[k].Literals++
+			}
+		}
 	}
 	var b strings.Builder
 	for i, part := range t.parts {

@@ -583,6 +583,11 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, ope
 	}}
 	a.changed = true
 	a.plan.Cacheable = false
+	for i := range a.plan.Uses {
+		if a.plan.Uses[i].Binding == c.binding() {
+			a.plan.Uses[i].Literals++
+		}
+	}
 	return nil
 }
 

@@ -73,14 +73,14 @@ type computedRow struct {
 
 // inputValue reads one value the server returned for a computation, in
 // format (an encrypted column's may be binary: its ciphertext).
-func (s *session) inputValue(f *field, in rewrite.Input, v []byte, format int16) (compute.Value, error) {
+func (s *session) inputValue(f *field, in rewrite.Input, v []byte, format int16, aud *auditStat) (compute.Value, error) {
 	if v == nil {
 		return compute.Null(in.Type), nil
 	}
 	if !in.Enc {
 		return compute.FromText(in.Type, string(v))
 	}
-	p, err := s.decrypt(f, v, format)
+	p, err := s.decrypt(f, v, format, aud)
 	if err != nil {
 		return compute.Value{}, err
 	}
@@ -89,7 +89,7 @@ func (s *session) inputValue(f *field, in rewrite.Input, v []byte, format int16)
 
 // arrayValues reads the values of a group: array_agg of a column, in
 // format.
-func (s *session) arrayValues(in rewrite.Input, v []byte, format int16) ([]compute.Value, error) {
+func (s *session) arrayValues(in rewrite.Input, v []byte, format int16, aud *auditStat) ([]compute.Value, error) {
 	var elems [][]byte
 	if format == 1 {
 		var err error
@@ -112,7 +112,7 @@ func (s *session) arrayValues(in rewrite.Input, v []byte, format int16) ([]compu
 	var f field // no column bound: each value's header finds its own
 	for j, e := range elems {
 		var err error
-		if vals[j], err = s.inputValue(&f, in, e, format); err != nil {
+		if vals[j], err = s.inputValue(&f, in, e, format, aud); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +133,7 @@ func (rs *rowState) computeRow(m *pgproto3.DataRow) error {
 		v := m.Values[i]
 		if !in.Array {
 			var err error
-			if env.Inputs[i], err = rs.s.inputValue(&rs.fields[i], in, v, rs.serverFmt[i]); err != nil {
+			if env.Inputs[i], err = rs.s.inputValue(&rs.fields[i], in, v, rs.serverFmt[i], rs.aud); err != nil {
 				return err
 			}
 			continue
@@ -141,7 +141,7 @@ func (rs *rowState) computeRow(m *pgproto3.DataRow) error {
 		if v == nil {
 			continue // array_agg of no rows
 		}
-		vals, err := rs.s.arrayValues(in, v, rs.serverFmt[i])
+		vals, err := rs.s.arrayValues(in, v, rs.serverFmt[i], rs.aud)
 		if err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ func (rs *rowState) computeRow(m *pgproto3.DataRow) error {
 				out.Values[i] = bytes.Clone(v)
 				continue
 			}
-			p, err := rs.s.decrypt(f, v, rs.serverFmt[o.In])
+			p, err := rs.s.decrypt(f, v, rs.serverFmt[o.In], rs.aud)
 			if err != nil {
 				return err
 			}

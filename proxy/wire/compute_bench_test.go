@@ -64,7 +64,7 @@ func TestArrayValues(t *testing.T) {
 		v      []byte
 		format int16
 	}{{"text", text, 0}, {"binary", bin, 1}} {
-		vals, err := s.arrayValues(sumInput, c.v, c.format)
+		vals, err := s.arrayValues(sumInput, c.v, c.format, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -78,13 +78,13 @@ func TestArrayValues(t *testing.T) {
 		}
 	}
 	for cut := 0; cut < len(bin)-1; cut += 7 {
-		if _, err := s.arrayValues(sumInput, bin[:cut], 1); err == nil {
+		if _, err := s.arrayValues(sumInput, bin[:cut], 1, nil); err == nil {
 			t.Fatalf("binary array cut at %d of %d bytes: no error", cut, len(bin))
 		}
 	}
 	flipped := bytes.Clone(bin)
 	flipped[len(flipped)-10] ^= 1 // inside the last ciphertext
-	if _, err := s.arrayValues(sumInput, flipped, 1); err == nil {
+	if _, err := s.arrayValues(sumInput, flipped, 1, nil); err == nil {
 		t.Fatal("a damaged ciphertext in a binary array: no error")
 	}
 }
@@ -99,7 +99,7 @@ func benchArrayValues(b *testing.B, format int16) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; done += n {
-		if _, err := s.arrayValues(sumInput, v, format); err != nil {
+		if _, err := s.arrayValues(sumInput, v, format, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -108,6 +108,7 @@ func (c *copyStream) binaryRows() ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("column %s: %w", c.plan.Names[i], err)
 			}
+			c.audit().add(col.Spec().Label, colcrypt.AccessWrite, 0, 1)
 			out = binary.BigEndian.AppendUint32(out, uint32(len(ct)))
 			out = append(out, ct...)
 		}
@@ -303,6 +304,7 @@ func (c *copyStream) encryptRow(row []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.plan.Names[i], err)
 		}
+		c.audit().add(col.Spec().Label, colcrypt.AccessWrite, 0, 1)
 		return base64.StdEncoding.AppendEncode(out, ct), nil
 	})
 }
@@ -417,6 +419,9 @@ func (c *copyStream) decryptRow(row []byte) ([]byte, error) {
 			return nil, errors.New("COPY field of an encrypted column is not base64")
 		}
 		s, err := col.Decrypt(ct)
+		if err == nil {
+			c.audit().add(col.Spec().Label, colcrypt.AccessRead, 1, 0)
+		}
 		if err == nil && col.Spec().Type == colcrypt.Numeric {
 			s, err = values.NumericText(s) // as numeric_out writes it
 		}

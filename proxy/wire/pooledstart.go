@@ -65,6 +65,7 @@ func (s *Server) startupPooled(cc *clientConn, b *pgproto3.Backend, client net.C
 	}
 	sess := newSession(s, &conns{r: client, w: client}, nil, params["database"], params["user"])
 	sess.clientSock = c
+	sess.clientAddr, sess.certIdentity = c.RemoteAddr().String(), certUser
 	sess.pooled = newPooledSession(p, params)
 	pid, key := s.newCancelKey(sess)
 	b.Send(&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: key})

@@ -257,6 +257,7 @@ func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.RowDescription:
 		e.rows = s.newRowState(e.plan, s.shapeOf(e.plan, m), m, nil, nil, false)
+		e.rows.aud = e.stat.audit()
 		s.send(e.rows.description(m, nil))
 	case *pgproto3.DataRow:
 		if e.rows == nil {
@@ -279,6 +280,7 @@ func (e *queryAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	case *pgproto3.CopyOutResponse:
 		if e.plan.Copy != nil && !e.plan.Copy.From {
 			e.copyOut = newCopyStream(s, e.plan.Copy)
+			e.copyOut.answer = e
 		}
 		s.send(m)
 	case *pgproto3.CopyData:
@@ -354,7 +356,7 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 			}
 			p := e.portal
 			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns, true)
-			e.rows.params, e.rows.limits = p.params, p.limits
+			e.rows.params, e.rows.limits, e.rows.aud = p.params, p.limits, e.stat.audit()
 		}
 		if err := e.rows.row(m); err != nil {
 			s.fail(&e.rowsResult, e.stat, true, err)

@@ -11,12 +11,12 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 )
 
-// allowed refuses a plan that needs a right the session's role lacks on
-// one of its columns; nothing of it has been sent.
+// allowed says why a plan needs a right the session's role lacks on one
+// of its columns (nil: it may run); nothing of it has been sent.
 func (s *session) allowed(p *rewrite.Plan) error {
 	for _, u := range p.Uses {
 		if err := s.srv.cfg.Keys.Allow(s.rightsCat.Load(), u.Binding, s.user, u.Access); err != nil {
-			return rightRefusal(err)
+			return err
 		}
 	}
 	return nil

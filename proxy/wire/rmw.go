@@ -170,7 +170,7 @@ func (s *session) computeRows(r *rmw, rows [][][]byte) ([]*pgproto3.Bind, error)
 		env := &compute.Env{Inputs: make([]compute.Value, len(up.Inputs)), Params: r.params}
 		for i, in := range up.Inputs {
 			var err error
-			if env.Inputs[i], err = s.inputValue(&field{}, in, row[2+i], 0); err != nil {
+			if env.Inputs[i], err = s.inputValue(&field{}, in, row[2+i], 0, r.stat.audit()); err != nil {
 				return nil, err
 			}
 		}
@@ -190,6 +190,7 @@ func (s *session) computeRows(r *rmw, rows [][][]byte) ([]*pgproto3.Bind, error)
 				if p, err = set.Enc.EncryptPayload(v.Payload(), rand.Reader); err != nil {
 					return nil, err
 				}
+				r.stat.audit().add(set.Enc.Spec().Label, colcrypt.AccessRead, 0, 1)
 				b.ParameterFormatCodes[set.Param-1] = 1
 			default:
 				t, err := v.Text()

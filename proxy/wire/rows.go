@@ -108,6 +108,7 @@ type rowState struct {
 	// denied: per field, why the session's role may not read its column
 	// (nil: none denied, design 13.12)
 	denied []error
+	aud    *auditStat // the statement's audit: values decrypted (nil: no audit)
 }
 
 // newRowState starts relaying a result of shape sh; formats are the
@@ -199,6 +200,7 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 	for i, v := range m.Values {
 		f := &rs.fields[i]
 		if rs.denied != nil && rs.denied[i] != nil {
+			rs.aud.add(f.binding.Spec.Label, colcrypt.AccessRead, 0, 0)
 			return rs.denied[i] // NULL too: a row's existence is not what is refused, its column is
 		}
 		if i >= rs.visible && v == nil {
@@ -210,7 +212,7 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 			}
 			continue
 		}
-		p, err := rs.s.decrypt(f, v, rs.formats[i])
+		p, err := rs.s.decrypt(f, v, rs.formats[i], rs.aud)
 		if err != nil {
 			return err
 		}
@@ -372,35 +374,45 @@ func comparePlain(t colcrypt.Type, a, b []byte) int {
 
 // decrypt returns the payload of an encrypted value as the server sent it
 // (base64 text or binary).
-func (s *session) decrypt(f *field, v []byte, format int16) ([]byte, error) {
+func (s *session) decrypt(f *field, v []byte, format int16, aud *auditStat) ([]byte, error) {
+	p, b, err := s.decryptValue(f, v, format)
+	if err == nil && aud != nil {
+		aud.decrypted(b)
+	}
+	return p, err
+}
+
+// decryptValue decrypts v and says which column's binding it belongs to.
+func (s *session) decryptValue(f *field, v []byte, format int16) ([]byte, *catalog.Binding, error) {
 	ct := v
 	if format == 0 {
 		ct = make([]byte, base64.StdEncoding.DecodedLen(len(v)))
 		n, err := base64.StdEncoding.Decode(ct, v)
 		if err != nil {
-			return nil, fmt.Errorf("ciphertext is not base64: %w", err)
+			return nil, nil, fmt.Errorf("ciphertext is not base64: %w", err)
 		}
 		ct = ct[:n]
 	}
 	x, err := colcrypt.Parse(ct)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if f.bound != nil && f.bound.Header().Identity() == x.Header.Identity() {
-		return f.bound.DecryptPayload(ct)
+		p, err := f.bound.DecryptPayload(ct)
+		return p, f.binding, err
 	}
 	var last error = errors.New("no column of this key and join group is known to the proxy")
 	for _, c := range s.candidates(x.Header.Identity()) {
 		p, err := c.col.DecryptPayload(ct)
 		if err == nil {
 			if denied := s.readDenied(c.binding); denied != nil {
-				return nil, denied
+				return nil, nil, denied
 			}
-			return p, nil
+			return p, c.binding, nil
 		}
 		last = err
 	}
-	return nil, last
+	return nil, nil, last
 }
 
 // candidate is a column whose values a result may carry.

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgcipher/pgcipher/proxy/audit"
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/metrics"
 )
@@ -65,6 +66,12 @@ type Config struct {
 	// transaction mode pools (pool.go); AuthUsers: the auth file's users.
 	Pool      PoolConfig
 	AuthUsers map[string]string
+	// Audit, if set, gets a record of each statement that decrypted or
+	// encrypted values, or was refused for want of a right (design
+	// 15.15); with AuditRequired, also one before such a statement is
+	// sent, and a statement whose record cannot be written is refused.
+	Audit         *audit.Log
+	AuditRequired bool
 }
 
 // Server accepts client connections and proxies them.
@@ -429,6 +436,7 @@ func (s *Server) startup(cc *clientConn) (*session, map[string]string, metrics.E
 	}
 	sess := newSession(s, &conns{r: client, w: client}, &conns{r: server, w: w}, params["database"], params["user"])
 	sess.clientSock, sess.serverSock = c, server
+	sess.clientAddr, sess.certIdentity = c.RemoteAddr().String(), certUser
 	if !s.started(cc, sess) {
 		f.Send(&pgproto3.Terminate{})
 		f.Flush()

@@ -93,6 +93,9 @@ type portal struct {
 	bound  *pgproto3.Bind
 	params []compute.Value
 	limits limits // LIMIT and OFFSET the proxy applies (plan.Limited)
+	// encrypted: the values of the client's parameters encrypted at Bind,
+	// by column label (for the audit log)
+	encrypted map[string]int64
 }
 
 // session is one client connection.  Its state is grouped by the
@@ -103,6 +106,9 @@ type session struct {
 	srv  *Server
 	db   string
 	user string
+	// clientAddr and certIdentity: the client's address and its verified
+	// certificate's common name ("" for none), for the audit log
+	clientAddr, certIdentity string
 	clientSide
 	relaySide
 	shared
@@ -132,6 +138,8 @@ type clientSide struct {
 	stmts   map[string]*stmt
 	portals map[string]*portal
 	plans   map[string]*rewrite.Plan // cacheable plans by SQL text
+	// fingerprints: the audit log's statement fingerprints by SQL text
+	fingerprints map[string]string
 	// templates: by statement shape (rewrite.Shape); nil for a shape
 	// that has none
 	templates map[string]*rewrite.Template
@@ -408,7 +416,8 @@ func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 		return nil, err
 	}
 	if err := s.allowed(p); err != nil {
-		return nil, err
+		s.auditRefused(sql, err)
+		return nil, rightRefusal(err)
 	}
 	return p, nil
 }
@@ -601,6 +610,11 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if p != nil {
 			s.applyNameChanges(p.st.plan)
 			t = s.newStat(outcomeOf(p.st.plan, p.st.sql), "", p.st.plan.SQL, t.start)
+			if r := s.audited(t, p.st.plan, p.st.sql, p.encrypted); r != nil {
+				s.refuseInBatch(r, nil)
+				return nil
+			}
+			p.encrypted = nil // counted once, with the first Execute
 		}
 		if p != nil && p.st.plan.Update != nil {
 			failed, err := s.runUpdate(&rmw{plan: p.st.plan, lock: lockPrefix + p.st.srvName, write: p.st.srvName,
@@ -782,6 +796,12 @@ func (s *session) query(m *pgproto3.Query) error {
 	}
 	s.applyNameChanges(p)
 	t := s.newStat(outcomeOf(p, m.String), "", p.SQL, start)
+	if r := s.audited(t, p, m.String, nil); r != nil {
+		s.dropCopy = true
+		s.push(&queryAnswer{refused: r, plan: &rewrite.Plan{}, stat: s.newStat(metrics.Refused, r.Code, "", start)})
+		s.sendServer(&pgproto3.Query{String: `DEALLOCATE "` + refusedName + `"`})
+		return s.flushServer()
+	}
 	if p.Update != nil {
 		return s.simpleUpdate(p, t)
 	}
@@ -980,7 +1000,8 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		return nil
 	}
 	out = withoutUnsent(st, out)
-	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params, limits: lim}
+	s.portals[m.DestinationPortal] = &portal{st: st, formats: clientFormats, patterns: patterns, params: params, limits: lim,
+		encrypted: s.paramCounts(st.plan, m)}
 	s.push(&completeAnswer{})
 	s.sendServer(out)
 	return nil

@@ -26,6 +26,7 @@ type stat struct {
 	sql     string // as sent to the server, kept only for the debug log
 	start   time.Time
 	ended   atomic.Bool
+	aud     *auditStat // nil: no audit record (design 15.15)
 }
 
 // newStat starts a statement's stat; sql is what the server is sent.
@@ -75,6 +76,9 @@ func (s *session) endStat(t *stat) {
 	}
 	d := time.Since(t.start)
 	s.srv.metrics.Statement(t.outcome, t.code, d)
+	if t.aud != nil {
+		s.endAudit(t)
+	}
 	log := s.srv.cfg.Log
 	if !log.Enabled(context.Background(), slog.LevelDebug) {
 		return

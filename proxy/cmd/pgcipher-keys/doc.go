@@ -11,6 +11,8 @@
 //	pgcipher-keys vectors [-o FILE]
 //	pgcipher-keys grant|revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
 //	    --column LABEL --role R [--access read|write] [--serial S]
+//	pgcipher-keys verify-audit (--cmk-file F | --cmk-command C) --cmk-name N
+//	    [--head MAC] [--from-start] FILE...
 //
 // It is a thin command line over package colcrypt and uses nothing else
 // of the proxy: new-cmk prints a CMK as 64 hex digits for the proxy's
@@ -19,7 +21,8 @@
 // it on the server; encrypt and decrypt run colcrypt.Column on standard
 // input, for loading or checking data without the proxy.  grant and
 // revoke sign a role's right on a column (design 13.12) and print the
-// pgcipher.set_column_right call that stores it.  vectors writes
+// pgcipher.set_column_right call that stores it.  verify-audit checks
+// the MAC chain of the proxy's audit log (design 15.15).  vectors writes
 // columns/test/data/vectors.csv (design 13.9), which the extension's
 // regression tests load and compare on the server, and which this
 // command's tests regenerate byte for byte.

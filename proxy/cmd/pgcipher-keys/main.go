@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgcipher/pgcipher/proxy/audit"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/reencrypt"
 )
@@ -34,6 +35,8 @@ const usage = `usage:
   pgcipher-keys revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
       --column LABEL --role R [--serial S]
       (print the signed pgcipher.set_column_right call; design 13.12)
+  pgcipher-keys verify-audit (--cmk-file F | --cmk-command C) --cmk-name N
+      [--head MAC] [--from-start] FILE...   (oldest first: F.1 F.2 ... F)
   pgcipher-keys reencrypt-column --dsn CONNINFO --table T --column C [--batch N]
       (CONNINFO names pgcipher-proxy: the proxy does the crypto, this drives it)
 `
@@ -71,6 +74,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return reencryptCmd(args, stdout)
 	case "grant", "revoke":
 		return grantCmd(cmd, args, stdout)
+	case "verify-audit":
+		return verifyAuditCmd(args, stdout)
 	}
 	return errUsage
 }
@@ -327,5 +332,34 @@ func grantCmd(cmd string, args []string, stdout io.Writer) error {
 	_, err = fmt.Fprintf(stdout, "SELECT pgcipher.set_column_right(%s, %s, %s, %s, %d, %s);\n",
 		sqlLiteral(g.Label), sqlLiteral(g.Role), sqlLiteral(g.KeyName), sqlLiteral(acc.String()), g.Serial,
 		sqlLiteral(`\x`+hex.EncodeToString(g.MAC(key))))
+	return err
+}
+
+// verifyAuditCmd checks the MAC chain of the proxy's audit log (design
+// 15.15) across its files, oldest first; --head is the MAC the proxy
+// logged as the chain's head, which shows records removed from the end.
+func verifyAuditCmd(args []string, stdout io.Writer) error {
+	fs := newFlagSet("verify-audit")
+	var kf keyFlags
+	kf.register(fs)
+	head := fs.String("head", "", "the chain's head as the proxy logged it (the last record's mac)")
+	fromStart := fs.Bool("from-start", false, "the first file must begin the chain (no older file removed)")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		return errUsage
+	}
+	kf.keyName = "-" // no column key is named
+	cmk, err := kf.loadCMK()
+	if err != nil {
+		return err
+	}
+	key, err := audit.Key(cmk, kf.cmkName)
+	if err != nil {
+		return err
+	}
+	h, err := audit.Verify(fs.Args(), key, *head, *fromStart)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "audit: %d records verified, the last %s\n", h.Records, h)
 	return err
 }

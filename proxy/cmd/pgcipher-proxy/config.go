@@ -100,6 +100,14 @@ Decryption rights (design 13.12; pgcipher-keys grant and revoke sign them):
                          right at all: all (default, as before rights) or
                          none; a column with rights allows its grantees only
 
+Audit of decryptions (design 15.15; pgcipher-keys verify-audit checks a log):
+  --audit-log F          append a JSON line per statement that decrypted or
+                         encrypted values (or was refused a right) to F, or to
+                         standard output with -; MAC-chained under the CMK
+  --audit-log-max-size S rotate F to F.1, F.2, ... past S (default 100MB; 0: never)
+  --audit-required on|off  on: a record is written before such a statement is
+                         sent, and one that cannot be written refuses it (PC006)
+
 SIGHUP reads the config file again and applies log-level, tls-cert, tls-key,
 tls-client-ca, upstream-certs, shutdown-timeout, ungranted-columns and the pooling settings but
 pool-mode (certificates and the auth file read again) to what comes next; a change of any other setting is logged as waiting for a
@@ -114,7 +122,7 @@ type settings struct {
 	poolMode, maxClientConn, defaultPoolSize, minPoolSize, reservePoolSize, reservePoolTimeout,
 	serverIdleTimeout, serverLifetime, queryWaitTimeout, serverResetQuery, maxPreparedStatements,
 	authType, authFile, authUser, authQuery string
-	ungrantedColumns string
+	ungrantedColumns, auditLog, auditLogMaxSize, auditRequired string
 
 	config      string // the file they were read from ("": none)
 	checkConfig bool
@@ -164,6 +172,9 @@ var table = []setting{
 	{"auth-user", "", true, func(s *settings) *string { return &s.authUser }},
 	{"auth-query", wire.DefaultAuthQuery, true, func(s *settings) *string { return &s.authQuery }},
 	{"ungranted-columns", "all", true, func(s *settings) *string { return &s.ungrantedColumns }},
+	{"audit-log", "", false, func(s *settings) *string { return &s.auditLog }},
+	{"audit-log-max-size", "100MB", false, func(s *settings) *string { return &s.auditLogMaxSize }},
+	{"audit-required", "off", false, func(s *settings) *string { return &s.auditRequired }},
 }
 
 // parse reads the command line and the config file it names.
@@ -259,6 +270,8 @@ type loaded struct {
 	pool            wire.PoolConfig
 	authUsers       map[string]string // the auth file's
 	ungranted       catalog.Ungranted
+	auditMaxSize    int64
+	auditRequired   bool
 }
 
 // load reads and checks everything the settings name; withCMK loads the
@@ -315,6 +328,24 @@ func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
 	}
 	if ld.ungranted, err = catalog.ParseUngranted(st.ungrantedColumns); err != nil {
 		return nil, fmt.Errorf("--%w", err)
+	}
+	if ld.auditMaxSize, err = parseSize(st.auditLogMaxSize); err != nil {
+		return nil, fmt.Errorf("--audit-log-max-size: %w", err)
+	}
+	switch st.auditRequired {
+	case "on":
+		ld.auditRequired = true
+		if st.auditLog == "" {
+			return nil, errors.New("--audit-required on needs --audit-log")
+		}
+	case "off":
+	default:
+		return nil, fmt.Errorf("--audit-required: %q is neither on nor off", st.auditRequired)
+	}
+	if st.auditLog != "" && st.auditLog != "-" {
+		if fi, err := os.Stat(filepath.Dir(st.auditLog)); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--audit-log: no directory for %s", st.auditLog)
+		}
 	}
 	if st.authFile != "" {
 		if ld.authUsers, err = wire.LoadAuthFile(st.authFile); err != nil {
@@ -451,4 +482,24 @@ func poolSettings(st *settings) (wire.PoolConfig, error) {
 		*d.to = v
 	}
 	return c, nil
+}
+
+// parseSize reads a size in bytes, with an optional kB, MB or GB (powers
+// of 1024, as PostgreSQL's units).
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"kB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size such as 100MB", s)
+	}
+	return n * mult, nil
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pgcipher/pgcipher/proxy/audit"
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/metrics"
 	"github.com/pgcipher/pgcipher/proxy/wire"
@@ -100,6 +101,24 @@ func (p *proxy) serve(ctx context.Context, ld *loaded, sigs <-chan os.Signal) er
 	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: p.keys,
 		Log: p.log, Metrics: p.metrics, ClientTLS: ld.clientTLS, UpstreamCerts: st.upstreamCerts,
 		Pool: ld.pool, AuthUsers: ld.authUsers}
+	if st.auditLog != "" {
+		key, err := audit.Key(ld.cmk, st.cmkName)
+		if err != nil {
+			return err
+		}
+		al, err := audit.Open(st.auditLog, ld.auditMaxSize, key)
+		if err != nil {
+			return fmt.Errorf("--audit-log: %w", err)
+		}
+		cfg.Audit, cfg.AuditRequired = al, ld.auditRequired
+		p.log.Info("audit log open", "file", st.auditLog, "required", ld.auditRequired, "head", al.Head().String())
+		defer func() {
+			// the head, kept here as well, shows records removed from the
+			// log's end (pgcipher-keys verify-audit --head)
+			p.log.Info("audit log closed", "head", al.Head().String())
+			al.Close()
+		}()
+	}
 	if st.record != "" {
 		f, err := os.OpenFile(st.record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {

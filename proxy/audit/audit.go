@@ -1,0 +1,227 @@
+// The audit log: records, their MAC chain, the file and its rotation.
+
+package audit
+
+import (
+	"bytes"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Column is what one statement did with one encrypted column.
+type Column struct {
+	Column    string `json:"column"` // its label, schema.table.column
+	Access    string `json:"access"` // read or write: what the statement needed
+	Decrypted int64  `json:"decrypted"`
+	Encrypted int64  `json:"encrypted"`
+}
+
+// Record is one statement that used a column key (or was refused for
+// want of a right).  Seq, Prev and the time are set by Log.Write.
+type Record struct {
+	Seq       uint64   `json:"seq"`
+	Time      string   `json:"time"`
+	Role      string   `json:"role"`
+	Client    string   `json:"client"`
+	Cert      string   `json:"cert,omitempty"`
+	Database  string   `json:"database"`
+	Statement string   `json:"statement"` // fingerprint of the SQL: no literal, no value
+	Columns   []Column `json:"columns"`
+	Outcome   string   `json:"outcome"` // ok, or the SQLSTATE the client got
+	Prev      string   `json:"prev"`    // the previous record's mac (hex); 64 zeros for the first
+}
+
+// Key derives the audit MAC key from the CMK: HKDF-SHA-256(CMK, no salt,
+// info = "pgcipher audit v1\0" ‖ CMK name).
+func Key(cmk []byte, cmkName string) ([]byte, error) {
+	if len(cmk) != 32 {
+		return nil, fmt.Errorf("audit: CMK of %d bytes, want 32", len(cmk))
+	}
+	return hkdf.Key(sha256.New, cmk, nil, "pgcipher audit v1\x00"+cmkName, 32)
+}
+
+var zeroMAC = make([]byte, sha256.Size)
+
+// seal returns body (a JSON object) with its mac appended: HMAC(key,
+// prev ‖ body).
+func seal(key, prev, body []byte) ([]byte, []byte) {
+	m := hmac.New(sha256.New, key)
+	m.Write(prev)
+	m.Write(body)
+	mac := m.Sum(nil)
+	line := make([]byte, 0, len(body)+80)
+	line = append(line, body[:len(body)-1]...) // without its closing brace
+	line = append(line, `,"mac":"`...)
+	line = hex.AppendEncode(line, mac)
+	line = append(line, "\"}\n"...)
+	return line, mac
+}
+
+// Log is an open audit log.
+type Log struct {
+	mu      sync.Mutex
+	key     []byte
+	path    string // "" for standard output
+	out     io.Writer
+	f       *os.File
+	size    int64
+	maxSize int64 // rotate past this many bytes (0: never)
+	seq     uint64
+	prev    []byte
+	err     error // the last write's failure, until one succeeds
+}
+
+// Open opens the log at path ("-" for standard output), appending; the
+// chain goes on from the file's last record (its MAC must verify, so
+// that a log edited while the proxy was down is not extended as if it
+// were whole).
+func Open(path string, maxSize int64, key []byte) (*Log, error) {
+	l := &Log{key: key, maxSize: maxSize, prev: zeroMAC}
+	if path == "-" {
+		l.out = os.Stdout
+		return l, nil
+	}
+	l.path = path
+	if err := l.resume(); err != nil {
+		return nil, err
+	}
+	if err := l.openFile(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// resume reads the chain's head from the newest file that has records.
+func (l *Log) resume() error {
+	files := []string{l.path}
+	for n := 1; ; n++ {
+		p := l.path + "." + strconv.Itoa(n)
+		if _, err := os.Stat(p); err != nil {
+			break
+		}
+		files = append([]string{p}, files...)
+	}
+	// the newest records are in path, else in the highest-numbered file
+	for i := len(files) - 1; i >= 0; i-- {
+		head, err := Verify([]string{files[i]}, l.key, "")
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("audit: %s does not verify, so the chain cannot go on from it: %w", files[i], err)
+		}
+		if head.Records > 0 {
+			l.seq, l.prev = head.Seq, head.MAC
+			return nil
+		}
+	}
+	return nil
+}
+
+func (l *Log) openFile() error {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("audit: %w", err)
+	}
+	l.f, l.out, l.size = f, f, st.Size()
+	return nil
+}
+
+// Write appends r, chained to the record before it.  An error means the
+// record is not in the log; the chain stays where it was.
+func (l *Log) Write(r *Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.out == nil {
+		if err := l.openFile(); err != nil {
+			l.err = err
+			return err
+		}
+	}
+	if l.maxSize > 0 && l.size > 0 && l.size >= l.maxSize {
+		if err := l.rotate(); err != nil {
+			l.err = err
+			return err
+		}
+	}
+	r.Seq = l.seq + 1
+	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	r.Prev = hex.EncodeToString(l.prev)
+	if r.Columns == nil {
+		r.Columns = []Column{}
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	line, mac := seal(l.key, l.prev, body)
+	n, err := l.out.Write(line)
+	l.size += int64(n)
+	if err != nil {
+		l.err = fmt.Errorf("audit: %w", err)
+		return l.err
+	}
+	l.seq, l.prev, l.err = r.Seq, mac, nil
+	return nil
+}
+
+// rotate renames the file to the next free FILE.N and opens a new one.
+func (l *Log) rotate() error {
+	n := 1
+	for ; ; n++ {
+		if _, err := os.Stat(l.path + "." + strconv.Itoa(n)); err != nil {
+			break
+		}
+	}
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	l.f, l.out = nil, nil
+	if err := os.Rename(l.path, l.path+"."+strconv.Itoa(n)); err != nil {
+		return fmt.Errorf("audit: rotating: %w", err)
+	}
+	return l.openFile()
+}
+
+// Head is the chain's newest record: its number and MAC.
+type Head struct {
+	Records int    // how many records were read
+	Seq     uint64 // the last one's number
+	MAC     []byte // and its MAC
+}
+
+func (h Head) String() string { return fmt.Sprintf("seq %d mac %x", h.Seq, h.MAC) }
+
+// Head returns the chain's head as written so far.
+func (l *Log) Head() Head {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Head{Seq: l.seq, MAC: bytes.Clone(l.prev)}
+}
+
+// Close closes the file.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f, l.out = nil, nil
+	return err
+}
