@@ -50,6 +50,15 @@ RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
 	prev bigint;
 BEGIN
+	IF access IS NULL OR access NOT IN ('none', 'write', 'read') THEN
+		RAISE EXCEPTION 'unknown access "%"', access
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'A right is read, write or none.';
+	END IF;
+	IF mac IS NULL OR length(mac) <> 32 THEN
+		RAISE EXCEPTION 'the right''s MAC is % bytes long, not 32', coalesce(length(mac), 0)
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Store the call pgcipher-keys grant or revoke printed, unchanged.';
+	END IF;
 	IF NOT EXISTS (SELECT 1 FROM pgcipher.encrypted_columns e
 					 JOIN pgcipher.column_keys k ON k.key_id = e.key_id
 					WHERE e.label = set_column_right.label AND k.key_name = set_column_right.key_name) THEN

@@ -360,6 +360,6 @@ func verifyAuditCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "audit: %d records verified, the last %s\n", h.Records, h)
+	_, err = fmt.Fprintf(stdout, "audit: chain verified, %d record(s); the last: %s\n", h.Records, h)
 	return err
 }
