@@ -429,16 +429,17 @@ func (a *analyzer) statement(n *pg.Node) error {
 		if err == nil && s.IntoClause != nil {
 			err = a.intoChecked(s.IntoClause.Rel, out)
 		}
+		a.readsOut(out)
 		return err
 	case n.GetInsertStmt() != nil:
 		a.plan.Touches = true
-		return a.insertStmt(nil, n.GetInsertStmt())
+		return a.readsReturning(a.insertStmt(nil, n.GetInsertStmt()))
 	case n.GetUpdateStmt() != nil:
 		a.plan.Touches = true
-		return a.updateStmt(nil, n.GetUpdateStmt())
+		return a.readsReturning(a.updateStmt(nil, n.GetUpdateStmt()))
 	case n.GetDeleteStmt() != nil:
 		a.plan.Touches = true
-		return a.deleteStmt(nil, n.GetDeleteStmt())
+		return a.readsReturning(a.deleteStmt(nil, n.GetDeleteStmt()))
 	case n.GetCopyStmt() != nil:
 		a.plan.Touches = true
 		return a.copyStmt(n.GetCopyStmt())
@@ -457,7 +458,8 @@ func (a *analyzer) statement(n *pg.Node) error {
 	case n.GetDeclareCursorStmt() != nil:
 		a.plan.Touches = true
 		a.top = false
-		_, err := a.selectStmt(nil, n.GetDeclareCursorStmt().Query.GetSelectStmt(), false)
+		out, err := a.selectStmt(nil, n.GetDeclareCursorStmt().Query.GetSelectStmt(), false)
+		a.readsOut(out)
 		return err
 	case n.GetPrepareStmt() != nil, n.GetDoStmt() != nil, n.GetCreateFunctionStmt() != nil:
 		return refuse("Use the extended query protocol (your driver's prepared statements), or run this without the proxy on tables without encrypted columns.",
@@ -753,5 +755,28 @@ func (a *analyzer) joinable(x, y *col) error {
 		return err
 	}
 	_, err := a.crypt(y, colcrypt.AccessRead)
+	return err
+}
+
+// readsOut records that the proxy decrypts the bound columns a statement
+// returns (its select list, RETURNING): the session's role must be able
+// to read them before the statement is sent (design 13.12), not only
+// when the first row arrives, after a write has happened.
+func (a *analyzer) readsOut(out *catalog.Relation) {
+	if out == nil {
+		return
+	}
+	for _, at := range out.Attrs {
+		if at.Binding != nil && at.Enc != nil {
+			a.plan.use(at.Binding, colcrypt.AccessRead)
+		}
+	}
+}
+
+// readsReturning is readsOut of a write's RETURNING list.
+func (a *analyzer) readsReturning(err error) error {
+	if err == nil {
+		a.readsOut(a.returning)
+	}
 	return err
 }

@@ -34,8 +34,11 @@ func TestUses(t *testing.T) {
 		{"DELETE FROM enc_t WHERE t = 'x'", map[string]colcrypt.Access{"t": R}},
 		{"COPY enc_t (id, i4) FROM STDIN", map[string]colcrypt.Access{"i4": W}},
 		{"COPY enc_t (id, i4) TO STDOUT", map[string]colcrypt.Access{"i4": R}},
-		// results alone are checked as they are decrypted
-		{"SELECT i4, t FROM enc_t WHERE id = 1", map[string]colcrypt.Access{}},
+		// what a statement returns is read, before it is sent
+		{"SELECT i4, t FROM enc_t WHERE id = 1", map[string]colcrypt.Access{"i4": R, "t": R}},
+		{"SELECT id FROM enc_t WHERE id = 1", map[string]colcrypt.Access{}},
+		{"INSERT INTO enc_t (id, t) VALUES (1, 'x') RETURNING t", map[string]colcrypt.Access{"t": R}},
+		{"UPDATE enc_t SET t = 'x' WHERE id = 1 RETURNING id", map[string]colcrypt.Access{"t": W}},
 	} {
 		p, err := Analyze(tc.sql, cat, keys)
 		if err != nil {
