@@ -433,12 +433,15 @@ func (a *analyzer) statement(n *pg.Node) error {
 		return err
 	case n.GetInsertStmt() != nil:
 		a.plan.Touches = true
+		a.writesCatalog(n.GetInsertStmt().Relation)
 		return a.readsReturning(a.insertStmt(nil, n.GetInsertStmt()))
 	case n.GetUpdateStmt() != nil:
 		a.plan.Touches = true
+		a.writesCatalog(n.GetUpdateStmt().Relation)
 		return a.readsReturning(a.updateStmt(nil, n.GetUpdateStmt()))
 	case n.GetDeleteStmt() != nil:
 		a.plan.Touches = true
+		a.writesCatalog(n.GetDeleteStmt().Relation)
 		return a.readsReturning(a.deleteStmt(nil, n.GetDeleteStmt()))
 	case n.GetCopyStmt() != nil:
 		a.plan.Touches = true
@@ -779,4 +782,12 @@ func (a *analyzer) readsReturning(err error) error {
 		a.readsOut(a.returning)
 	}
 	return err
+}
+
+// writesCatalog: a write to a table of the extension's schema (keys,
+// bindings, rights) changes what the proxy must read: reload after it.
+func (a *analyzer) writesCatalog(rv *pg.RangeVar) {
+	if rv != nil && rv.Schemaname == "pgcipher" {
+		a.plan.Reload = true
+	}
 }
