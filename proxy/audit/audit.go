@@ -3,14 +3,15 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"strconv"
@@ -53,9 +54,9 @@ func Key(cmk []byte, cmkName string) ([]byte, error) {
 var zeroMAC = make([]byte, sha256.Size)
 
 // seal returns body (a JSON object) with its mac appended: HMAC(key,
-// prev ‖ body).
-func seal(key, prev, body []byte) ([]byte, []byte) {
-	m := hmac.New(sha256.New, key)
+// prev ‖ body), m being HMAC-SHA-256 keyed with key.
+func seal(m hash.Hash, prev, body []byte) ([]byte, []byte) {
+	m.Reset()
 	m.Write(prev)
 	m.Write(body)
 	mac := m.Sum(nil)
@@ -67,18 +68,30 @@ func seal(key, prev, body []byte) ([]byte, []byte) {
 	return line, mac
 }
 
-// Log is an open audit log.
+// flushEvery is how long a record may wait in the buffer; flushAt, how
+// many buffered bytes make a write at once.
+const (
+	flushEvery = 100 * time.Millisecond
+	flushAt    = 32 << 10
+)
+
+// Log is an open audit log.  Records are buffered and written at least
+// every flushEvery; Write with through, and Flush, write them at once.
 type Log struct {
 	mu      sync.Mutex
 	key     []byte
-	path    string // "" for standard output
+	mac     hash.Hash // HMAC-SHA-256 keyed with key, reset for each record
+	body    []byte    // the record being encoded (reused)
+	path    string    // "" for standard output
 	out     io.Writer
 	f       *os.File
-	size    int64
-	maxSize int64 // rotate past this many bytes (0: never)
+	buf     *bufio.Writer // over out
+	size    int64         // the file's, buffered records included
+	maxSize int64         // rotate past this many bytes (0: never)
 	seq     uint64
 	prev    []byte
 	err     error // the last write's failure, until one succeeds
+	stop    chan struct{}
 }
 
 // Open opens the log at path ("-" for standard output), appending; the
@@ -86,19 +99,56 @@ type Log struct {
 // that a log edited while the proxy was down is not extended as if it
 // were whole).
 func Open(path string, maxSize int64, key []byte) (*Log, error) {
-	l := &Log{key: key, maxSize: maxSize, prev: zeroMAC}
+	l := &Log{key: key, mac: hmac.New(sha256.New, key), maxSize: maxSize, prev: zeroMAC, stop: make(chan struct{})}
 	if path == "-" {
 		l.out = os.Stdout
-		return l, nil
+		l.buf = bufio.NewWriterSize(l.out, 64<<10)
+	} else {
+		l.path = path
+		if err := l.resume(); err != nil {
+			return nil, err
+		}
+		if err := l.openFile(); err != nil {
+			return nil, err
+		}
 	}
-	l.path = path
-	if err := l.resume(); err != nil {
-		return nil, err
-	}
-	if err := l.openFile(); err != nil {
-		return nil, err
-	}
+	go l.flusher()
 	return l, nil
+}
+
+// flusher writes buffered records every flushEvery until Close.
+func (l *Log) flusher() {
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.mu.Lock()
+			l.flush()
+			l.mu.Unlock()
+		}
+	}
+}
+
+// flush writes the buffered records (caller holds l.mu).
+func (l *Log) flush() error {
+	if l.buf == nil || l.buf.Buffered() == 0 {
+		return nil
+	}
+	if err := l.buf.Flush(); err != nil {
+		l.err = fmt.Errorf("audit: %w", err)
+		return l.err
+	}
+	return nil
+}
+
+// Flush writes the buffered records now.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flush()
 }
 
 // resume reads the chain's head from the newest file that has records.
@@ -139,14 +189,21 @@ func (l *Log) openFile() error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	l.f, l.out, l.size = f, f, st.Size()
+	l.buf = bufio.NewWriterSize(f, 64<<10)
 	return nil
 }
 
-// Write appends r, chained to the record before it.  An error means the
-// record is not in the log; the chain stays where it was.
-func (l *Log) Write(r *Record) error {
+// Write appends r, chained to the record before it; through: written to
+// the file (or standard output) before Write returns, with the records
+// buffered before it, else within flushEvery.  An error means the record
+// is not in the log (a buffered one: not yet, or not at all if a later
+// write fails; the error is then that write's).
+func (l *Log) Write(r *Record, through bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.err != nil && l.buf != nil && l.buf.Buffered() > 0 {
+		return l.err // a failed flush leaves the buffer as it was: nothing goes after it
+	}
 	if l.out == nil {
 		if err := l.openFile(); err != nil {
 			l.err = err
@@ -162,19 +219,18 @@ func (l *Log) Write(r *Record) error {
 	r.Seq = l.seq + 1
 	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	r.Prev = hex.EncodeToString(l.prev)
-	if r.Columns == nil {
-		r.Columns = []Column{}
-	}
-	body, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	line, mac := seal(l.key, l.prev, body)
-	n, err := l.out.Write(line)
+	l.body = r.appendJSON(l.body[:0])
+	line, mac := seal(l.mac, l.prev, l.body)
+	n, err := l.buf.Write(line) // into the buffer, or through it at once
 	l.size += int64(n)
 	if err != nil {
 		l.err = fmt.Errorf("audit: %w", err)
 		return l.err
+	}
+	if through || l.buf.Buffered() >= flushAt {
+		if err := l.flush(); err != nil {
+			return err
+		}
 	}
 	l.seq, l.prev, l.err = r.Seq, mac, nil
 	return nil
@@ -188,10 +244,13 @@ func (l *Log) rotate() error {
 			break
 		}
 	}
+	if err := l.flush(); err != nil {
+		return err
+	}
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	l.f, l.out = nil, nil
+	l.f, l.out, l.buf = nil, nil, nil
 	if err := os.Rename(l.path, l.path+"."+strconv.Itoa(n)); err != nil {
 		return fmt.Errorf("audit: rotating: %w", err)
 	}
@@ -214,14 +273,22 @@ func (l *Log) Head() Head {
 	return Head{Seq: l.seq, MAC: bytes.Clone(l.prev)}
 }
 
-// Close closes the file.
+// Close writes what is buffered and closes the file.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
-		return nil
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
 	}
-	err := l.f.Close()
-	l.f, l.out = nil, nil
+	err := l.flush()
+	if l.f == nil {
+		return err
+	}
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f, l.out, l.buf = nil, nil, nil
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ const macSuffix = len(`,"mac":""}`) + 64
 func Verify(files []string, key []byte, head string, fromStart ...bool) (Head, error) {
 	var h Head
 	var prev []byte
+	m := hmac.New(sha256.New, key)
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -70,7 +72,7 @@ func Verify(files []string, key []byte, head string, fromStart ...bool) (Head, e
 				return h, at("record %d does not follow record %d: one was removed, edited or moved", r.Seq, h.Seq)
 			}
 			body := append(bytes.Clone(b[:len(b)-macSuffix]), '}')
-			if _, want := seal(key, rprev, body); !hmac.Equal(want, mac) {
+			if _, want := seal(m, rprev, body); !hmac.Equal(want, mac) {
 				f.Close()
 				return h, at("record %d was altered, or written under another key", r.Seq)
 			}

@@ -77,7 +77,7 @@ func (s *session) audited(t *stat, p *rewrite.Plan, sql string, params map[strin
 	if !s.srv.cfg.AuditRequired {
 		return nil
 	}
-	if err := s.srv.cfg.Audit.Write(s.auditRecord(a, "started")); err != nil {
+	if err := s.srv.cfg.Audit.Write(s.auditRecord(a, "started"), true); err != nil {
 		t.aud = nil
 		return auditRefusal(err)
 	}
@@ -99,7 +99,7 @@ func (s *session) auditRefused(sql string, err error) {
 	default:
 		return
 	}
-	if werr := s.srv.cfg.Audit.Write(s.auditRecord(a, code)); werr != nil {
+	if werr := s.srv.cfg.Audit.Write(s.auditRecord(a, code), false); werr != nil {
 		s.srv.cfg.Log.Error("audit: a refusal could not be recorded", "err", werr)
 	}
 }
@@ -116,7 +116,7 @@ func (s *session) endAudit(t *stat) {
 	if t.code != "" {
 		outcome = t.code
 	}
-	if err := s.srv.cfg.Audit.Write(s.auditRecord(a, outcome)); err != nil {
+	if err := s.srv.cfg.Audit.Write(s.auditRecord(a, outcome), false); err != nil {
 		s.srv.cfg.Log.Error("audit: a statement could not be recorded", "err", err)
 	}
 	for _, c := range a.cols {

@@ -67,6 +67,9 @@ func TestAudit(t *testing.T) {
 	}
 
 	// the records: the inserts, the read, the refusal; no value, no literal
+	if err := al.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	raw, _ := os.ReadFile(path)
 	if strings.Contains(string(raw), "AUDIT-MARKER") {
 		t.Errorf("the audit log holds a value")
