@@ -269,8 +269,8 @@ echo "so that the DBA, who stores them, cannot grant himself one. The clerk may 
 echo "a superuser logged in through the same proxy, is refused, and a right he makes himself does not verify:"
 psql_enc -q -c "CREATE ROLE clerk LOGIN" -c "CREATE ROLE dba LOGIN SUPERUSER" -c "GRANT SELECT ON public.patients TO clerk"
 for c in ssn born; do
-    "$keys" grant --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --key-name demo --column "public.patients.$c" \
-        --role clerk --access read
+    "$keys" grant --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --key-name demo --wrapped-cek "$wrapped" \
+        --column "public.patients.$c" --role clerk --access read
 done | tee "$demo/rights.sql" | psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 > /dev/null
 echo "   $(head -1 "$demo/rights.sql" | cut -c1-110)..."
 psql -X -h 127.0.0.1 -p "$proxy_port" -U clerk -d postgres -At -c "SELECT id, ssn, born FROM patients WHERE id = 1" 2>&1 \

@@ -14,7 +14,10 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -92,6 +95,7 @@ type Log struct {
 	prev    []byte
 	err     error // the last write's failure, until one succeeds
 	stop    chan struct{}
+	closed  bool
 }
 
 // Open opens the log at path ("-" for standard output), appending; the
@@ -151,16 +155,27 @@ func (l *Log) Flush() error {
 	return l.flush()
 }
 
+// rotated returns the numbers of the rotated files FILE.N, in order
+// (oldest first: rotation takes the number after the highest).
+func (l *Log) rotated() []int {
+	names, _ := filepath.Glob(l.path + ".*")
+	var out []int
+	for _, name := range names {
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, l.path+".")); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
 // resume reads the chain's head from the newest file that has records.
 func (l *Log) resume() error {
-	files := []string{l.path}
-	for n := 1; ; n++ {
-		p := l.path + "." + strconv.Itoa(n)
-		if _, err := os.Stat(p); err != nil {
-			break
-		}
-		files = append([]string{p}, files...)
+	var files []string // oldest first
+	for _, n := range l.rotated() {
+		files = append(files, l.path+"."+strconv.Itoa(n))
 	}
+	files = append(files, l.path)
 	// the newest records are in path, else in the highest-numbered file
 	for i := len(files) - 1; i >= 0; i-- {
 		head, err := Verify([]string{files[i]}, l.key, "")
@@ -205,7 +220,10 @@ func (l *Log) Write(r *Record, through bool) error {
 		return l.err // a failed flush leaves the buffer as it was: nothing goes after it
 	}
 	if l.out == nil {
-		if err := l.openFile(); err != nil {
+		if l.closed {
+			return errors.New("audit: the log is closed")
+		}
+		if err := l.openFile(); err != nil { // after a failed rotation
 			l.err = err
 			return err
 		}
@@ -239,10 +257,8 @@ func (l *Log) Write(r *Record, through bool) error {
 // rotate renames the file to the next free FILE.N and opens a new one.
 func (l *Log) rotate() error {
 	n := 1
-	for ; ; n++ {
-		if _, err := os.Stat(l.path + "." + strconv.Itoa(n)); err != nil {
-			break
-		}
+	if r := l.rotated(); len(r) > 0 {
+		n = r[len(r)-1] + 1 // after the newest, even where older ones were removed
 	}
 	if err := l.flush(); err != nil {
 		return err
@@ -277,10 +293,9 @@ func (l *Log) Head() Head {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	select {
-	case <-l.stop:
-	default:
+	if !l.closed {
 		close(l.stop)
+		l.closed = true
 	}
 	err := l.flush()
 	if l.f == nil {

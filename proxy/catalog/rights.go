@@ -77,7 +77,7 @@ func (c *Catalog) SetGrants(rows []GrantRow) { c.grants = rows }
 // proxy cannot tell (ErrRightForged).  Rights are verified once per
 // catalog, with the keys' MAC key.
 func (k *Keys) Access(c *Catalog, b *Binding, role string) (colcrypt.Access, error) {
-	c.rights.once.Do(func() { c.rights.byLabel = k.verify(c.database, c.grants) })
+	c.rights.once.Do(func() { c.rights.byLabel = k.verify(c.database, c.grants, c.wrappedByLabel()) })
 	per := c.rights.byLabel[b.Spec.Label]
 	if per == nil {
 		if k.hadGrants(pinKey{b.Database, b.Spec.Label}) {
@@ -116,11 +116,16 @@ func (k *Keys) Allow(c *Catalog, b *Binding, role string, need colcrypt.Access) 
 // of each column and role, and that each column had grants, for the
 // life of the proxy: a grant the server later returns older, or a
 // column whose grants all disappear, cannot widen a right.
-func (k *Keys) verify(db string, rows []GrantRow) map[string]map[string]grantState {
+func (k *Keys) verify(db string, rows []GrantRow, wrapped map[string][]byte) map[string]map[string]grantState {
 	out := map[string]map[string]grantState{}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, r := range rows {
+		w, bound := wrapped[r.Label]
+		if !bound {
+			continue // no column of this catalog has the label: nothing to allow
+		}
+		r.WrappedCEK = w
 		per := out[r.Label]
 		if per == nil {
 			per = map[string]grantState{}
@@ -155,3 +160,12 @@ func (k *Keys) hadGrants(p pinKey) bool {
 // SetUngranted sets what a column without grants allows (a SIGHUP may
 // change it while sessions run).
 func (k *Keys) SetUngranted(u Ungranted) { k.ungranted.Store(uint32(u)) }
+
+// wrappedByLabel is each bound column's wrapped CEK, by label.
+func (c *Catalog) wrappedByLabel() map[string][]byte {
+	out := map[string][]byte{}
+	for _, b := range c.Bindings() {
+		out[b.Spec.Label] = b.WrappedCEK
+	}
+	return out
+}

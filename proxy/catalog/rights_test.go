@@ -8,17 +8,34 @@ import (
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
 
-// signed returns the grant's row as pgcipher-keys would sign it.
-func signed(t *testing.T, cmk []byte, g colcrypt.Grant) GrantRow {
+// wrapped is the test's column key, as the server stores it.
+var wrapped = bytes.Repeat([]byte{9}, colcrypt.WrappedCEKSize)
+
+// signed returns the grant's row as pgcipher-keys would sign it, for
+// the column key wrapped.
+func signed(t testing.TB, cmk []byte, g colcrypt.Grant) GrantRow {
 	key, err := colcrypt.RightsKey(cmk, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return GrantRow{Grant: g, MAC: g.MAC(key)}
+	g.WrappedCEK = wrapped
+	row := GrantRow{Grant: g, MAC: g.MAC(key)}
+	row.WrappedCEK = nil // not in the server's row
+	return row
 }
 
-func rightsCatalog(rows []GrantRow) *Catalog {
-	c := Empty()
+// binding is a column of the test catalog, bound under key k1.
+func binding(label string) *Binding {
+	return &Binding{Spec: colcrypt.Spec{Label: label}, KeyName: "k1", WrappedCEK: wrapped, Database: "db"}
+}
+
+// rightsCatalog is a catalog of bindings bs with the grants rows.
+func rightsCatalog(rows []GrantRow, bs ...*Binding) *Catalog {
+	rel := &Relation{OID: 1, Schema: "public", Name: "p"}
+	for i, b := range bs {
+		rel.Attrs = append(rel.Attrs, &Attr{Name: b.Spec.Label, Num: int16(i + 1), Binding: b})
+	}
+	c := New("public", nil, []*Relation{rel}, nil)
 	c.SetGrants(rows)
 	c.SetDatabase("db")
 	return c
@@ -29,9 +46,7 @@ func rightsCatalog(rows []GrantRow) *Catalog {
 func TestRightsMatrix(t *testing.T) {
 	cmk := bytes.Repeat([]byte{1}, 32)
 	keys := NewKeys(cmk, "main")
-	ssn := &Binding{Spec: colcrypt.Spec{Label: "public.p.ssn"}, KeyName: "k1", Database: "db"}
-	email := &Binding{Spec: colcrypt.Spec{Label: "public.p.email"}, KeyName: "k1", Database: "db"}
-	legacy := &Binding{Spec: colcrypt.Spec{Label: "public.old.c"}, KeyName: "k1", Database: "db"}
+	ssn, email, legacy := binding("public.p.ssn"), binding("public.p.email"), binding("public.old.c")
 	rows := []GrantRow{
 		signed(t, cmk, colcrypt.Grant{Label: "public.p.ssn", KeyName: "k1", Role: "owner", Access: colcrypt.AccessRead, Serial: 1}),
 		signed(t, cmk, colcrypt.Grant{Label: "public.p.ssn", KeyName: "k1", Role: "loader", Access: colcrypt.AccessWrite, Serial: 1}),
@@ -42,7 +57,7 @@ func TestRightsMatrix(t *testing.T) {
 		{Grant: colcrypt.Grant{Label: "public.p.email", KeyName: "k1", Role: "postgres", Access: colcrypt.AccessRead, Serial: 9},
 			MAC: bytes.Repeat([]byte{0}, 32)},
 	}
-	cat := rightsCatalog(rows)
+	cat := rightsCatalog(rows, ssn, email, legacy)
 	W, R := colcrypt.AccessWrite, colcrypt.AccessRead
 	type want int
 	const (
@@ -92,11 +107,11 @@ func TestRightsMatrix(t *testing.T) {
 	// the server drops every grant of ssn, and puts back analyst's old
 	// grant on email after its revocation: neither widens a right
 	revoked := signed(t, cmk, colcrypt.Grant{Label: "public.p.email", KeyName: "k1", Role: "analyst", Access: colcrypt.AccessNone, Serial: 2})
-	cat2 := rightsCatalog([]GrantRow{rows[3], revoked})
+	cat2 := rightsCatalog([]GrantRow{rows[3], revoked}, ssn, email)
 	if err := keys.Allow(cat2, email, "analyst", R); err == nil {
 		t.Errorf("a revoked right still reads")
 	}
-	cat3 := rightsCatalog([]GrantRow{rows[3], rows[4]})
+	cat3 := rightsCatalog([]GrantRow{rows[3], rows[4]}, ssn, email)
 	if err := keys.Allow(cat3, email, "analyst", R); !errors.Is(err, ErrRightForged) {
 		t.Errorf("an old grant put back after its revocation: %v, want ErrRightForged", err)
 	}
@@ -104,14 +119,24 @@ func TestRightsMatrix(t *testing.T) {
 		t.Errorf("a column whose grants the server removed fell back to every role")
 	}
 
-	// a grant signed for the column under another key does not apply
-	rekeyed := &Binding{Spec: colcrypt.Spec{Label: "public.p.email"}, KeyName: "k2", Database: "db"}
-	if err := keys.Allow(cat2, rekeyed, "owner", R); err == nil {
+	// a grant signed for the column under another key does not apply:
+	// another key name, or the same names over another wrapped key
+	// (another database whose column and key are named alike)
+	rekeyed := binding("public.p.email")
+	rekeyed.KeyName = "k2"
+	if err := keys.Allow(rightsCatalog(rows[3:5], rekeyed), rekeyed, "owner", R); err == nil {
 		t.Errorf("a grant for key k1 allowed the column bound to k2")
+	}
+	elsewhere := binding("public.p.email")
+	elsewhere.WrappedCEK, elsewhere.Database = bytes.Repeat([]byte{8}, colcrypt.WrappedCEKSize), "db2"
+	c2 := rightsCatalog(rows[3:5], elsewhere)
+	c2.SetDatabase("db2")
+	if err := keys.Allow(c2, elsewhere, "analyst", R); !errors.Is(err, ErrRightForged) {
+		t.Errorf("a grant copied into another database, its column under another key: %v", err)
 	}
 	// another CMK verifies nothing
 	other := NewKeys(bytes.Repeat([]byte{2}, 32), "main")
-	if err := other.Allow(rightsCatalog(rows), email, "owner", R); !errors.Is(err, ErrRightForged) {
+	if err := other.Allow(rightsCatalog(rows, email), email, "owner", R); !errors.Is(err, ErrRightForged) {
 		t.Errorf("a proxy with another CMK accepted a grant: %v", err)
 	}
 }
@@ -120,14 +145,13 @@ func TestRightsMatrix(t *testing.T) {
 func BenchmarkAllow(b *testing.B) {
 	cmk := bytes.Repeat([]byte{1}, 32)
 	keys := NewKeys(cmk, "main")
-	key, _ := colcrypt.RightsKey(cmk, "main")
 	var rows []GrantRow
 	for i := 0; i < 1000; i++ {
-		g := colcrypt.Grant{Label: "public.p.c", KeyName: "k1", Role: "role" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)), Access: colcrypt.AccessRead, Serial: 1}
-		rows = append(rows, GrantRow{Grant: g, MAC: g.MAC(key)})
+		rows = append(rows, signed(b, cmk, colcrypt.Grant{Label: "public.p.c", KeyName: "k1",
+			Role: "role" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)), Access: colcrypt.AccessRead, Serial: 1}))
 	}
-	cat := rightsCatalog(rows)
-	bd := &Binding{Spec: colcrypt.Spec{Label: "public.p.c"}, KeyName: "k1", Database: "db"}
+	bd := binding("public.p.c")
+	cat := rightsCatalog(rows, bd)
 	if err := keys.Allow(cat, bd, "roleab", colcrypt.AccessRead); err != nil {
 		b.Fatal(err)
 	}

@@ -52,14 +52,17 @@ func ParseAccess(s string) (Access, error) {
 const MACSize = sha256.Size
 
 // Grant is one row of pgcipher.column_rights: role Role may do Access
-// with the column labelled Label, bound to key KeyName.  Serial orders the
-// grants of one column and role: the highest one counts.
+// with the column labelled Label, bound to key KeyName, whose wrapped CEK
+// is WrappedCEK (not stored in the row: the binding's, so that a grant
+// holds only for a column under that very key, in whatever database).
+// Serial orders the grants of one column and role: the highest counts.
 type Grant struct {
-	Label   string
-	KeyName string
-	Role    string
-	Access  Access
-	Serial  int64
+	Label      string
+	KeyName    string
+	Role       string
+	Access     Access
+	Serial     int64
+	WrappedCEK []byte
 }
 
 // RightsKey derives the grants' MAC key from the CMK:
@@ -72,13 +75,14 @@ func RightsKey(cmk []byte, cmkName string) ([]byte, error) {
 }
 
 // MAC is HMAC-SHA-256(key, "pgcipher grant v1\0" ‖ each field with its
-// length: label, key name, role, access name, then the serial (8 bytes,
-// big-endian)).  Lengths keep "a" + "bc" apart from "ab" + "c".
+// length: label, key name, role, access name, the wrapped CEK, then the
+// serial (8 bytes, big-endian)).  Lengths keep "a" + "bc" apart from
+// "ab" + "c".
 func (g Grant) MAC(key []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("pgcipher grant v1\x00"))
 	var n [8]byte
-	for _, f := range []string{g.Label, g.KeyName, g.Role, g.Access.String()} {
+	for _, f := range []string{g.Label, g.KeyName, g.Role, g.Access.String(), string(g.WrappedCEK)} {
 		binary.BigEndian.PutUint32(n[:4], uint32(len(f)))
 		m.Write(n[:4])
 		m.Write([]byte(f))

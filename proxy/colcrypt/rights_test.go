@@ -11,7 +11,8 @@ func TestGrantMAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := Grant{Label: "public.t.c", KeyName: "k1", Role: "app", Access: AccessRead, Serial: 42}
+	w1, w2 := bytes.Repeat([]byte{1}, WrappedCEKSize), bytes.Repeat([]byte{2}, WrappedCEKSize)
+	g := Grant{Label: "public.t.c", KeyName: "k1", Role: "app", Access: AccessRead, Serial: 42, WrappedCEK: w1}
 	mac := g.MAC(key)
 	if len(mac) != MACSize || !g.Verify(key, mac) {
 		t.Fatalf("a grant does not verify under its own key")
@@ -23,13 +24,15 @@ func TestGrantMAC(t *testing.T) {
 		g    Grant
 		key  []byte
 	}{
-		{"another label", Grant{"public.t.d", "k1", "app", AccessRead, 42}, key},
-		{"another key name", Grant{"public.t.c", "k2", "app", AccessRead, 42}, key},
-		{"another role", Grant{"public.t.c", "k1", "dba", AccessRead, 42}, key},
-		{"another access", Grant{"public.t.c", "k1", "app", AccessWrite, 42}, key},
-		{"another serial", Grant{"public.t.c", "k1", "app", AccessRead, 43}, key},
+		{"another label", Grant{"public.t.d", "k1", "app", AccessRead, 42, w1}, key},
+		{"another key name", Grant{"public.t.c", "k2", "app", AccessRead, 42, w1}, key},
+		{"another role", Grant{"public.t.c", "k1", "dba", AccessRead, 42, w1}, key},
+		{"another access", Grant{"public.t.c", "k1", "app", AccessWrite, 42, w1}, key},
+		{"another serial", Grant{"public.t.c", "k1", "app", AccessRead, 43, w1}, key},
+		// the same names in another database, under another key
+		{"another wrapped key", Grant{"public.t.c", "k1", "app", AccessRead, 42, w2}, key},
 		// lengths keep the fields apart
-		{"a field's end moved", Grant{"public.t.ck", "1", "app", AccessRead, 42}, key},
+		{"a field's end moved", Grant{"public.t.ck", "1", "app", AccessRead, 42, w1}, key},
 		{"another CMK name", g, other},
 		{"another CMK", g, otherCMK},
 	} {

@@ -415,6 +415,12 @@ func (a *analyzer) aggregate(sc *scope, f *pg.FuncCall) (*catalog.Attr, error) {
 			return nil, refuse("Bind the column at level ORD (type enc_T_ord), or count with GROUP BY.",
 				"pgcipher: count(DISTINCT %s) needs level ORD (the server sorts the values)", c.name)
 		}
+		if f.AggDistinct {
+			// how many distinct values: a comparison, so a read
+			if _, err := a.crypt(c, colcrypt.AccessRead); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
 	case "min", "max":
 		if level(c) != colcrypt.ORD {
@@ -446,7 +452,9 @@ func (a *analyzer) groupItem(sc *scope, s *pg.SelectStmt, n *pg.Node, what strin
 		return refuse("Bind the column at level EQ or ORD.",
 			"pgcipher: %s on encrypted column %q needs level EQ or ORD", what, c.name)
 	}
-	return nil
+	// grouping tells which rows share a value: a read (design 13.12)
+	_, err = a.crypt(c, colcrypt.AccessRead)
+	return err
 }
 
 // sortTarget resolves an ORDER BY / GROUP BY item: a column, an output
@@ -489,6 +497,10 @@ func (a *analyzer) sortItem(sc *scope, s *pg.SelectStmt, n *pg.Node, top bool) e
 	if level(c) != colcrypt.ORD || sb.SortbyDir == pg.SortByDir_SORTBY_USING {
 		return refuse("Bind the column at level ORD (type enc_T_ord).",
 			"pgcipher: ORDER BY on encrypted column %q needs level ORD", c.name)
+	}
+	// an order compares the values: a read (design 13.12)
+	if _, err := a.crypt(c, colcrypt.AccessRead); err != nil {
+		return err
 	}
 	if !prefixOrder(c.attr.Enc.Plain) {
 		return nil

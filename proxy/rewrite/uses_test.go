@@ -37,6 +37,11 @@ func TestUses(t *testing.T) {
 		// what a statement returns is read, before it is sent
 		{"SELECT i4, t FROM enc_t WHERE id = 1", map[string]colcrypt.Access{"i4": R, "t": R}},
 		{"SELECT id FROM enc_t WHERE id = 1", map[string]colcrypt.Access{}},
+		// comparisons the server makes are reads too
+		{"SELECT count(*) FROM enc_t GROUP BY i4", map[string]colcrypt.Access{"i4": R}},
+		{"SELECT id FROM enc_t ORDER BY i4o LIMIT 3", map[string]colcrypt.Access{"i4o": R}},
+		{"SELECT count(DISTINCT i4o) FROM enc_t", map[string]colcrypt.Access{"i4o": R}},
+		{"SELECT count(i4) FROM enc_t", map[string]colcrypt.Access{}},
 		{"INSERT INTO enc_t (id, t) VALUES (1, 'x') RETURNING t", map[string]colcrypt.Access{"t": R}},
 		{"UPDATE enc_t SET t = 'x' WHERE id = 1 RETURNING id", map[string]colcrypt.Access{"t": W}},
 	} {

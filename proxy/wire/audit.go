@@ -7,6 +7,7 @@ package wire
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -21,6 +22,7 @@ import (
 // and by the relay after (the values decrypted from its results).
 type auditStat struct {
 	statement string
+	mu        sync.Mutex // COPY FROM counts in the client loop while the relay may end the statement
 	cols      []audit.Column
 }
 
@@ -37,6 +39,8 @@ func (a *auditStat) add(label string, acc colcrypt.Access, decrypted, encrypted 
 	if a == nil {
 		return
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for i := range a.cols {
 		c := &a.cols[i]
 		if c.Column == label {
@@ -109,17 +113,25 @@ func (s *session) auditRefused(sql string, err error) {
 // encrypted relation but decrypted and encrypted nothing has none.
 func (s *session) endAudit(t *stat) {
 	a := t.aud
-	if a == nil || len(a.cols) == 0 {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	cols := append([]audit.Column(nil), a.cols...)
+	a.mu.Unlock()
+	if len(cols) == 0 {
 		return
 	}
 	outcome := "ok"
 	if t.code != "" {
 		outcome = t.code
 	}
-	if err := s.srv.cfg.Audit.Write(s.auditRecord(a, outcome), false); err != nil {
+	r := s.auditRecord(a, outcome)
+	r.Columns = cols
+	if err := s.srv.cfg.Audit.Write(r, false); err != nil {
 		s.srv.cfg.Log.Error("audit: a statement could not be recorded", "err", err)
 	}
-	for _, c := range a.cols {
+	for _, c := range cols {
 		s.srv.metrics.Audited(s.user, c.Column, c.Decrypted, c.Encrypted)
 	}
 }
@@ -146,7 +158,7 @@ func (s *session) fingerprint(sql string) string {
 // auditRefusal: the audit log cannot take the record a statement needs.
 func auditRefusal(err error) *rewrite.Refusal {
 	return &rewrite.Refusal{Code: rewrite.CodeAudit, Message: "pgcipher: the audit log cannot be written: " + err.Error(),
-		Hint: "audit-required is on: nothing is decrypted or encrypted without a record; free the audit log's disk or fix its file."}
+		Hint: "audit-required is on: nothing is run on encrypted columns without a record first; free the audit log's disk or fix its file, then restart the proxy."}
 }
 
 // paramCounts counts the parameters of a Bind that the proxy encrypts,

@@ -60,3 +60,16 @@ func rightRefusal(err error) *rewrite.Refusal {
 	return &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error(),
 		Hint: "Only rows that pgcipher-keys signed count: check pgcipher.column_rights, and sign the right again."}
 }
+
+// mayRun checks a prepared statement's plan against the rights as they
+// are now; a refusal is recorded, answered in the batch, and false
+// returned.
+func (s *session) mayRun(p *rewrite.Plan, sql string) bool {
+	err := s.allowed(p)
+	if err == nil {
+		return true
+	}
+	s.auditRefused(sql, err)
+	s.refuseInBatch(rightRefusal(err), nil)
+	return false
+}

@@ -29,7 +29,16 @@ func (e *env) signRight(t *testing.T, label, role string, acc colcrypt.Access, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := colcrypt.Grant{Label: label, KeyName: "kr", Role: role, Access: acc, Serial: serial}
+	c, err := pgx.Connect(context.Background(), e.upstream+" dbname="+e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var wrapped []byte
+	if err := c.QueryRow(context.Background(), "SELECT wrapped_cek FROM pgcipher.column_keys WHERE key_name = 'kr'").Scan(&wrapped); err != nil {
+		t.Fatal(err)
+	}
+	g := colcrypt.Grant{Label: label, KeyName: "kr", Role: role, Access: acc, Serial: serial, WrappedCEK: wrapped}
 	return fmt.Sprintf(`SELECT pgcipher.set_column_right('%s', '%s', 'kr', '%s', %d, '\x%s')`,
 		label, role, acc, serial, hex.EncodeToString(g.MAC(key)))
 }

@@ -193,16 +193,20 @@ func (rs *rowState) row(m *pgproto3.DataRow) error {
 		rs.s.send(m)
 		return nil
 	}
+	if rs.denied != nil {
+		for i, err := range rs.denied {
+			if err != nil {
+				rs.aud.add(rs.fields[i].binding.Spec.Label, colcrypt.AccessRead, 0, 0)
+				return err // NULL too: a row's existence is not what is refused, its column is
+			}
+		}
+	}
 	if rs.compute != nil {
 		return rs.computeRow(m)
 	}
 	out := &pgproto3.DataRow{Values: make([][]byte, rs.visible)}
 	for i, v := range m.Values {
 		f := &rs.fields[i]
-		if rs.denied != nil && rs.denied[i] != nil {
-			rs.aud.add(f.binding.Spec.Label, colcrypt.AccessRead, 0, 0)
-			return rs.denied[i] // NULL too: a row's existence is not what is refused, its column is
-		}
 		if i >= rs.visible && v == nil {
 			return nil // LIKE and NOT LIKE of NULL are NULL: the row goes
 		}

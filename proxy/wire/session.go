@@ -610,6 +610,9 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 		if p != nil {
 			s.applyNameChanges(p.st.plan)
 			t = s.newStat(outcomeOf(p.st.plan, p.st.sql), "", p.st.plan.SQL, t.start)
+			if !s.mayRun(p.st.plan, p.st.sql) {
+				return nil // a portal bound before a right was revoked
+			}
 			if r := s.audited(t, p.st.plan, p.st.sql, p.encrypted); r != nil {
 				s.refuseInBatch(r, nil)
 				return nil
@@ -932,6 +935,11 @@ func (s *session) bind(m *pgproto3.Bind) error {
 			s.refuseInBatch(refusal(err), nil)
 			return nil
 		}
+	}
+	// the rights as they are now: a statement prepared before a right
+	// was revoked (in a transaction too) is refused at its next Bind
+	if st != nil && !s.mayRun(st.plan, st.sql) {
+		return nil
 	}
 	if st != nil && st.plan.Reload {
 		// the statement changes the catalog when it runs, not when it

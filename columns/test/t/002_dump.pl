@@ -35,6 +35,9 @@ $node->safe_psql(
 	-- them, which a dump and restore must keep readable and ordered
 	SELECT pgcipher.set_ore_format('public.vec', 'v', '1');
 	CREATE INDEX ON public.vec (v);
+	-- a signed right (design 13.12; the server cannot check its MAC)
+	SELECT pgcipher.set_column_right('public.vec.v', 'alice', 'k1', 'read', 1,
+									 decode(repeat('07', 32), 'hex'));
 } . join('', map { "INSERT INTO public.vec VALUES ('$_');\n" } @ord),
 	extra_params => [ '-U', 'alice' ]);
 
@@ -62,6 +65,12 @@ is( $node->safe_psql(
 	),
 	'vec|v|ORD|k1|public.vec.v',
 	'binding restored');
+is( $node->safe_psql(
+		'd2',
+		'SELECT label, role, access, serial, encode(mac, \'hex\') = repeat(\'07\', 32) FROM pgcipher.column_rights'
+	),
+	'public.vec.v|alice|read|1|t',
+	'rights restored by the database owner, their MACs unchanged');
 is( $node->safe_psql(
 		'd2',
 		"SELECT pgcipher.add_column_key('k2', 'cmk', decode(repeat('02', 61), 'hex'))",

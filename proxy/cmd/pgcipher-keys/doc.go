@@ -10,7 +10,7 @@
 //	    [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
 //	pgcipher-keys vectors [-o FILE]
 //	pgcipher-keys grant|revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
-//	    --column LABEL --role R [--access read|write] [--serial S]
+//	    --wrapped-cek HEX --column LABEL --role R [--access read|write] [--serial S]
 //	pgcipher-keys verify-audit (--cmk-file F | --cmk-command C) --cmk-name N
 //	    [--head MAC] [--from-start] FILE...
 //

@@ -31,9 +31,9 @@ const usage = `usage:
       [--operand]  (encrypt: each line is a comparison operand, at order format 2 a query)
   pgcipher-keys vectors [-o FILE]
   pgcipher-keys grant  (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
-      --column LABEL --role R --access read|write [--serial S]
+      --wrapped-cek HEX --column LABEL --role R --access read|write [--serial S]
   pgcipher-keys revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
-      --column LABEL --role R [--serial S]
+      --wrapped-cek HEX --column LABEL --role R [--serial S]
       (print the signed pgcipher.set_column_right call; design 13.12)
   pgcipher-keys verify-audit (--cmk-file F | --cmk-command C) --cmk-name N
       [--head MAC] [--from-start] FILE...   (oldest first: F.1 F.2 ... F)
@@ -304,8 +304,13 @@ func grantCmd(cmd string, args []string, stdout io.Writer) error {
 	role := fs.String("role", "", "the database role (the login role the proxy sees)")
 	access := fs.String("access", "read", "read (decrypt, compare, compute, write) or write (encrypt only)")
 	serial := fs.Int64("serial", 0, "the grant's serial (default: the time in microseconds)")
+	wrapped := fs.String("wrapped-cek", "", `the column key as pgcipher.column_keys holds it, in hex (optionally \x...)`)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
+	}
+	w, err := hex.DecodeString(strings.TrimPrefix(strings.TrimSpace(*wrapped), `\x`))
+	if err != nil || len(w) != colcrypt.WrappedCEKSize {
+		return fmt.Errorf("--wrapped-cek: give the key's wrapped_cek from pgcipher.column_keys (%d bytes in hex)", colcrypt.WrappedCEKSize)
 	}
 	if cmd == "revoke" {
 		*access = "none"
@@ -328,7 +333,10 @@ func grantCmd(cmd string, args []string, stdout io.Writer) error {
 	if *serial == 0 {
 		*serial = time.Now().UnixMicro()
 	}
-	g := colcrypt.Grant{Label: *label, KeyName: kf.keyName, Role: *role, Access: acc, Serial: *serial}
+	if _, err := colcrypt.UnwrapCEK(cmk, w, kf.cmkName, kf.keyName); err != nil {
+		return fmt.Errorf("--wrapped-cek: not key %q under this CMK: %w", kf.keyName, err)
+	}
+	g := colcrypt.Grant{Label: *label, KeyName: kf.keyName, Role: *role, Access: acc, Serial: *serial, WrappedCEK: w}
 	_, err = fmt.Fprintf(stdout, "SELECT pgcipher.set_column_right(%s, %s, %s, %s, %d, %s);\n",
 		sqlLiteral(g.Label), sqlLiteral(g.Role), sqlLiteral(g.KeyName), sqlLiteral(acc.String()), g.Serial,
 		sqlLiteral(`\x`+hex.EncodeToString(g.MAC(key))))

@@ -30,12 +30,13 @@ CREATE ROLE r_analyst LOGIN;
 CREATE ROLE r_loader LOGIN;
 GRANT ALL ON people TO r_owner, r_analyst, r_loader;
 SQL
-# the owner's grants, signed with the CMK, stored through the proxy by
-# the superuser (who cannot sign any)
+# the owner's grants, signed with the CMK for the column key k1, stored
+# through the proxy by the superuser (who cannot sign any)
+wrapped=$(as "$PGC_USER" -At -c "SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'k1'")
 for g in "ssn r_owner read" "score r_owner read" "ssn r_loader write" "score r_loader write" "score r_analyst read"; do
     read -r col role acc <<< "$g"
     "$PGC_BUILD/bin/pgcipher-keys" grant --cmk-file "$PGC_CMK" --cmk-name main --key-name k1 \
-        --column "public.people.$col" --role "$role" --access "$acc"
+        --wrapped-cek "$wrapped" --column "public.people.$col" --role "$role" --access "$acc"
 done | as "$PGC_USER" -q -v ON_ERROR_STOP=1 > /dev/null
 
 # role, then per operation: ok or the SQLSTATE
