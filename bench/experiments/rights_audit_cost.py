@@ -41,7 +41,7 @@ import tempfile
 
 from bench import procs
 from bench.cluster import STANDARD_CONFIGS, Cluster, Install
-from bench.experiments.rmw_server_cpu import C, PAD, STATEMENTS, _Commands, script
+from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, script
 from bench.scenarios import alibaba_sysbench as ali
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,14 +51,31 @@ WORKLOADS = {
     "write": "\n".join(STATEMENTS.values()),
 }
 CONFIGS = ("base", "base-again", "rights", "rights+audit", "rights+req")
-assert C and PAD  # the write's values come with STATEMENTS
 
 
 def grant(keys_bin, cmk, wrapped, table, col, role):
     r = subprocess.run(
-        [keys_bin, "grant", "--cmk-file", cmk, "--cmk-name", "bench", "--key-name", "test1",
-         "--wrapped-cek", wrapped, "--column", f"public.{table}.{col}", "--role", role, "--access", "read"],
-        capture_output=True, text=True, check=True,
+        [
+            keys_bin,
+            "grant",
+            "--cmk-file",
+            cmk,
+            "--cmk-name",
+            "bench",
+            "--key-name",
+            "test1",
+            "--wrapped-cek",
+            wrapped,
+            "--column",
+            f"public.{table}.{col}",
+            "--role",
+            role,
+            "--access",
+            "read",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return r.stdout
 
@@ -108,10 +125,14 @@ def main():
         for table in ("enc", "enc_r"):
             procs.psql_tcp(c, port, f"CREATE TABLE {table} ({cols})")
             for col, level in binds.items():
-                procs.psql_tcp(c, port, f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')")
+                procs.psql_tcp(
+                    c, port, f"SELECT pgcipher.encrypt_column('{table}', '{col}', 'test1', '{level}')"
+                )
             procs.psql_tcp(c, port, f"\\copy {table} FROM '{data}'")
             c.psql(f"CREATE INDEX ON {table} (k)")
-        wrapped = c.psql("SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'test1'").strip()
+        wrapped = c.psql(
+            "SELECT encode(wrapped_cek, 'hex') FROM pgcipher.column_keys WHERE key_name = 'test1'"
+        ).strip()
         for col in binds:
             procs.psql_tcp(c, port, grant(keys_bin, cmk, wrapped, "enc_r", col, "postgres"))
         c.psql("VACUUM ANALYZE")
