@@ -37,11 +37,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 from bench import procs
-from bench.cluster import STANDARD_CONFIGS, Cluster, Install
-from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, script
+from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, script, started_cluster
 from bench.scenarios import alibaba_sysbench as ali
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,18 +87,7 @@ def main():
     seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     rows = int(sys.argv[3]) if len(sys.argv) > 3 else 10_000
     warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 2
-    work = tempfile.mkdtemp(prefix="rights")
-    inst = Install("pgcipher", os.path.join(BUILD, "install"))
-    settings = {
-        "shared_buffers": "256MB",
-        "max_wal_size": "4GB",
-        "autovacuum": "off",
-        "checkpoint_timeout": "1h",
-        "listen_addresses": "'127.0.0.1'",
-    }
-    c = Cluster(inst, STANDARD_CONFIGS["pgcipher-off"], work, settings, None)
-    c.initdb()
-    c.start()
+    c = started_cluster("rights")
     keys_bin = os.path.join(BUILD, "bin", "pgcipher-keys")
     proxy_bin = os.path.join(BUILD, "bin", "pgcipher-proxy")
     proxies = {}

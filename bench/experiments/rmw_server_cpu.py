@@ -72,11 +72,9 @@ def script(rows, body):
     return f"\\set id random(1, {rows})\n\\set n random(1, {rows})\nBEGIN;\n{body}\nCOMMIT;\n"
 
 
-def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    rows = int(sys.argv[3]) if len(sys.argv) > 3 else 10_000
-    work = tempfile.mkdtemp(prefix="rmw")
+def started_cluster(prefix):
+    """An unencrypted cluster of this build, started, with the settings
+    these experiments share (checkpoints and autovacuum held off)."""
     inst = Install("pgcipher", os.path.join(BUILD, "install"))
     settings = {
         "shared_buffers": "256MB",
@@ -85,9 +83,17 @@ def main():
         "checkpoint_timeout": "1h",
         "listen_addresses": "'127.0.0.1'",
     }
-    c = Cluster(inst, STANDARD_CONFIGS["pgcipher-off"], work, settings, None)
+    c = Cluster(inst, STANDARD_CONFIGS["pgcipher-off"], tempfile.mkdtemp(prefix=prefix), settings, None)
     c.initdb()
     c.start()
+    return c
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    rows = int(sys.argv[3]) if len(sys.argv) > 3 else 10_000
+    c = started_cluster("rmw")
     proxy = None
     try:
         cmk = procs.new_cmk(os.path.join(BUILD, "bin", "pgcipher-keys"), c)
