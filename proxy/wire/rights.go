@@ -15,7 +15,7 @@ import (
 // of its columns (nil: it may run); nothing of it has been sent.
 func (s *session) allowed(p *rewrite.Plan) error {
 	for _, u := range p.Uses {
-		if err := s.srv.cfg.Keys.Allow(s.rightsCat.Load(), u.Binding, s.user, u.Access); err != nil {
+		if err := s.srv.cfg.Keys.Allow(s.rightsCatalog(), u.Binding, s.user, u.Access); err != nil {
 			return err
 		}
 	}
@@ -43,7 +43,7 @@ func (s *session) deniedFields(sh *shape) []error {
 
 // readDenied is the refusal of decrypting a value of b's column, or nil.
 func (s *session) readDenied(b *catalog.Binding) error {
-	if err := s.srv.cfg.Keys.Allow(s.rightsCat.Load(), b, s.user, colcrypt.AccessRead); err != nil {
+	if err := s.srv.cfg.Keys.Allow(s.rightsCatalog(), b, s.user, colcrypt.AccessRead); err != nil {
 		return rightRefusal(err)
 	}
 	return nil
@@ -72,4 +72,13 @@ func (s *session) mayRun(p *rewrite.Plan, sql string) bool {
 	s.auditRefused(sql, err)
 	s.refuseInBatch(rightRefusal(err), nil)
 	return false
+}
+
+// rightsCatalog is the catalog whose grants count: rightsCat, or the
+// session's own before one was stored.
+func (s *session) rightsCatalog() *catalog.Catalog {
+	if c := s.rightsCat.Load(); c != nil {
+		return c
+	}
+	return s.catalog()
 }
