@@ -58,10 +58,13 @@ func (e *RightError) Error() string {
 		e.Role, verb, e.Label, e.Have, e.Need)
 }
 
-// rights is one catalog's grants, verified once, by column label and role.
+// rights is one catalog's grants, verified once, by column label and role,
+// and its bound labels that had grants before (pinned: none now means
+// nobody's), read without the keys' lock on every check.
 type rights struct {
 	once    sync.Once
 	byLabel map[string]map[string]grantState
+	had     map[string]bool
 }
 
 type grantState struct {
@@ -77,10 +80,10 @@ func (c *Catalog) SetGrants(rows []GrantRow) { c.grants = rows }
 // proxy cannot tell (ErrRightForged).  Rights are verified once per
 // catalog, with the keys' MAC key.
 func (k *Keys) Access(c *Catalog, b *Binding, role string) (colcrypt.Access, error) {
-	c.rights.once.Do(func() { c.rights.byLabel = k.verify(c.database, c.grants, c.wrappedByLabel()) })
+	c.rights.once.Do(func() { c.rights.byLabel, c.rights.had = k.verify(c.database, c.grants, c.wrappedByLabel()) })
 	per := c.rights.byLabel[b.Spec.Label]
 	if per == nil {
-		if k.hadGrants(pinKey{b.Database, b.Spec.Label}) {
+		if c.rights.had[b.Spec.Label] {
 			return colcrypt.AccessNone, nil // its grants were removed: nobody's
 		}
 		if Ungranted(k.ungranted.Load()) == UngrantedNone {
@@ -116,10 +119,15 @@ func (k *Keys) Allow(c *Catalog, b *Binding, role string, need colcrypt.Access) 
 // of each column and role, and that each column had grants, for the
 // life of the proxy: a grant the server later returns older, or a
 // column whose grants all disappear, cannot widen a right.
-func (k *Keys) verify(db string, rows []GrantRow, wrapped map[string][]byte) map[string]map[string]grantState {
-	out := map[string]map[string]grantState{}
+func (k *Keys) verify(db string, rows []GrantRow, wrapped map[string][]byte) (map[string]map[string]grantState, map[string]bool) {
+	out, had := map[string]map[string]grantState{}, map[string]bool{}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	for label := range wrapped {
+		if k.granted[pinKey{db, label}] {
+			had[label] = true
+		}
+	}
 	for _, r := range rows {
 		w, bound := wrapped[r.Label]
 		if !bound {
@@ -145,17 +153,11 @@ func (k *Keys) verify(db string, rows []GrantRow, wrapped map[string][]byte) map
 		}
 		per[r.Role] = st
 	}
-	return out
+	return out, had
 }
 
 // rightKey: a role's right on a column of a database.
 type rightKey struct{ database, label, role string }
-
-func (k *Keys) hadGrants(p pinKey) bool {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	return k.granted[p]
-}
 
 // SetUngranted sets what a column without grants allows (a SIGHUP may
 // change it while sessions run).
