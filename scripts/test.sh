@@ -90,14 +90,15 @@ read-path | 1 | 17 18 | read_path
     cluster, under every io_method on 18 (sync, worker with 1 and 3 workers,
     io_uring); a flipped ciphertext byte is a damaged page; the stock build
     it compares with is configured as ours (pg_config --configure but for the
-    prefix)
-pg_upgrade | 1 | 17 18 | pg_upgrade_check
+    prefix); on 17 the control is an unencrypted cluster of this build (no
+    stock 17 is built: CI's time)
+pg_upgrade | 1 | 18 | pg_upgrade_check
     our TAP test 008: pg_upgrade from Debian's PostgreSQL 15 and stock 17 (18)
     into aes-256 (copy encrypts), --link with the old relation key, the re-key
     (copy), aes-256 to unencrypted, refusals, kill -9 of pg_upgrade; on 18 also
     pgcipher 17 aes-256 into 18 (re-key, --swap refused, --link with the old
     key)
-stock-pg_control | 1 | 17 18 | stock_pg_control
+stock-pg_control | 1 | 18 | stock_pg_control
     our TAP test 011: pg_control of encrypted clusters as stock 17 writes it
     (layout, CRC, stock pg_controldata), the cipher's record (damaged, dropped
     by a stock tool, rebuilt), a stock server refused before it writes; a
@@ -262,8 +263,9 @@ citus | 2 | 18 | "$top/test/citus/run.sh" tap
     answers as a plaintext twin, no marker sent
 citus-regress | 2 | 18 | "$top/test/citus/run.sh" regress
     Citus's own schedules (minimal, base, columnar, the first part of multi) on
-    aes-256 and on unencrypted nodes: every test ends the same way on both, each
-    failure explained in test/citus/regress-expected-failures
+    aes-256 nodes, each failure explained in test/citus/regress-expected-
+    failures (it fails unencrypted too); a schedule with another failure runs
+    again on unencrypted nodes, which tells encryption from the machine
 TABLE
 )
 # suite_rows: NAME|LANE|MAJORS|COMMAND per suite, in order
@@ -305,19 +307,26 @@ cpu_share() {
     read -r b1 t1 <<< "$1"; read -r b2 t2 <<< "$(cpu_ticks)"
     [ $((t2 - t1)) -gt 0 ] && echo "$(((b2 - b1) * 100 / (t2 - t1)))%" || echo "-"
 }
+# suite NAME COMMAND...: one whole line per suite, written at its end (the
+# second lane's lines come in between the first's as they end): its time,
+# the machine's CPU use meanwhile and when it ended, counted from the start
+# of the test run (a run cut short still shows where its time went)
 suite() {
     local name=$1; shift
-    local start=$SECONDS ticks
+    local start=$SECONDS ticks lane="" line
     ticks=$(cpu_ticks)
-    printf 'test: %-20s ... ' "$name"
+    [ -n "${in_beside:-}" ] && lane=", lane 2"
     if "$@" > "$logs/$name.log" 2>&1; then
-        printf 'ok (%ds, CPU %s)\n' $((SECONDS - start)) "$(cpu_share "$ticks")"
+        line=$(printf 'test: %-20s ... ok (%ds, CPU %s, ends +%dm%02ds%s)' "$name" $((SECONDS - start)) \
+            "$(cpu_share "$ticks")" $((SECONDS / 60)) $((SECONDS % 60)) "$lane")
         passed=$((passed + 1))
     else
-        printf 'FAILED (%ds, CPU %s), log: %s\n' $((SECONDS - start)) "$(cpu_share "$ticks")" "$logs/$name.log"
-        tail -n 30 "$logs/$name.log" | sed 's/^/    /'
+        line=$(printf 'test: %-20s ... FAILED (%ds, CPU %s, ends +%dm%02ds%s), log: %s\n%s' "$name" \
+            $((SECONDS - start)) "$(cpu_share "$ticks")" $((SECONDS / 60)) $((SECONDS % 60)) "$lane" \
+            "$logs/$name.log" "$(tail -n 30 "$logs/$name.log" | sed 's/^/    /')")
         failed=$((failed + 1)); failed_names+=("$name")
     fi
+    printf '%s\n' "$line"
 }
 
 regress() {
@@ -378,7 +387,7 @@ run_lane() {
 }
 # the lane in the background: its own counts, added to the others' at the end
 beside_lane() {
-    passed=0; failed=0; failed_names=()
+    passed=0; failed=0; failed_names=() in_beside=1
     run_lane 2
     echo "$passed $failed ${failed_names[*]}" > "$logs/beside.result"
 }
@@ -386,7 +395,8 @@ beside_pid=
 start_beside() {
     [ "${PGCIPHER_TEST_LANES:-2}" -gt 1 ] || return 0
     rm -f "$logs/beside.result"
-    beside_lane > "$logs/beside.out" 2>&1 &
+    echo "test: the second lane starts, beside the first (+$((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s)"
+    beside_lane 2> "$logs/beside.err" &
     beside_pid=$!
 }
 
@@ -468,8 +478,13 @@ build_stock() {
     echo "the stock build's pg_config --configure is ours but for the prefix"
 }
 read_path() {
-    # 012: every read path (every io_method on 18) against a stock cluster
-    build_stock && PGCIPHER_STOCK_INSTALL=$build/stock/install tap src/test/encryption "" '+/012_'
+    # 012: every read path (every io_method on 18) against a stock cluster;
+    # on 17 against an unencrypted cluster of this build (012's own fallback)
+    if [ "${PGCIPHER_PG:-18}" -ge 18 ]; then
+        build_stock && PGCIPHER_STOCK_INSTALL=$build/stock/install tap src/test/encryption "" '+/012_'
+    else
+        tap src/test/encryption "" '+/012_'
+    fi
 }
 pg_upgrade_check() {
     # 008 needs stock (of this major) and Debian's PostgreSQL 15; on 18,
@@ -567,17 +582,15 @@ run_lane 1
 if [ -z "$beside_pid" ]; then
     run_lane 2
 else
+    echo "test: the first lane ended (+$((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s), waiting for the second"
     wait "$beside_pid"
-    if [ -s "$logs/beside.out" ]; then
-        echo "test: in the second lane, beside the suites above from install-modes on:"
-        cat "$logs/beside.out"
-    fi
+    [ -s "$logs/beside.err" ] && sed 's/^/test: second lane: /' "$logs/beside.err"
     if read -r p f names < "$logs/beside.result" 2>/dev/null; then
         passed=$((passed + p)); failed=$((failed + f))
         read -r -a lane_failed <<< "$names"
         failed_names+=("${lane_failed[@]}")
     else
-        echo "test: the second lane ended without its result (see $logs/beside.out)"
+        echo "test: the second lane ended without its result (see $logs/beside.err)"
         failed=$((failed + 1)); failed_names+=(second-lane)
     fi
     rm -f "$logs/beside.result"
