@@ -84,6 +84,7 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 {
 	size_t		pos = ENC_HEADER_SIZE;
 	int			fixed;
+	uint8_t		other_flags;
 
 	if (len < ENC_HEADER_SIZE)
 		return ENC_PARSE_TOO_SHORT;
@@ -95,10 +96,12 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		(data[2] == ENC_MATCH && data[1] != ENC_TEXT) ||
 		(data[0] == ENC_VERSION_ORE2 && data[2] != ENC_ORD))
 		return ENC_PARSE_BAD_LEVEL;
+	/* the tenant flag goes with any other (13.13); the rest as before */
+	other_flags = data[3] & ~ENC_FLAG_TENANT;
 	if (data[0] == ENC_VERSION ?
-		(data[3] != 0 && !((data[3] & ~(ENC_FLAG_QUERY | ENC_FLAG_FOLDED)) == 0 &&
-						   data[2] == ENC_MATCH)) :
-		(data[3] != 0 && data[3] != ENC_FLAG_QUERY && data[3] != ENC_FLAG_ORE1))
+		(other_flags != 0 && !((other_flags & ~(ENC_FLAG_QUERY | ENC_FLAG_FOLDED)) == 0 &&
+							   data[2] == ENC_MATCH)) :
+		(other_flags != 0 && other_flags != ENC_FLAG_QUERY && other_flags != ENC_FLAG_ORE1))
 		return ENC_PARSE_BAD_FLAGS;
 
 	value->type = (EncType) data[1];
@@ -127,7 +130,7 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		size_t		size = ore_ciphertext_size(blocks);
 
 		value->ore_blocks = blocks;
-		if (value->version == ENC_VERSION_ORE2 && value->flags == ENC_FLAG_QUERY)
+		if (value->version == ENC_VERSION_ORE2 && other_flags == ENC_FLAG_QUERY)
 		{
 			/* a left-only operand: no right part, and no payload */
 			size = ore_left_size(blocks);
@@ -145,7 +148,7 @@ enc_parse(const uint8_t *data, size_t len, EncValue *value)
 		pos += size;
 		if (value->version == ENC_VERSION)
 			value->ore1 = value->ore;
-		else if (value->flags == ENC_FLAG_ORE1)
+		else if (other_flags == ENC_FLAG_ORE1)
 		{
 			if (len - pos < size)
 				return ENC_PARSE_TOO_SHORT;

@@ -32,6 +32,8 @@
 #define ENC_FLAG_FOLDED		0x04	/* version 1, MATCH: the Bloom filter is
 									 * of the case-folded text (a column bound
 									 * case-insensitive) */
+#define ENC_FLAG_TENANT		0x08	/* versions 1 and 2: the key id is a
+									 * tenant key's (design 13.13) */
 
 typedef enum EncType
 {

@@ -52,7 +52,9 @@ enc_check_comparable(const EncValue *a, const EncValue *b, EncLevel needed)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("cannot compare encrypted %s with encrypted %s",
 						enc_type_name(a->type), enc_type_name(b->type))));
-	if (a->key_id != b->key_id || a->group_tag != b->group_tag)
+	if ((a->flags & ENC_FLAG_TENANT) != (b->flags & ENC_FLAG_TENANT) ||
+		(a->key_id != b->key_id && !(a->flags & ENC_FLAG_TENANT)) ||
+		a->group_tag != b->group_tag)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("cannot compare encrypted values of different columns"),
@@ -88,6 +90,23 @@ enc_check_comparable(const EncValue *a, const EncValue *b, EncLevel needed)
 					 errhint("Encrypt the column at level EQ to allow this.")));
 			break;
 	}
+}
+
+/*
+ * Values under two tenants' keys of one column (13.13): unequal, and
+ * ordered by key id, a consistent total order whose comparisons hold
+ * within a tenant only.  Called after enc_check_comparable().
+ */
+bool
+enc_tenants_differ(const EncValue *a, const EncValue *b)
+{
+	return (a->flags & ENC_FLAG_TENANT) && a->key_id != b->key_id;
+}
+
+static int
+compare_key_ids(const EncValue *a, const EncValue *b)
+{
+	return (a->key_id > b->key_id) - (a->key_id < b->key_id);
 }
 
 static int
@@ -149,6 +168,8 @@ compare_ordered(const EncValue *a, const EncValue *b)
 	OreResult	r;
 
 	enc_check_comparable(a, b, ENC_ORD);
+	if (enc_tenants_differ(a, b))
+		return compare_key_ids(a, b);
 	version = common_ore(a, b, &swap);
 	if (version == ORE_V1)
 		r = ore_compare(ORE_V1, a->ore1, b->ore1, a->ore_blocks, &result);
@@ -206,7 +227,8 @@ static bool
 values_equal(const EncValue *a, const EncValue *b)
 {
 	enc_check_comparable(a, b, ENC_EQ);
-	if (memcmp(a->token, b->token, ENC_TOKEN_SIZE) != 0)
+	if (enc_tenants_differ(a, b) ||
+		memcmp(a->token, b->token, ENC_TOKEN_SIZE) != 0)
 		return false;
 	if (a->level == ENC_ORD && b->level == ENC_ORD)
 	{
@@ -246,7 +268,8 @@ compare_args(FunctionCallInfo fcinfo, ArgComparison how)
 			break;
 		case ARGS_TOKEN_ORDER:
 			enc_check_comparable(&va, &vb, ENC_EQ);
-			result = compare_tokens(&va, &vb);
+			result = enc_tenants_differ(&va, &vb) ? compare_key_ids(&va, &vb) :
+				compare_tokens(&va, &vb);
 			break;
 		case ARGS_ORDER:
 			result = compare_ordered(&va, &vb);

@@ -224,7 +224,20 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 							text_to_cstring(PG_GETARG_TEXT_PP(4)), enc_format_name(format)),
 					 errhint("The client read an old description of the column: reload the proxy's catalog (SIGHUP) and retry.")));
 	}
-	if (value.key_id != (uint32) key_id)
+	/* key id 0: a tenant-keyed column, whose values name a tenant's key (13.13) */
+	if (key_id == 0 && !(value.flags & ENC_FLAG_TENANT))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("encrypted value for column %s is under column key %u, not a tenant's key",
+						text_to_cstring(PG_GETARG_TEXT_PP(4)), value.key_id),
+				 errhint("The column is tenant-keyed: the client must encrypt under the tenant's key.")));
+	if (key_id != 0 && (value.flags & ENC_FLAG_TENANT))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("encrypted value for column %s is under tenant key %u, and the column is not tenant-keyed",
+						text_to_cstring(PG_GETARG_TEXT_PP(4)), value.key_id),
+				 errhint("The client encrypted it for another column.")));
+	if (key_id != 0 && value.key_id != (uint32) key_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
 				 errmsg("encrypted value for column %s is under key %u, not the column's key %d",
@@ -286,7 +299,7 @@ enc_describe(PG_FUNCTION_ARGS)
 	EncValue	value;
 
 	enc_parse_stored(datum, &value);
-	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s%s%s key=%u group=%08x bytes=%zu payload=%zu",
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s %s%s%s%s %skey=%u group=%08x bytes=%zu payload=%zu",
 											  enc_type_name(value.type),
 											  enc_level_name(value.level),
 											  value.level == ENC_ORD && value.version != ENC_VERSION ?
@@ -294,6 +307,7 @@ enc_describe(PG_FUNCTION_ARGS)
 											  value.level == ENC_MATCH && (value.flags & ENC_FLAG_FOLDED) ?
 											  " case-folded" : "",
 											  value.flags & ENC_FLAG_QUERY ? " query" : "",
+											  value.flags & ENC_FLAG_TENANT ? "tenant-" : "",
 											  value.key_id, value.group_tag,
 											  (size_t) VARSIZE_ANY_EXHDR(datum),
 											  value.payload_len)));

@@ -55,7 +55,8 @@ enc_match(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("cannot compare a case-folded MATCH filter with an exact one"),
 				 errhint("A column bound case-insensitive folds its values' filters and its queries'; the client encrypted for another binding.")));
-	result = bloom_contains(&va, &vb);
+	/* another tenant's value never matches (13.13) */
+	result = !enc_tenants_differ(&va, &vb) && bloom_contains(&va, &vb);
 	PG_FREE_IF_COPY(a, 0);
 	PG_FREE_IF_COPY(b, 1);
 	PG_RETURN_BOOL(result);

@@ -28,6 +28,7 @@
 extern void enc_parse_stored(const bytea *datum, EncValue *value);
 extern int	enc_value_format(const EncValue *value);
 extern bool enc_ore_comparable(const EncValue *a, const EncValue *b);
+extern bool enc_tenants_differ(const EncValue *a, const EncValue *b);
 extern const char *enc_format_name(int format);
 
 /* compare.c */

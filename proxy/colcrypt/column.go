@@ -6,6 +6,7 @@ package colcrypt
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -35,6 +36,9 @@ type Spec struct {
 	// text (Fold), so that ILIKE, upper() and lower() searches find
 	// their candidates; pgcipher.encrypted_columns.case_insensitive
 	CaseInsensitive bool
+	// Tenant: KeyID is a tenant key's, and the column's keys derive from
+	// it (TenantColumnKey); every value carries FlagTenant (design 13.13)
+	Tenant bool
 }
 
 // Binding is the spec without its order format: what a column's values
@@ -104,6 +108,9 @@ func NewColumn(cek []byte, s Spec) (*Column, error) {
 	}
 	if s.CaseInsensitive {
 		c.header.Flags = FlagFolded
+	}
+	if s.Tenant {
+		c.header.Flags |= FlagTenant
 	}
 	pk, err := SubKey(cek, PurposePayload, "")
 	if err != nil {
@@ -220,7 +227,7 @@ func (c *Column) seal(h Header, p []byte, bloom *[BloomSize]byte, rand io.Reader
 				return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
 			}
 		}
-		if h.Version == Version || h.Flags == FlagORE1 {
+		if h.Version == Version || h.Flags&^FlagTenant == FlagORE1 {
 			if out, err = appendORE(out, c.ore.Encrypt, in, rand); err != nil {
 				return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
 			}
@@ -272,7 +279,7 @@ func (c *Column) EncryptOperand(p []byte, rand io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
 	}
 	h := c.header
-	h.Flags = FlagQuery
+	h.Flags = FlagQuery | h.Flags&FlagTenant
 	out := make([]byte, 0, HeaderSize+TokenSize+len(left))
 	out = h.Append(out)
 	out = append(out, tok...)
@@ -378,7 +385,7 @@ func comparable(a, b []byte, need Level) (*Ciphertext, *Ciphertext, error) {
 	switch {
 	case hx.Type != hy.Type:
 		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s", hx.Type, hy.Type)
-	case hx.KeyID != hy.KeyID || hx.GroupTag != hy.GroupTag:
+	case hx.IsTenant() != hy.IsTenant() || (hx.KeyID != hy.KeyID && !hx.IsTenant()) || hx.GroupTag != hy.GroupTag:
 		return nil, nil, errors.New("colcrypt: comparing values of different keys or join groups")
 	case !has(hx.Level, need) || !has(hy.Level, need):
 		return nil, nil, fmt.Errorf("colcrypt: comparing %s with %s values needs level %s", hx.Level, hy.Level, need)
@@ -404,7 +411,8 @@ func Equal(a, b []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return bytes.Equal(x.Token, y.Token), nil
+	// two tenants' values are never equal (design 13.13)
+	return x.Header.KeyID == y.Header.KeyID && bytes.Equal(x.Token, y.Token), nil
 }
 
 // Compare is the server's order on ORD ciphertexts of one type, key and
@@ -414,6 +422,10 @@ func Compare(a, b []byte) (int, error) {
 	x, y, err := comparable(a, b, ORD)
 	if err != nil {
 		return 0, err
+	}
+	// two tenants' values order by key id (design 13.13)
+	if x.Header.KeyID != y.Header.KeyID {
+		return cmp.Compare(x.Header.KeyID, y.Header.KeyID), nil
 	}
 	var r int
 	switch {

@@ -40,6 +40,9 @@ const (
 	FlagQuery  = 0x01
 	FlagORE1   = 0x02
 	FlagFolded = 0x04
+	// FlagTenant (versions 1 and 2, with any other): the key id is a
+	// tenant key's (design 13.13)
+	FlagTenant = 0x08
 )
 
 // Type is the plaintext type of an encrypted column.
@@ -170,11 +173,19 @@ type Header struct {
 
 // Identity is what names a column's values in h: type, level, key and
 // join group, without the version and flags, which differ between the
-// values of one column (order formats, queries).
+// values of one column (order formats, queries).  A tenant-keyed value's
+// identity is its column's, whatever the tenant: key id 0 and FlagTenant.
 func (h Header) Identity() Header {
+	if h.Flags&FlagTenant != 0 {
+		h.Version, h.Flags, h.KeyID = 0, FlagTenant, 0
+		return h
+	}
 	h.Version, h.Flags = 0, 0
 	return h
 }
+
+// IsTenant reports whether the key id is a tenant key's (FlagTenant).
+func (h Header) IsTenant() bool { return h.Flags&FlagTenant != 0 }
 
 // Append appends the 12-byte encoding of h to b.
 func (h Header) Append(b []byte) []byte {
@@ -238,6 +249,7 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		KeyID:   binary.BigEndian.Uint32(ct[4:8]),
 	}
 	copy(h.GroupTag[:], ct[8:12])
+	f := h.Flags &^ FlagTenant // the tenant flag goes with any other
 	switch {
 	case h.Version != Version && h.Version != Version2:
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: version %d, want %d or %d", h.Version, Version, Version2)
@@ -249,11 +261,11 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: unknown level %d", ct[2])
 	case !h.Type.HasLevel(h.Level):
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: level %s for type %s", h.Level, h.Type)
-	case h.Version == Version && h.Flags != 0 && !(h.Flags&^(FlagQuery|FlagFolded) == 0 && h.Level == MATCH),
-		h.Version == Version2 && h.Flags != 0 && h.Flags != FlagQuery && h.Flags != FlagORE1:
+	case h.Version == Version && f != 0 && !(f&^(FlagQuery|FlagFolded) == 0 && h.Level == MATCH),
+		h.Version == Version2 && f != 0 && f != FlagQuery && f != FlagORE1:
 		return nil, fmt.Errorf("colcrypt: malformed ciphertext: flags %#x at level %s", h.Flags, h.Level)
 	}
-	if h.Version == Version2 && h.Flags == FlagQuery {
+	if h.Version == Version2 && f == FlagQuery {
 		return parseLeftQuery(ct, h)
 	}
 	c := &Ciphertext{Header: h}
@@ -274,7 +286,7 @@ func Parse(ct []byte) (*Ciphertext, error) {
 	if h.Level == ORD {
 		oreLen = ore.Size(h.Type.OrderInputSize())
 		minRest += oreLen
-		if h.Flags == FlagORE1 {
+		if f == FlagORE1 {
 			minRest += oreLen
 		}
 	}
@@ -289,7 +301,7 @@ func Parse(ct []byte) (*Ciphertext, error) {
 		switch {
 		case h.Version == Version:
 			c.ORE1 = c.ORE
-		case h.Flags == FlagORE1:
+		case f == FlagORE1:
 			c.ORE1 = take(oreLen)
 		}
 	}
@@ -317,5 +329,5 @@ func parseLeftQuery(ct []byte, h Header) (*Ciphertext, error) {
 
 // IsLeftQuery reports whether the ciphertext is a version-2 order query.
 func (c *Ciphertext) IsLeftQuery() bool {
-	return c.Header.Version == Version2 && c.Header.Flags == FlagQuery
+	return c.Header.Version == Version2 && c.Header.Flags&^FlagTenant == FlagQuery
 }

@@ -137,6 +137,9 @@ func MayMatch(value, query []byte) (bool, error) {
 	if x.IsFolded() != y.IsFolded() {
 		return false, errors.New("colcrypt: comparing a case-folded MATCH filter with an exact one")
 	}
+	if x.Header.KeyID != y.Header.KeyID {
+		return false, nil // another tenant's value (design 13.13)
+	}
 	for i := range y.Bloom {
 		if x.Bloom[i]&y.Bloom[i] != y.Bloom[i] {
 			return false, nil

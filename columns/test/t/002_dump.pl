@@ -108,8 +108,8 @@ is( $node->safe_psql(
 		q{SELECT e.extversion, string_agg(c.table_name || ':' || c.case_insensitive, ',' ORDER BY c.table_name)
 		  FROM pg_extension e, pgcipher.columns c WHERE e.extname = 'pgcipher_columns' GROUP BY 1}
 	),
-	'0.4|ci:true,vec:false',
-	'0.2 updated to 0.4: the old binding case-sensitive, the new one not');
+	'0.5|ci:true,vec:false',
+	'0.2 updated to 0.5: the old binding case-sensitive, the new one not');
 ($ret, $out, $err) = $node->psql('d3',
 	"INSERT INTO public.vec SELECT v FROM public.vec LIMIT 1");
 is($ret, 0, 'the updated column still takes its own values');

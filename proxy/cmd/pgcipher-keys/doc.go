@@ -8,7 +8,7 @@
 //	pgcipher-keys encrypt|decrypt (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
 //	    --wrapped-cek HEX --key-id ID --type T --level L --label LABEL [--group G]
 //	    [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
-//	pgcipher-keys vectors [-o FILE]
+//	pgcipher-keys vectors [-tenants] [-o FILE]
 //	pgcipher-keys grant|revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
 //	    --wrapped-cek HEX --column LABEL --role R [--access read|write] [--serial S]
 //	pgcipher-keys verify-audit (--cmk-file F | --cmk-command C) --cmk-name N

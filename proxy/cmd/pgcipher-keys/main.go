@@ -29,7 +29,7 @@ const usage = `usage:
       [--ore-format 1|1+2|12|2+1|2]  (ORD: the column's order format, default 2)
       [--pattern]  (encrypt, level MATCH: each line is a LIKE-pattern query)
       [--operand]  (encrypt: each line is a comparison operand, at order format 2 a query)
-  pgcipher-keys vectors [-o FILE]
+  pgcipher-keys vectors [-tenants] [-o FILE]
   pgcipher-keys grant  (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
       --wrapped-cek HEX --column LABEL --role R --access read|write [--serial S]
   pgcipher-keys revoke (--cmk-file F | --cmk-command C) --cmk-name N --key-name K
@@ -245,10 +245,15 @@ func crypt(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 func vectorsCmd(args []string, stdout io.Writer) error {
 	fs := newFlagSet("vectors")
 	file := fs.String("o", "", "output file (default: standard output)")
+	tenants := fs.Bool("tenants", false, "the tenant vectors (columns/test/data/tenant_vectors.csv) instead")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
-	b, err := vectors()
+	gen := vectors
+	if *tenants {
+		gen = tenantVectors
+	}
+	b, err := gen()
 	if err != nil {
 		return err
 	}

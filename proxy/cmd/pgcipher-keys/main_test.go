@@ -37,6 +37,21 @@ func TestVectorsFileIsCurrent(t *testing.T) {
 	}
 }
 
+func TestTenantVectorsFileIsCurrent(t *testing.T) {
+	want, err := tenantVectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../../columns/test/data/tenant_vectors.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("columns/test/data/tenant_vectors.csv differs from the generator's output; regenerate with\n" +
+			"  go run ./cmd/pgcipher-keys vectors -tenants -o ../columns/test/data/tenant_vectors.csv")
+	}
+}
+
 func TestVectorsDecrypt(t *testing.T) {
 	f, err := os.Open(vectorFile)
 	if err != nil {
