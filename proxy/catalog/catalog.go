@@ -54,6 +54,9 @@ type Binding struct {
 	// unique within a database only: two databases may each have
 	// public.t.c under keys of their own)
 	Database string
+	// TenantBy: "" for a column under its column key; "session" or the
+	// name of the row's tenant column for a tenant-keyed one (13.13)
+	TenantBy string
 }
 
 // Relation is a table, view or materialized view with at least one column
@@ -102,6 +105,8 @@ type Catalog struct {
 	database string
 	grants   []GrantRow
 	rights   *rights
+	// tenants: pgcipher.tenant_keys and shredded_tenants (design 13.13)
+	tenants *tenants
 	Session
 }
 
@@ -116,6 +121,10 @@ type Session struct {
 	// PathUnknown: the session changed its search path in a way the
 	// proxy does not follow
 	PathUnknown bool
+	// Tenant: the session's setting pgcipher.tenant ("" unset);
+	// TenantUnknown: changed in a way the proxy does not follow
+	Tenant        string
+	TenantUnknown bool
 	// Before: the state before changes the server has not confirmed
 	// yet (nil: none); a name must resolve the same way in both
 	Before *Session
@@ -349,7 +358,7 @@ const extensionQuery = `SELECT n.nspname, e.extversion FROM pg_catalog.pg_extens
 
 const loadQuery = `SELECT t.oid, t.typname, t.typarray FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND t.typtype = 'b';
 SELECT c.oid, n.nspname, c.relname, a.attnum, a.attname, a.atttypid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.oid IN (SELECT x.attrelid FROM pg_catalog.pg_attribute x JOIN pg_catalog.pg_type t ON t.oid = x.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND x.attnum > 0 AND NOT x.attisdropped) ORDER BY c.oid, a.attnum;
-SELECT e.relid::oid, e.attname, e.level, k.key_id, k.key_name, k.cmk_name, pg_catalog.encode(k.wrapped_cek, 'hex'), e.label, e.join_group, ORE_FORMAT, CASE_INSENSITIVE FROM pgcipher.encrypted_columns e JOIN pgcipher.column_keys k ON k.key_id = e.key_id;
+SELECT e.relid::oid, e.attname, e.level, k.key_id, k.key_name, k.cmk_name, pg_catalog.encode(k.wrapped_cek, 'hex'), e.label, e.join_group, ORE_FORMAT, CASE_INSENSITIVE, TENANT_BY FROM pgcipher.encrypted_columns e JOIN pgcipher.column_keys k ON k.key_id = e.key_id;
 SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND n.nspname !~ '^pg_(toast_)?temp_' AND c.relname IN (SELECT x.relname FROM pg_catalog.pg_class x JOIN pg_catalog.pg_attribute a ON a.attrelid = x.oid JOIN pg_catalog.pg_type t ON t.oid = a.atttypid JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace WHERE e.extname = 'pgcipher_columns' AND t.typname ~ '^enc_' AND a.attnum > 0 AND NOT a.attisdropped)`
 
 // Load reads a database's catalog through q.
@@ -366,7 +375,8 @@ func Load(q Querier) (*Catalog, error) {
 	// version 0.1 of the extension knows order format 1 only, 0.2 no
 	// case-insensitive MATCH
 	// and 0.3 no rights
-	oreFormat, caseInsensitive, hasRights := "e.ore_format", "e.case_insensitive", true
+	// and 0.4 no tenant keys
+	oreFormat, caseInsensitive, hasRights, tenantBy := "e.ore_format", "e.case_insensitive", true, "e.tenant_by"
 	if len(res[0].Rows[0]) > 1 {
 		switch string(res[0].Rows[0][1]) {
 		case "0.1":
@@ -376,8 +386,13 @@ func Load(q Querier) (*Catalog, error) {
 		case "0.3":
 			hasRights = false
 		}
+		switch string(res[0].Rows[0][1]) {
+		case "0.1", "0.2", "0.3", "0.4":
+			tenantBy = "NULL"
+		}
 	}
-	res, err = q.SimpleQuery(strings.NewReplacer("ORE_FORMAT", oreFormat, "CASE_INSENSITIVE", caseInsensitive).Replace(loadQuery))
+	res, err = q.SimpleQuery(strings.NewReplacer("ORE_FORMAT", oreFormat, "CASE_INSENSITIVE", caseInsensitive,
+		"TENANT_BY", tenantBy).Replace(loadQuery))
 	if err != nil {
 		return nil, fmt.Errorf("catalog: reading encrypted columns: %w", err)
 	}
@@ -398,8 +413,27 @@ func Load(q Querier) (*Catalog, error) {
 			return nil, err
 		}
 	}
+	if tenantBy != "NULL" {
+		if res, err = q.SimpleQuery(tenantsQuery); err != nil {
+			return nil, fmt.Errorf("catalog: reading tenant keys: %w", err)
+		}
+		if len(res) != 2 {
+			return nil, fmt.Errorf("catalog: %d result sets from the tenant queries, want 2", len(res))
+		}
+		keys, shredded, err := tenantRows(res[0].Rows, res[1].Rows)
+		if err != nil {
+			return nil, err
+		}
+		c.SetTenants(keys, shredded)
+	}
 	return c, nil
 }
+
+const tenantsQuery = `SELECT key_id, tenant, epoch, pg_catalog.encode(wrapped, 'hex') FROM pgcipher.tenant_keys;
+SELECT key_id, tenant FROM pgcipher.shredded_tenants`
+
+// hexBytes decodes a bytea the server encoded in hex.
+func hexBytes(b []byte) ([]byte, error) { return hex.DecodeString(string(b)) }
 
 const rightsQuery = `SELECT label, role, key_name, access, serial, pg_catalog.encode(mac, 'hex') FROM pgcipher.column_rights`
 
@@ -495,6 +529,7 @@ func (c *Catalog) load(res []Result) error {
 				Label: string(row[7]), Group: string(row[8]), OREFormat: string(row[9]),
 				CaseInsensitive: string(row[10]) == "t"},
 			KeyName: string(row[4]), CMKName: string(row[5]), WrappedCEK: wrapped,
+			TenantBy: string(row[11]),
 		}
 	}
 	for _, row := range res[3].Rows {

@@ -39,6 +39,11 @@ type Keys struct {
 	serials   map[rightKey]int64
 	granted   map[pinKey]bool
 	ungranted atomic.Uint32
+
+	// tenant keys (design 13.13): the keyring and the derived columns
+	tenantMu   sync.RWMutex
+	keyring    *colcrypt.Keyring
+	tenantCols *tenantCache
 }
 
 // pinKey: a label is a column's within one database.
@@ -49,7 +54,8 @@ func NewKeys(cmk []byte, cmkName string) *Keys {
 	rk, _ := colcrypt.RightsKey(cmk, cmkName) // nil for a CMK of another size: no grant verifies
 	return &Keys{cmk: cmk, cmkName: cmkName, ceks: map[string][]byte{},
 		columns: map[pinKey]*colcrypt.Column{}, pins: map[pinKey]*Binding{},
-		rightsKey: rk, serials: map[rightKey]int64{}, granted: map[pinKey]bool{}}
+		rightsKey: rk, serials: map[rightKey]int64{}, granted: map[pinKey]bool{},
+		tenantCols: newTenantCache(DefaultTenantCache)}
 }
 
 // CMKName is the name under which the proxy wraps new keys.
@@ -113,7 +119,8 @@ func (k *Keys) pinned(b *Binding) (*colcrypt.Column, bool, error) {
 	}
 	// the order format may change (a column moved to format 2, design
 	// 13.5b): not part of the pin, the column is made again for it
-	if p.Spec.Binding() != b.Spec.Binding() || p.KeyName != b.KeyName || p.CMKName != b.CMKName || !bytes.Equal(p.WrappedCEK, b.WrappedCEK) {
+	if p.Spec.Binding() != b.Spec.Binding() || p.KeyName != b.KeyName || p.CMKName != b.CMKName ||
+		!bytes.Equal(p.WrappedCEK, b.WrappedCEK) || p.TenantBy != b.TenantBy {
 		return nil, true, fmt.Errorf("column %s: %w", b.Spec.Label, ErrPinMismatch)
 	}
 	if c := k.columns[key]; c.Spec().OREFormat == b.Spec.OREFormat || b.Spec.Level != colcrypt.ORD {

@@ -48,6 +48,16 @@ func (s Spec) Binding() Spec {
 	return s
 }
 
+// Family is Binding without a tenant column's key id: the same for the
+// columns of every tenant of one tenant-keyed binding (design 13.13).
+func (s Spec) Family() Spec {
+	s = s.Binding()
+	if s.Tenant {
+		s.KeyID = 0
+	}
+	return s
+}
+
 // OREFormats lists the order formats of a column, in the order a column
 // moves through them.
 var OREFormats = []string{"1", "1+2", "12", "2+1", "2"}
@@ -366,6 +376,32 @@ func (c *Column) DecryptText(s string) (string, error) {
 		return "", fmt.Errorf("colcrypt: column %q: ciphertext is not base64: %w", c.spec.Label, err)
 	}
 	return c.Decrypt(ct)
+}
+
+// EncryptExtreme returns an order query of the column's own key that
+// compares above (high) or below every value of the key: the order input
+// all ones (or zeros) and the token likewise.  A tenant-keyed column's
+// half-open range c > x is sent as c > x AND c <= the high extreme, so
+// that the values of tenants with a higher key id, which the server
+// orders after this tenant's, stay out (design 13.13).  Order formats 2
+// and 2+1 only: their queries carry no payload.
+func (c *Column) EncryptExtreme(high bool) ([]byte, error) {
+	if c.spec.Level != ORD || (c.spec.OREFormat != "2+1" && c.spec.OREFormat != "2") {
+		return nil, fmt.Errorf("colcrypt: column %q: an extreme bound needs level ORD at order format 2", c.spec.Label)
+	}
+	fill := byte(0)
+	if high {
+		fill = 0xff
+	}
+	left, err := c.ore2.EncryptLeft(bytes.Repeat([]byte{fill}, c.spec.Type.OrderInputSize()))
+	if err != nil {
+		return nil, fmt.Errorf("colcrypt: column %q: %w", c.spec.Label, err)
+	}
+	h := c.header
+	h.Flags = FlagQuery | h.Flags&FlagTenant
+	out := h.Append(make([]byte, 0, HeaderSize+TokenSize+len(left)))
+	out = append(out, bytes.Repeat([]byte{fill}, TokenSize)...)
+	return append(out, left...), nil
 }
 
 // comparable parses two ciphertexts that the server may compare: same

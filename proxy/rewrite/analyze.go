@@ -4,6 +4,7 @@
 package rewrite
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -394,6 +395,14 @@ func (a *analyzer) crypt(c *col, acc colcrypt.Access) (*colcrypt.Column, error) 
 		return nil, refuse("Bind it with pgcipher.encrypt_column(table, column, key, level).",
 			"pgcipher: column %q has an encrypted type but no key binding", c.name)
 	}
+	if b.TenantBy != "" {
+		cc, err := a.tenantColumn(b)
+		if err != nil {
+			return nil, err
+		}
+		a.plan.use(b, acc)
+		return cc, nil
+	}
 	cc, err := a.keys.Column(b)
 	if err != nil {
 		return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
@@ -401,6 +410,42 @@ func (a *analyzer) crypt(c *col, acc colcrypt.Access) (*colcrypt.Column, error) 
 	}
 	a.plan.use(b, acc)
 	return cc, nil
+}
+
+// tenantColumn is the crypto of a tenant-keyed column under the session's
+// tenant (design 13.13), or a refusal: no tenant, one the proxy does not
+// follow, one without a key (PC007), one whose key was destroyed (PC003).
+func (a *analyzer) tenantColumn(b *catalog.Binding) (*colcrypt.Column, error) {
+	if b.TenantBy != "session" {
+		return nil, &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: column %s takes its tenant from column %q of the row, which this statement does not give", b.Spec.Label, b.TenantBy),
+			Hint:    fmt.Sprintf("Insert rows with %s given as a value, or SET pgcipher.tenant: the proxy encrypts for one tenant at a time.", b.TenantBy)}
+	}
+	switch {
+	case a.cat.TenantUnknown:
+		return nil, &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: column %s is tenant-keyed, and the session's pgcipher.tenant changed in a way the proxy does not follow", b.Spec.Label),
+			Hint:    "SET pgcipher.tenant = '...' again (a rollback, or set_config with a computed value, leaves it unknown)."}
+	case a.cat.Tenant == "":
+		return nil, &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: column %s is tenant-keyed and the session has no tenant", b.Spec.Label),
+			Hint:    "SET pgcipher.tenant = '...' first: values are encrypted, and compared, under the key of one tenant."}
+	}
+	cc, err := a.keys.TenantColumn(a.cat, b, a.cat.Tenant)
+	var te *catalog.TenantError
+	switch {
+	case err == nil:
+		a.plan.Tenant = a.cat.Tenant
+		return cc, nil
+	case errors.As(err, &te):
+		return nil, &Refusal{Code: CodeTenant, Message: "pgcipher: " + err.Error(),
+			Hint: "Add the tenant's key (pgcipher-keys add-tenant), or SET pgcipher.tenant to a tenant that has one."}
+	case errors.Is(err, catalog.ErrTenantShredded):
+		return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
+			Hint: "The tenant was shredded (pgcipher-keys shred-tenant): its values can no longer be read or written."}
+	}
+	return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
+		Hint: "Check pgcipher.tenant_keys and the proxy's tenant keyring (--tenant-keyring, reloaded on SIGHUP)."}
 }
 
 // level returns a column's level; unbound columns count as RND.

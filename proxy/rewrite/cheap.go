@@ -13,7 +13,8 @@ package rewrite
 var catalogWords = []string{"create", "alter", "drop", "import"}
 
 // sessionWordList: words of statements that may change name resolution.
-var sessionWordList = []string{"search_path", "set_config", "temp", "discard", "role", "authoriz", "reset", "drop"}
+var sessionWordList = []string{"search_path", "set_config", "temp", "discard", "role", "authoriz", "reset", "drop",
+	"pgcipher.tenant"}
 
 // changesCatalog: a statement of sql (its start, or after a semicolon,
 // then blanks) starts with one of catalogWords as a whole word.
@@ -39,7 +40,7 @@ func changesCatalog(sql string) bool {
 func namesSessionWord(sql string) bool {
 	for i := 0; i < len(sql); i++ {
 		switch sql[i] | 0x20 {
-		case 's', 't', 'd', 'r', 'a':
+		case 's', 't', 'd', 'r', 'a', 'p':
 			for _, w := range sessionWordList {
 				if hasPrefixFold(sql[i:], w) {
 					return true

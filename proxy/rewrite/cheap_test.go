@@ -10,7 +10,7 @@ import (
 // The regular expressions the scans replace: the reference.
 var (
 	refChangesCatalog = regexp.MustCompile(`(?i)(^|;)\s*(create|alter|drop|import)\b`)
-	refSessionWords   = regexp.MustCompile(`(?i)search_path|set_config|temp|discard|role|authoriz|reset|drop`)
+	refSessionWords   = regexp.MustCompile(`(?i)search_path|set_config|temp|discard|role|authoriz|reset|drop|pgcipher\.tenant`)
 )
 
 // TestCheapScans: the scans answer as the regular expressions on

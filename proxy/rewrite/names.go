@@ -7,6 +7,7 @@ package rewrite
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -36,7 +37,17 @@ const (
 	DiscardTemp
 	// DiscardAll: DISCARD ALL (temporary relations, search path, role).
 	DiscardAll
+	// SetTenant: the setting pgcipher.tenant is Value (Local: until the
+	// end of the transaction; Value "" for RESET or DEFAULT); design 13.13
+	SetTenant
+	// UnknownTenant: pgcipher.tenant changed in a way the proxy does not
+	// follow (set_config with a computed value, SET ... FROM CURRENT)
+	UnknownTenant
 )
+
+// TenantSetting is the session setting that chooses the tenant of
+// tenant-keyed columns bound tenant_by 'session'.
+const TenantSetting = "pgcipher.tenant"
 
 // NameChange is one change of the session's name resolution.
 type NameChange struct {
@@ -53,17 +64,31 @@ var setConfigPath = regexp.MustCompile(`(?is)set_config\s*\(\s*'search_path'\s*,
 // a literal.
 var setConfigName = regexp.MustCompile(`(?is)set_config\s*\(\s*(?:'((?:[^']|'')*)'\s*,)?`)
 
-// setConfigChanges: set_config('search_path', '<literal>', bool) is
-// followed; one whose setting is not a literal other than search_path,
-// or whose value is not a literal, makes the path unknown.
+// setConfigTenant matches set_config('pgcipher.tenant', '<value>', true|false).
+var setConfigTenant = regexp.MustCompile(`(?is)set_config\s*\(\s*'pgcipher\.tenant'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
+
+// setConfigChanges: set_config('search_path' or 'pgcipher.tenant',
+// '<literal>', bool) is followed; one whose setting is not a literal,
+// or whose value is not a literal, makes the path (and the tenant)
+// unknown.
 func setConfigChanges(sql string) []NameChange {
 	calls := setConfigName.FindAllStringSubmatchIndex(sql, -1)
 	var out []NameChange
 	for _, c := range calls {
 		if c[2] < 0 {
-			return []NameChange{{Kind: UnknownPath}} // a computed setting name
+			return []NameChange{{Kind: UnknownPath}, {Kind: UnknownTenant}} // a computed setting name
 		}
 		name := strings.ToLower(strings.TrimSpace(sql[c[2]:c[3]]))
+		if name == TenantSetting {
+			m := setConfigTenant.FindStringSubmatch(sql[c[0]:])
+			if m == nil {
+				out = append(out, NameChange{Kind: UnknownTenant})
+				continue
+			}
+			out = append(out, NameChange{Kind: SetTenant, Value: strings.ReplaceAll(m[1], "''", "'"),
+				Local: strings.EqualFold(m[2], "true")})
+			continue
+		}
 		if strings.ReplaceAll(name, "-", "_") != "search_path" {
 			continue
 		}
@@ -137,7 +162,26 @@ func variableSet(v *pg.VariableSetStmt) []NameChange {
 	name := strings.ToLower(v.Name)
 	switch {
 	case v.Kind == pg.VariableSetKind_VAR_RESET_ALL:
-		return []NameChange{{Kind: ResetPath}} // role is not reset by RESET ALL
+		// role is not reset by RESET ALL
+		return []NameChange{{Kind: ResetPath}, {Kind: SetTenant}}
+	case name == TenantSetting:
+		switch v.Kind {
+		case pg.VariableSetKind_VAR_SET_VALUE:
+			if len(v.Args) == 1 && v.Args[0].GetAConst() != nil {
+				c := v.Args[0].GetAConst()
+				switch {
+				case c.GetSval() != nil:
+					return []NameChange{{Kind: SetTenant, Value: c.GetSval().Sval, Local: v.IsLocal}}
+				case c.GetIval() != nil:
+					return []NameChange{{Kind: SetTenant, Value: strconv.Itoa(int(c.GetIval().Ival)), Local: v.IsLocal}}
+				case c.GetFval() != nil:
+					return []NameChange{{Kind: SetTenant, Value: c.GetFval().Fval, Local: v.IsLocal}}
+				}
+			}
+		case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
+			return []NameChange{{Kind: SetTenant, Local: v.IsLocal}}
+		}
+		return []NameChange{{Kind: UnknownTenant}}
 	case name == "search_path":
 		switch v.Kind {
 		case pg.VariableSetKind_VAR_SET_VALUE:

@@ -33,6 +33,10 @@ const (
 	// CodeAudit: the audit log, which must record the statement first
 	// (audit-required), cannot be written (design 15.15).
 	CodeAudit = "PC006"
+	// CodeTenant: a tenant-keyed column is used without a tenant the
+	// proxy can encrypt for: none set, one without a key, or one it
+	// cannot follow (design 13.13).
+	CodeTenant = "PC007"
 )
 
 // Refusal is an error the proxy answers with instead of the server.
@@ -217,6 +221,10 @@ func (f *Filter) Subject(v string) string { return applyCase(f.ColCase, v) }
 // Plan is the outcome of analysing one SQL string.
 type Plan struct {
 	SQL string // what to send; the original when nothing changed
+	// Tenant: the session's tenant the plan encrypts for, when it uses a
+	// tenant-keyed column (design 13.13); a plan is used again under
+	// that tenant only
+	Tenant string
 	// Touches: the statement reads or writes a relation with encrypted
 	// columns, so results may carry ciphertext.
 	Touches bool

@@ -300,3 +300,7 @@ func castIdent(s string) string {
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
+
+// Tenant is the tenant the template's plan encrypts for ("" when it uses
+// no tenant-keyed column): a template is used under that tenant only.
+func (t *Template) Tenant() string { return t.plan.Tenant }

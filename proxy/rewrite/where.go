@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/values"
@@ -80,7 +81,10 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 	}
 	switch e.Kind {
 	case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
-		return a.operator(sc, e, l, r, op, conj)
+		if err := a.operator(sc, e, l, r, op, conj); err != nil {
+			return err
+		}
+		return a.tenantRange(n, l, r)
 	case pg.A_Expr_Kind_AEXPR_IN:
 		if l == nil {
 			return refuse(hintAllowed, "pgcipher: encrypted column %q cannot be used in an IN list", r.name)
@@ -168,6 +172,61 @@ func (a *analyzer) operator(sc *scope, e *pg.A_Expr, l, r *col, op string, conj 
 		return nil
 	}
 	return a.compared(sc, c, v, lvl, op)
+}
+
+// tenantRange completes a half-open range on a tenant-keyed column with
+// the other bound of the tenant (design 13.13): the server orders two
+// tenants' values by key id, so c > x alone would return the values of
+// every tenant with a higher key id too.  n is the comparison, already
+// rewritten; it becomes (n AND c <= extreme), or >= for < and <=.
+func (a *analyzer) tenantRange(n *pg.Node, l, r *col) error {
+	e := n.GetAExpr()
+	if e == nil || e.Kind != pg.A_Expr_Kind_AEXPR_OP || (l == nil) == (r == nil) {
+		return nil
+	}
+	c, side, op := l, e.Lexpr, opName(e)
+	if l == nil {
+		c, side, op = r, e.Rexpr, flipped[op]
+	}
+	b := c.binding()
+	if b == nil || b.TenantBy == "" {
+		return nil
+	}
+	var high bool
+	switch op {
+	case ">", ">=":
+		high = true
+	case "<", "<=":
+	default:
+		return nil
+	}
+	cc, err := a.crypt(c, colcrypt.AccessRead)
+	if err != nil {
+		return err
+	}
+	ct, err := cc.EncryptExtreme(high)
+	if err != nil {
+		return refuse("Move the column to order format 2 (pgcipher-keys reencrypt-column), or give both bounds (BETWEEN).",
+			"pgcipher: a half-open range on tenant-keyed column %q needs order format 2", c.name)
+	}
+	bop := ">="
+	if high {
+		bop = "<="
+	}
+	bound := &pg.Node{Node: &pg.Node_AExpr{AExpr: &pg.A_Expr{Kind: pg.A_Expr_Kind_AEXPR_OP,
+		Name:  []*pg.Node{pg.MakeStrNode(bop)},
+		Lexpr: proto.Clone(side).(*pg.Node),
+		Rexpr: &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
+			Arg: pg.MakeAConstStrNode(base64.StdEncoding.EncodeToString(ct), -1),
+			TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode(a.cat.ExtSchema), pg.MakeStrNode(c.attr.Enc.Name)},
+				Typemod: -1, Location: -1},
+			Location: -1}}},
+		Location: -1}}}
+	orig := &pg.Node{Node: n.Node}
+	n.Node = &pg.Node_BoolExpr{BoolExpr: &pg.BoolExpr{Boolop: pg.BoolExprType_AND_EXPR, Args: []*pg.Node{orig, bound}, Location: -1}}
+	a.changed = true
+	a.plan.Cacheable = false
+	return nil
 }
 
 // flipped is the operator with its operands swapped (a < b is b > a).

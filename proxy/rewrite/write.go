@@ -408,16 +408,24 @@ func (a *analyzer) keyFunction(s *pg.SelectStmt) string {
 		return ""
 	}
 	f := rt.Val.GetFuncCall()
-	if strings.ToLower(funcName(f)) == "pgcipher.add_column_key" && len(f.Args) == 1 {
+	switch name := strings.ToLower(funcName(f)); {
+	case name == "pgcipher.add_column_key" && len(f.Args) == 1:
 		return "add_column_key"
+	case name == "pgcipher.add_tenant_key" && len(f.Args) == 1:
+		return "add_tenant_key"
 	}
 	return ""
 }
 
 // keyCall completes pgcipher.add_column_key(name): the proxy draws a key,
-// wraps it under its CMK and passes the wrapped key to the server.
-func (a *analyzer) keyCall(s *pg.SelectStmt, _ string) error {
+// wraps it under its CMK and passes the wrapped key to the server; and
+// pgcipher.add_tenant_key(tenant): the proxy draws a tenant key and its
+// id, and wraps it under its tenant keyring's newest epoch (13.13).
+func (a *analyzer) keyCall(s *pg.SelectStmt, fn string) error {
 	f := s.TargetList[0].GetResTarget().Val.GetFuncCall()
+	if fn == "add_tenant_key" {
+		return a.tenantKeyCall(f)
+	}
 	k := f.Args[0].GetAConst()
 	if k == nil || k.GetSval() == nil {
 		return refuse("Give the key's name as a string literal.", "pgcipher: pgcipher.add_column_key(name) needs a literal name")
@@ -431,6 +439,30 @@ func (a *analyzer) keyCall(s *pg.SelectStmt, _ string) error {
 		return &Refusal{Code: CodeKey, Message: "pgcipher: drawing a column key: " + err.Error()}
 	}
 	f.Args = append(f.Args, pg.MakeAConstStrNode(a.keys.CMKName(), -1),
+		&pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
+			Arg:      pg.MakeAConstStrNode(`\x`+hex.EncodeToString(wrapped), -1),
+			TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode("bytea")}, Typemod: -1, Location: -1},
+			Location: -1}}})
+	a.plan.Reload = true
+	a.plan.Cacheable = false
+	a.changed = true
+	return nil
+}
+
+func (a *analyzer) tenantKeyCall(f *pg.FuncCall) error {
+	k := f.Args[0].GetAConst()
+	if k == nil || k.GetSval() == nil {
+		return refuse("Give the tenant's name as a string literal.", "pgcipher: pgcipher.add_tenant_key(tenant) needs a literal name")
+	}
+	if a.keys == nil {
+		return &Refusal{Code: CodeKey, Message: "pgcipher: the proxy has no column master key"}
+	}
+	id, epoch, wrapped, err := a.keys.NewTenantKey(k.GetSval().Sval)
+	if err != nil {
+		return &Refusal{Code: CodeKey, Message: "pgcipher: drawing a tenant key: " + err.Error(),
+			Hint: "The proxy needs its tenant keyring (--tenant-keyring; pgcipher-keys keyring-init makes one)."}
+	}
+	f.Args = append(f.Args, pg.MakeAConstIntNode(int64(id), -1), pg.MakeAConstIntNode(int64(epoch), -1),
 		&pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
 			Arg:      pg.MakeAConstStrNode(`\x`+hex.EncodeToString(wrapped), -1),
 			TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode("bytea")}, Typemod: -1, Location: -1},

@@ -19,6 +19,10 @@ type nameState struct {
 	role    string // the current role ("" for the session user)
 	temps   map[string]bool
 	unknown bool
+	// the session's pgcipher.tenant (design 13.13), and whether it
+	// changed in a way the proxy does not follow
+	tenant        string
+	tenantUnknown bool
 }
 
 func (n nameState) clone() nameState {
@@ -42,6 +46,9 @@ type names struct {
 	// are unknown until it settles
 	ddl      bool
 	onCommit []string // temporary relations that go when it ends
+	// localTenant: SET LOCAL pgcipher.tenant in the open transaction block
+	// (the tenant until the block ends); nil: none
+	localTenant *string
 }
 
 // uncommittedDDL records DDL inside a transaction that names an
@@ -56,7 +63,7 @@ func (n *names) uncommittedDDL() bool {
 func (n *names) reset(user, setting string, unusable map[string]bool) {
 	n.user, n.base, n.unusable = user, setting, unusable
 	n.cur = nameState{temps: map[string]bool{}}
-	n.committed, n.localPath, n.ddl, n.onCommit = nil, false, false, nil
+	n.committed, n.localPath, n.ddl, n.onCommit, n.localTenant = nil, false, false, nil, nil
 }
 
 // session is the state as catalog resolution wants it: with changes
@@ -64,6 +71,9 @@ func (n *names) reset(user, setting string, unusable map[string]bool) {
 func (n *names) session() catalog.Session {
 	s := n.sessionOf(n.cur)
 	s.PathUnknown = s.PathUnknown || n.localPath || n.ddl
+	if n.localTenant != nil {
+		s.Tenant = *n.localTenant
+	}
 	if n.committed != nil {
 		b := n.sessionOf(*n.committed)
 		s.Before = &b
@@ -89,34 +99,49 @@ func (n *names) sessionOf(st nameState) catalog.Session {
 		}
 		path = append(path, p)
 	}
-	return catalog.Session{Temps: st.temps, PathUnknown: st.unknown, SearchPath: path}
+	return catalog.Session{Temps: st.temps, PathUnknown: st.unknown, SearchPath: path,
+		Tenant: st.tenant, TenantUnknown: st.tenantUnknown}
 }
 
 // rolledBackInBlock: inside a transaction block something was rolled
 // back (to a savepoint, or an error): changes made since the block began
 // may be gone; those names are unknown until it ends.
-func (n *names) rolledBackInBlock() bool {
-	if n.committed == nil || n.cur.unknown {
-		return false
+func (n *names) rolledBackInBlock() (changed, tenantOnly bool) {
+	if n.committed == nil {
+		return false, false
 	}
-	changed := false
+	// a SET (LOCAL) pgcipher.tenant since the block began may be undone
+	if !n.cur.tenantUnknown && (n.cur.tenant != n.committed.tenant || n.localTenant != nil) {
+		n.cur.tenantUnknown, n.localTenant, changed, tenantOnly = true, nil, true, true
+	}
+	if n.cur.unknown {
+		return changed, tenantOnly
+	}
 	if n.cur.path != n.committed.path || n.cur.role != n.committed.role {
-		n.cur.unknown, changed = true, true
+		n.cur.unknown, changed, tenantOnly = true, true, false
 	}
 	for t := range n.committed.temps {
 		if !n.cur.temps[t] {
-			n.cur.temps[t], changed = true, true
+			n.cur.temps[t], changed, tenantOnly = true, true, false
 		}
 	}
-	return changed
+	return changed, tenantOnly
 }
 
 // apply records a statement's changes, provisionally until settle: the
 // statement may still fail, or its transaction roll back.  inBlock: it
-// runs inside a transaction block.  It reports whether anything changed.
-func (n *names) apply(changes []rewrite.NameChange, inBlock bool) bool {
+// runs inside a transaction block.  It reports whether name resolution
+// changed, and whether only the tenant did (plans of other tenants'
+// columns are made again, the others stay).
+func (n *names) apply(changes []rewrite.NameChange, inBlock bool) (changed, tenantOnly bool) {
 	if len(changes) == 0 {
-		return false
+		return false, false
+	}
+	tenantOnly = true
+	for _, c := range changes {
+		if c.Kind != rewrite.SetTenant && c.Kind != rewrite.UnknownTenant {
+			tenantOnly = false
+		}
 	}
 	if n.committed == nil {
 		c := n.cur.clone()
@@ -154,10 +179,22 @@ func (n *names) apply(changes []rewrite.NameChange, inBlock bool) bool {
 			n.cur.temps = map[string]bool{}
 		case rewrite.DiscardAll:
 			n.cur = nameState{temps: map[string]bool{}}
-			n.localPath = false
+			n.localPath, n.localTenant = false, nil
+		case rewrite.SetTenant:
+			if c.Local {
+				if inBlock { // outside a block SET LOCAL does nothing
+					v := c.Value
+					n.localTenant = &v
+				}
+				continue
+			}
+			n.cur.tenant, n.cur.tenantUnknown = c.Value, false
+			n.localTenant = nil // a session SET after SET LOCAL in a block wins
+		case rewrite.UnknownTenant:
+			n.cur.tenantUnknown, n.localTenant = true, nil
 		}
 	}
-	return true
+	return true, tenantOnly
 }
 
 // settle is called once nothing is pending outside a transaction block:
@@ -166,10 +203,14 @@ func (n *names) apply(changes []rewrite.NameChange, inBlock bool) bool {
 // both possibilities open: temporary relations are kept (a name that
 // may be one is sent as pg_temp's), and a search path that may have
 // changed becomes unknown.  It reports whether anything changed.
-func (n *names) settle(rolledBack bool) bool {
-	if n.committed == nil && !n.localPath && !n.ddl && len(n.onCommit) == 0 {
-		return false
+func (n *names) settle(rolledBack bool) (changed, tenantOnly bool) {
+	if n.committed == nil && !n.localPath && !n.ddl && len(n.onCommit) == 0 && n.localTenant == nil {
+		return false, false
 	}
+	// only the tenant was unsettled: the rest of name resolution stands
+	tenantOnly = !n.localPath && !n.ddl && len(n.onCommit) == 0 &&
+		(n.committed == nil || (n.cur.path == n.committed.path && n.cur.role == n.committed.role &&
+			n.cur.unknown == n.committed.unknown && maps.Equal(n.cur.temps, n.committed.temps)))
 	if rolledBack && n.committed != nil {
 		for t := range n.committed.temps {
 			n.cur.temps[t] = true
@@ -177,10 +218,13 @@ func (n *names) settle(rolledBack bool) bool {
 		if n.cur.path != n.committed.path || n.cur.role != n.committed.role || n.committed.unknown {
 			n.cur.unknown = true
 		}
+		if n.cur.tenant != n.committed.tenant || n.committed.tenantUnknown {
+			n.cur.tenantUnknown = true
+		}
 	}
 	for _, t := range n.onCommit {
 		delete(n.cur.temps, t)
 	}
-	n.committed, n.localPath, n.ddl, n.onCommit = nil, false, false, nil
-	return true
+	n.committed, n.localPath, n.ddl, n.onCommit, n.localTenant = nil, false, false, nil, nil
+	return true, tenantOnly
 }

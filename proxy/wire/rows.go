@@ -401,6 +401,9 @@ func (s *session) decryptValue(f *field, v []byte, format int16) ([]byte, *catal
 	if err != nil {
 		return nil, nil, err
 	}
+	if x.Header.IsTenant() {
+		return s.decryptTenant(f, ct, x.Header)
+	}
 	if f.bound != nil && f.bound.Header().Identity() == x.Header.Identity() {
 		p, err := f.bound.DecryptPayload(ct)
 		return p, f.binding, err
@@ -413,6 +416,54 @@ func (s *session) decryptValue(f *field, v []byte, format int16) ([]byte, *catal
 				return nil, nil, denied
 			}
 			return p, c.binding, nil
+		}
+		last = err
+	}
+	return nil, nil, last
+}
+
+// decryptTenant decrypts a value under a tenant's key (design 13.13):
+// the column is the field's where it is a tenant-keyed one of the value's
+// type, level and join group, else the tenant-keyed column of those the
+// catalog holds (read rights checked, as for any column found so); the
+// tenant's key is the one the value names, whatever the session's tenant.
+func (s *session) decryptTenant(f *field, ct []byte, h colcrypt.Header) ([]byte, *catalog.Binding, error) {
+	family := func(b *catalog.Binding) bool {
+		gt := colcrypt.GroupTag(b.Spec.Group)
+		if b.Spec.Group == "" {
+			gt = colcrypt.GroupTag(b.Spec.Label)
+		}
+		return b.TenantBy != "" && b.Spec.Type == h.Type && b.Spec.Level == h.Level && gt == h.GroupTag
+	}
+	cat := s.catalog()
+	var last error = errors.New("no tenant-keyed column of this type, level and join group is known to the proxy")
+	try := func(b *catalog.Binding) ([]byte, error) {
+		col, err := s.srv.cfg.Keys.TenantColumnByID(cat, b, h.KeyID)
+		if err != nil {
+			// a destroyed key, an unknown one, a keyring without its
+			// epoch: the key cannot be used, the value is not corrupt
+			hint := "Check pgcipher.tenant_keys and the proxy's tenant keyring (--tenant-keyring, reloaded on SIGHUP)."
+			if errors.Is(err, catalog.ErrTenantShredded) {
+				hint = "The tenant was shredded (pgcipher-keys shred-tenant): its values can no longer be decrypted, anywhere."
+			}
+			return nil, &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error(), Hint: hint}
+		}
+		return col.DecryptPayload(ct)
+	}
+	if f.binding != nil && family(f.binding) {
+		p, err := try(f.binding)
+		return p, f.binding, err
+	}
+	for _, b := range cat.Bindings() {
+		if !family(b) {
+			continue
+		}
+		p, err := try(b)
+		if err == nil {
+			if denied := s.readDenied(b); denied != nil {
+				return nil, nil, denied
+			}
+			return p, b, nil
 		}
 		last = err
 	}

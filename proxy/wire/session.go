@@ -424,7 +424,7 @@ func (s *session) analyze(sql string) (*rewrite.Plan, error) {
 
 // planOf returns the plan of sql, from the cache when it can.
 func (s *session) planOf(sql string) (*rewrite.Plan, error) {
-	if p := s.plans[sql]; p != nil {
+	if p := s.plans[sql]; p != nil && s.tenantIs(p.Tenant) {
 		return p, nil
 	}
 	if s.cat.Mentions(sql) {
@@ -457,6 +457,9 @@ func (s *session) fromTemplate(sql string) *rewrite.Plan {
 		return nil
 	}
 	t, known := s.templates[shape]
+	if t != nil && !s.tenantIs(t.Tenant()) {
+		known = false // made for another tenant's columns
+	}
 	if !known {
 		var err error
 		if t, err = rewrite.NewTemplate(shape, len(lits), sql, s.cat, s.srv.cfg.Keys); err != nil {
@@ -755,11 +758,28 @@ func (s *session) settleNames() {
 	switch {
 	case s.txStatus.Load() == 'I' && !s.inBatch && s.q.empty():
 		// nothing pending: what the server did is known
-		if s.names.settle(s.rolledBack.Swap(false)) {
-			s.namesChanged()
-		}
-	case s.rolledBack.Load() && s.names.rolledBackInBlock():
+		s.namesChangedIf(s.names.settle(s.rolledBack.Swap(false)))
+	case s.rolledBack.Load():
 		// rolled back to a savepoint (or failed) inside a block
+		s.namesChangedIf(s.names.rolledBackInBlock())
+	}
+}
+
+// tenantIs: a plan made for tenant ("" : for none) holds under the
+// session's tenant now.
+func (s *session) tenantIs(tenant string) bool {
+	return tenant == "" || (!s.cat.TenantUnknown && tenant == s.cat.Tenant)
+}
+
+// namesChangedIf: what a change of name resolution needs, where there
+// was one; a change of the tenant alone keeps the plans, which are used
+// again under their own tenant only (rewrite.Plan.Tenant).
+func (s *session) namesChangedIf(changed, tenantOnly bool) {
+	switch {
+	case !changed:
+	case tenantOnly:
+		s.applyNames()
+	default:
 		s.namesChanged()
 	}
 }
@@ -767,9 +787,7 @@ func (s *session) settleNames() {
 // applyNames records a statement's changes to name resolution as it is
 // sent to the server.
 func (s *session) applyNameChanges(p *rewrite.Plan) {
-	if s.names.apply(p.Names, s.txStatus.Load() != 'I') {
-		s.namesChanged()
-	}
+	s.namesChangedIf(s.names.apply(p.Names, s.txStatus.Load() != 'I'))
 }
 
 // namesChanged: the session's name resolution changed; plans made with
@@ -924,13 +942,15 @@ func serverOIDs(m *pgproto3.Parse, p *rewrite.Plan) []uint32 {
 func (s *session) bind(m *pgproto3.Bind) error {
 	if !s.inBatch {
 		// a prepared statement bound again after a catalog change (an
-		// order format moved on, 13.5b) is planned again below
+		// order format moved on, 13.5b), or under the tenant a finished
+		// transaction block's SET LOCAL left, is planned again below
+		s.settleNames()
 		s.refresh()
 	}
 	s.inBatch = true
 	s.copyIn, s.dropCopy = nil, false
 	st := s.stmts[m.PreparedStatement]
-	if st != nil && st.gen != s.gen {
+	if st != nil && (st.gen != s.gen || !s.tenantIs(st.plan.Tenant)) {
 		if err := s.replan(st); err != nil {
 			s.refuseInBatch(refusal(err), nil)
 			return nil
@@ -1027,7 +1047,7 @@ func (s *session) replan(st *stmt) error {
 	if !samePlan(st.plan, p) {
 		return &rewrite.Refusal{Code: rewrite.CodeRefused,
 			Message: fmt.Sprintf("pgcipher: prepared statement %q names other relations or columns since it was prepared", st.name),
-			Hint:    "Prepare it again: a change of search_path, of temporary relations or of encrypted columns changed what it names."}
+			Hint:    "Prepare it again: a change of search_path, of temporary relations or of encrypted columns changed what it names (or of pgcipher.tenant, for a literal of a tenant-keyed column)."}
 	}
 	// the new plan's columns: an order format may have changed (13.5b)
 	st.plan, st.gen = p, s.gen
@@ -1047,7 +1067,7 @@ func samePlan(a, b *rewrite.Plan) bool {
 			return false
 		}
 		if x != nil && (x.EncType.OID != y.EncType.OID || x.Array != y.Array || x.Pattern != y.Pattern ||
-			(x.Column == nil) != (y.Column == nil) || x.Column != nil && x.Column.Spec().Binding() != y.Column.Spec().Binding()) {
+			(x.Column == nil) != (y.Column == nil) || x.Column != nil && x.Column.Spec().Family() != y.Column.Spec().Family()) {
 			return false
 		}
 	}

@@ -39,6 +39,11 @@ const usage = `usage:
       [--head MAC] [--from-start] FILE...   (oldest first: F.1 F.2 ... F)
   pgcipher-keys reencrypt-column --dsn CONNINFO --table T --column C [--batch N]
       (CONNINFO names pgcipher-proxy: the proxy does the crypto, this drives it)
+  pgcipher-keys keyring-init (--cmk-file F | --cmk-command C) --cmk-name N --keyring FILE
+  pgcipher-keys add-tenant   (--cmk-file F | --cmk-command C) --cmk-name N --keyring FILE
+      --tenant T   (print the pgcipher.add_tenant_key call; design 13.13)
+  pgcipher-keys shred-tenant (--cmk-file F | --cmk-command C) --cmk-name N --keyring FILE
+      --tenant T --dsn CONNINFO   (destroy the tenant's key; then SIGHUP every proxy)
 `
 
 // errUsage makes main exit with status 2 after the usage text.
@@ -76,6 +81,12 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return grantCmd(cmd, args, stdout)
 	case "verify-audit":
 		return verifyAuditCmd(args, stdout)
+	case "keyring-init":
+		return keyringInitCmd(args, stdout)
+	case "add-tenant":
+		return addTenantCmd(args, stdout)
+	case "shred-tenant":
+		return shredTenantCmd(args, stdout)
 	}
 	return errUsage
 }

@@ -100,6 +100,13 @@ Decryption rights (design 13.12; pgcipher-keys grant and revoke sign them):
                          right at all: all (default, as before rights) or
                          none; a column with rights allows its grantees only
 
+Tenant keys (design 13.13; pgcipher-keys add-tenant and shred-tenant):
+  --tenant-keyring F     the tenant keyring file (pgcipher-keys keyring-init
+                         makes it; keep it out of backups): unwraps the tenant
+                         keys of columns bound tenant-keyed; read again on SIGHUP
+  --tenant-key-cache N   tenant columns kept unwrapped (default 4096; least
+                         recently used out)
+
 Audit of decryptions (design 15.15; pgcipher-keys verify-audit checks a log):
   --audit-log F          append a JSON line per statement that decrypted or
                          encrypted values (or was refused a right) to F, or to
@@ -109,7 +116,8 @@ Audit of decryptions (design 15.15; pgcipher-keys verify-audit checks a log):
                          sent, and one that cannot be written refuses it (PC006)
 
 SIGHUP reads the config file again and applies log-level, tls-cert, tls-key,
-tls-client-ca, upstream-certs, shutdown-timeout, ungranted-columns and the pooling settings but
+tls-client-ca, upstream-certs, shutdown-timeout, ungranted-columns, tenant-keyring,
+tenant-key-cache and the pooling settings but
 pool-mode (certificates and the auth file read again) to what comes next; a change of any other setting is logged as waiting for a
 restart.  It also makes every connection reload the encrypted-column catalog.
 `
@@ -123,6 +131,7 @@ type settings struct {
 	serverIdleTimeout, serverLifetime, queryWaitTimeout, serverResetQuery, maxPreparedStatements,
 	authType, authFile, authUser, authQuery string
 	ungrantedColumns, auditLog, auditLogMaxSize, auditRequired string
+	tenantKeyring, tenantKeyCache                              string
 
 	config      string // the file they were read from ("": none)
 	checkConfig bool
@@ -175,6 +184,8 @@ var table = []setting{
 	{"audit-log", "", false, func(s *settings) *string { return &s.auditLog }},
 	{"audit-log-max-size", "100MB", false, func(s *settings) *string { return &s.auditLogMaxSize }},
 	{"audit-required", "off", false, func(s *settings) *string { return &s.auditRequired }},
+	{"tenant-keyring", "", true, func(s *settings) *string { return &s.tenantKeyring }},
+	{"tenant-key-cache", "4096", true, func(s *settings) *string { return &s.tenantKeyCache }},
 }
 
 // parse reads the command line and the config file it names.
@@ -272,6 +283,7 @@ type loaded struct {
 	ungranted       catalog.Ungranted
 	auditMaxSize    int64
 	auditRequired   bool
+	tenantKeyCache  int
 }
 
 // load reads and checks everything the settings name; withCMK loads the
@@ -347,6 +359,14 @@ func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
 			return nil, fmt.Errorf("--audit-log: no directory for %s", st.auditLog)
 		}
 	}
+	if ld.tenantKeyCache, err = strconv.Atoi(st.tenantKeyCache); err != nil || ld.tenantKeyCache < 1 {
+		return nil, fmt.Errorf("--tenant-key-cache: %q is not a positive number", st.tenantKeyCache)
+	}
+	if st.tenantKeyring != "" {
+		if _, err := os.Stat(st.tenantKeyring); err != nil {
+			return nil, fmt.Errorf("--tenant-keyring: %w", err)
+		}
+	}
 	if st.authFile != "" {
 		if ld.authUsers, err = wire.LoadAuthFile(st.authFile); err != nil {
 			return nil, fmt.Errorf("--auth-file: %w", err)
@@ -368,6 +388,11 @@ func load(ctx context.Context, st *settings, withCMK bool) (*loaded, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("the column master key: %w", err)
+		}
+		if st.tenantKeyring != "" {
+			if _, err := colcrypt.LoadKeyring(st.tenantKeyring, ld.cmk, st.cmkName); err != nil {
+				return nil, fmt.Errorf("--tenant-keyring: %w", err)
+			}
 		}
 	}
 	return ld, nil

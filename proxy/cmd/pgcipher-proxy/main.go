@@ -98,6 +98,9 @@ func (p *proxy) serve(ctx context.Context, ld *loaded, sigs <-chan os.Signal) er
 	}
 	p.keys = catalog.NewKeys(ld.cmk, st.cmkName)
 	p.keys.SetUngranted(ld.ungranted)
+	if err := p.keys.LoadTenantKeyring(st.tenantKeyring, ld.tenantKeyCache); err != nil {
+		return fmt.Errorf("--tenant-keyring: %w", err)
+	}
 	cfg := wire.Config{Upstream: st.upstream, Catalog: st.catalog, Keys: p.keys,
 		Log: p.log, Metrics: p.metrics, ClientTLS: ld.clientTLS, UpstreamCerts: st.upstreamCerts,
 		Pool: ld.pool, AuthUsers: ld.authUsers}
@@ -217,6 +220,11 @@ func (p *proxy) reload(ctx context.Context) {
 	p.srv.SetPool(ld.pool) // the mode stays
 	p.srv.SetAuthFile(ld.authUsers)
 	p.keys.SetUngranted(ld.ungranted)
+	// read again whether or not it changed: a shredding rewrites the file
+	if err := p.keys.LoadTenantKeyring(st.tenantKeyring, ld.tenantKeyCache); err != nil {
+		p.log.Error("SIGHUP: the tenant keyring did not load; tenant-keyed columns are refused until it does", "err", err)
+		p.keys.SetTenantKeyring(nil, ld.tenantKeyCache)
+	}
 	p.metrics.Reload(true)
 	p.log.Info("SIGHUP: configuration reloaded", "changed", changed)
 	if len(restart) > 0 {
