@@ -545,6 +545,7 @@ proxy_check() {
         -o "-p 55199 -k $dir -c listen_addresses='' -c log_statement=all -c log_line_prefix=%a@" start || return 1
     (cd "$top/proxy" && GOFLAGS=-buildvcs=false PGCIPHER_TEST_SERVER_LOG="$dir/server.log" \
         PGCIPHER_TEST_UPSTREAM="host=$dir port=55199 user=pgc_tester dbname=postgres" PGCIPHER_TEST_PASSWORD_AUTH=1 \
+        PGCIPHER_TEST_BINDIR="$build/install/bin" \
         "$go" test -count=1 -v ./wire ./rewrite ./values ./catalog ./compute 2>&1 | grep -v '^=== RUN')
     rc=${PIPESTATUS[0]}
     "$build/install/bin/pg_ctl" -D "$dir/data" -m fast stop > /dev/null

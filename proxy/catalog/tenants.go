@@ -56,8 +56,18 @@ func (c *Catalog) TenantCount() int {
 }
 
 // ErrTenantShredded: the value, or the tenant named, is under a tenant key
-// that was destroyed (pgcipher-keys shred-tenant).
+// that was destroyed (pgcipher-keys shred-tenant); errors.Is finds it in
+// a *ShreddedError.
 var ErrTenantShredded = errors.New("the tenant's key was destroyed")
+
+// ShreddedError names the column and the tenant whose key was destroyed.
+type ShreddedError struct{ Label, Tenant string }
+
+func (e *ShreddedError) Error() string {
+	return fmt.Sprintf("column %s: the key of tenant %q was destroyed", e.Label, e.Tenant)
+}
+
+func (e *ShreddedError) Unwrap() error { return ErrTenantShredded }
 
 // TenantError: a tenant-keyed column used without a tenant the proxy can
 // encrypt for (none set, one without a key, one the proxy cannot follow).
@@ -79,7 +89,7 @@ func (c *Catalog) tenantKeyByName(b *Binding, name string) (*TenantKey, error) {
 			return k, nil
 		}
 		if c.tenants.shredName[name] {
-			return nil, fmt.Errorf("column %s: the key of tenant %q was destroyed: %w", b.Spec.Label, name, ErrTenantShredded)
+			return nil, &ShreddedError{b.Spec.Label, name}
 		}
 	}
 	return nil, &TenantError{Label: b.Spec.Label, Tenant: name,
@@ -93,7 +103,7 @@ func (c *Catalog) tenantKeyByID(b *Binding, id uint32) (*TenantKey, error) {
 			return k, nil
 		}
 		if name, ok := c.tenants.shredded[id]; ok {
-			return nil, fmt.Errorf("column %s: the key of tenant %q was destroyed: %w", b.Spec.Label, name, ErrTenantShredded)
+			return nil, &ShreddedError{b.Spec.Label, name}
 		}
 	}
 	return nil, fmt.Errorf("column %s: a value under tenant key %d, which pgcipher.tenant_keys does not hold", b.Spec.Label, id)
