@@ -58,7 +58,9 @@ func plainCluster(t *testing.T, bindir, dir string) string {
 	f.WriteString(conf)
 	f.Close()
 	run("pg_ctl", "-D", dir+"/data", "-l", dir+"/server.log", "-w", "start")
-	t.Cleanup(func() { osexec.Command(filepath.Join(bindir, "pg_ctl"), "-D", dir+"/data", "-m", "immediate", "stop").Run() })
+	t.Cleanup(func() {
+		osexec.Command(filepath.Join(bindir, "pg_ctl"), "-D", dir+"/data", "-m", "immediate", "stop").Run()
+	})
 	return fmt.Sprintf("host=%s port=%d user=pgc_tester dbname=postgres", dir, port)
 }
 

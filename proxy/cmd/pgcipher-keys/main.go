@@ -41,7 +41,7 @@ const usage = `usage:
       (CONNINFO names pgcipher-proxy: the proxy does the crypto, this drives it)
   pgcipher-keys keyring-init (--cmk-file F | --cmk-command C) --cmk-name N --keyring FILE
   pgcipher-keys add-tenant   (--cmk-file F | --cmk-command C) --cmk-name N --keyring FILE
-      --tenant T   (print the pgcipher.add_tenant_key call; design 13.13)
+      --tenant T|-   (print the pgcipher.add_tenant_key call; -: a tenant per line on stdin)
   pgcipher-keys shred-tenant (--cmk-file F | --cmk-command C) --cmk-name N --keyring FILE
       --tenant T --dsn CONNINFO   (destroy the tenant's key; then SIGHUP every proxy)
 `
@@ -84,7 +84,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	case "keyring-init":
 		return keyringInitCmd(args, stdout)
 	case "add-tenant":
-		return addTenantCmd(args, stdout)
+		return addTenantCmd(args, stdin, stdout)
 	case "shred-tenant":
 		return shredTenantCmd(args, stdout)
 	}

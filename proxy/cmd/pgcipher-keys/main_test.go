@@ -404,3 +404,33 @@ func TestVectorCMKWrapsVectorCEKs(t *testing.T) {
 		t.Fatal(got, err)
 	}
 }
+
+func TestTenantCommands(t *testing.T) {
+	dir := t.TempDir()
+	cmkHex, _ := runCmd(t, "", "new-cmk")
+	cmkFile, ring := filepath.Join(dir, "cmk"), filepath.Join(dir, "keyring")
+	os.WriteFile(cmkFile, []byte(cmkHex), 0o600)
+	key := []string{"--cmk-file", cmkFile, "--cmk-name", "main", "--keyring", ring}
+	if out, err := runCmd(t, "", append([]string{"keyring-init"}, key...)...); err != nil || !strings.Contains(out, "epoch 1") {
+		t.Fatalf("keyring-init: %q %v", out, err)
+	}
+	if _, err := runCmd(t, "", append([]string{"keyring-init"}, key...)...); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("keyring-init over a keyring: %v", err)
+	}
+	out, err := runCmd(t, "", append([]string{"add-tenant", "--tenant", "o'hara"}, key...)...)
+	re := regexp.MustCompile(`(?m)^SELECT pgcipher\.add_tenant_key\('(.*)', ([0-9]+), 1, '\\x[0-9a-f]{122}'\);$`)
+	if err != nil || !re.MatchString(out) || re.FindStringSubmatch(out)[1] != "o''hara" {
+		t.Fatalf("add-tenant: %q %v", out, err)
+	}
+	out, err = runCmd(t, "t1\n\nt2\nt3\n", append([]string{"add-tenant", "--tenant", "-"}, key...)...)
+	if got := re.FindAllStringSubmatch(out, -1); err != nil || len(got) != 3 || got[2][1] != "t3" {
+		t.Fatalf("add-tenant from standard input: %q %v", out, err)
+	}
+	if _, err := runCmd(t, "", append([]string{"add-tenant"}, key...)...); err == nil {
+		t.Error("add-tenant without --tenant")
+	}
+	other := []string{"--cmk-file", cmkFile, "--cmk-name", "other", "--keyring", ring, "--tenant", "t"}
+	if _, err := runCmd(t, "", append([]string{"add-tenant"}, other...)...); err == nil {
+		t.Error("add-tenant with another CMK name read the keyring")
+	}
+}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,7 +36,7 @@ func (t *tenantFlags) register(fs interface {
 	fs.StringVar(&t.cmkName, "cmk-name", "", "name of the CMK")
 	fs.StringVar(&t.keyring, "keyring", "", "the tenant keyring file (the proxy's --tenant-keyring)")
 	if withTenant {
-		fs.StringVar(&t.tenant, "tenant", "", "the tenant's name, as pgcipher.tenant gives it")
+		fs.StringVar(&t.tenant, "tenant", "", "the tenant's name, as pgcipher.tenant gives it (add-tenant: - reads names from standard input)")
 	}
 }
 
@@ -75,8 +77,10 @@ func keyringInitCmd(args []string, stdout io.Writer) error {
 }
 
 // addTenantCmd draws a tenant's key and prints the call that stores it
-// (through the proxy, SELECT pgcipher.add_tenant_key('t42') does the same).
-func addTenantCmd(args []string, stdout io.Writer) error {
+// (through the proxy, SELECT pgcipher.add_tenant_key('t42') does the same);
+// --tenant - reads one tenant name per line from standard input and
+// prints a call for each (many tenants at once, in one process).
+func addTenantCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := newFlagSet("add-tenant")
 	var tf tenantFlags
 	tf.register(fs, true)
@@ -91,13 +95,29 @@ func addTenantCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	id, epoch, wrapped, err := catalog.NewTenantKey(r, tf.tenant)
-	if err != nil {
-		return err
+	names := []string{tf.tenant}
+	if tf.tenant == "-" {
+		names = nil
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			if n := strings.TrimSpace(sc.Text()); n != "" {
+				names = append(names, n)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
 	}
-	_, err = fmt.Fprintf(stdout, "SELECT pgcipher.add_tenant_key(%s, %d, %d, '\\x%s');\n",
-		sqlLiteral(tf.tenant), id, epoch, hex.EncodeToString(wrapped))
-	return err
+	out := bufio.NewWriter(stdout)
+	for _, name := range names {
+		id, epoch, wrapped, err := catalog.NewTenantKey(r, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "SELECT pgcipher.add_tenant_key(%s, %d, %d, '\\x%s');\n",
+			sqlLiteral(name), id, epoch, hex.EncodeToString(wrapped))
+	}
+	return out.Flush()
 }
 
 // shredTenantCmd destroys one tenant's key (package shred).
