@@ -32,6 +32,7 @@ parts=(
     "3|0|grep the data directory and WAL for them"
     "4|1|always-encrypted columns"
     "4b|1|the wire proxy, psql unchanged; an ORD column moved online; who may decrypt"
+    "4b'|1|one key per tenant; a tenant erased by destroying its key"
     "4c|9|sums and updates computed by the proxy, Alibaba's sysbench statements"
     "4c'|1|a Django application, unchanged"
     "4c''|5|the proxy as the pooler: 64 clients over 4 server connections"
@@ -212,14 +213,14 @@ cut -d' ' -f2 "$demo/answer" | col decrypt date ORD born | paste -d' ' <(cut -d'
     | sed 's/^/   decrypted by the client: patient /'
 
 step "4b. The wire proxy: psql, unchanged, on the same encrypted columns"
-# start_proxy UPSTREAM LOG: pgcipher-proxy with the demo's CMK on a free
-# port, in the background (stopped on exit), once it answers; sets
-# proxy_port and proxy_pid
+# start_proxy UPSTREAM LOG [FLAG...]: pgcipher-proxy with the demo's CMK
+# on a free port, in the background (stopped on exit), once it answers;
+# sets proxy_port and proxy_pid
 proxy_pids=()
 start_proxy() {
     proxy_port=$(pick_port)
     "$build/bin/pgcipher-proxy" --listen "127.0.0.1:$proxy_port" --upstream "$1" \
-        --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn 2> "$2" &
+        --cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --log-level warn "${@:3}" 2> "$2" &
     proxy_pid=$!
     proxy_pids+=("$proxy_pid")
     trap 'kill "${proxy_pids[@]}" 2>/dev/null || true; for d in "$demo"/*/data; do pg_ctl -D "$d" stop -m immediate >/dev/null 2>&1 || true; done' EXIT
@@ -282,6 +283,40 @@ psql_enc -q -c "INSERT INTO pgcipher.column_rights SELECT label, 'dba', key_name
 kill -HUP "$proxy_pid"; sleep 0.5
 psql -X -h 127.0.0.1 -p "$proxy_port" -U dba -d postgres -At -c "SELECT id, ssn FROM patients WHERE id = 1" 2>&1 \
     | sed 's/^/   dba, with the clerk'"'"'s signed row copied to his name: /' || true
+
+step "4b'. One key per tenant: erase one customer everywhere by destroying its key"
+echo "a column bound tenant_by => 'session' holds each tenant's values under that tenant's own key (SET"
+echo "pgcipher.tenant chooses it); the tenant keys are wrapped under a keyring key the server never sees:"
+ring=$demo/tenant-keyring
+keyflags=(--cmk-file "$demo/cmk.hex" --cmk-name demo-cmk --keyring "$ring")
+"$keys" keyring-init "${keyflags[@]}" | sed 's/^/   /'
+printf 'acme\nglobex\ninitech\n' | "$keys" add-tenant "${keyflags[@]}" --tenant - | psql_enc -v ON_ERROR_STOP=1 > /dev/null
+psql_enc -v ON_ERROR_STOP=1 -c "CREATE TABLE accounts (id int PRIMARY KEY, tenant text NOT NULL, iban enc_text)" \
+    -c "SELECT pgcipher.encrypt_column('accounts', 'iban', 'demo', 'EQ', tenant_by => 'session')" > /dev/null
+start_proxy "host=$demo/enc port=$enc_port" "$demo/proxy-tenants.log" --tenant-keyring "$ring"
+i=0
+for t in acme globex initech; do
+    for n in 1 2; do
+        i=$((i + 1))
+        psql -X -q -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+            -c "SET pgcipher.tenant = '$t'" -c "INSERT INTO accounts VALUES ($i, '$t', 'IBAN-$t-$n')"
+    done
+done
+echo "   through the proxy, as globex:"
+psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -e -c "SET pgcipher.tenant = 'globex'" \
+    -c "SELECT id, tenant, iban FROM accounts WHERE iban = 'IBAN-globex-2'" 2>&1 | sed 's/^/   /'
+echo "   what the server holds (each value names its tenant's key):"
+psql_enc -At -c "SELECT tenant, enc_describe(iban) FROM accounts WHERE id IN (1, 3, 5) ORDER BY id" | sed 's/^/     /'
+echo "erase globex: its key is destroyed, the others' are rewrapped under a new keyring key, the old one forgotten"
+"$keys" shred-tenant "${keyflags[@]}" --tenant globex --dsn "host=$demo/enc port=$enc_port user=postgres dbname=postgres" \
+    | sed 's/^/   /'
+kill -HUP "$proxy_pid"; sleep 0.5
+psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -At -c "SELECT tenant, iban FROM accounts WHERE tenant <> 'globex' ORDER BY id" 2>&1 \
+    | sed 's/^/   the others, as before: /'
+psql -X -h 127.0.0.1 -p "$proxy_port" -U postgres -d postgres -At -c "SELECT iban FROM accounts WHERE tenant = 'globex'" 2>&1 \
+    | sed 's/^/   globex: /' || true
+echo "   every copy of globex's values (WAL, archive, base backups, replicas) is wrapped under the destroyed"
+echo "   key: proxy/wire/shred_test.go scans a data directory, a base backup and a WAL archive and decrypts none"
 
 step "4c. Computed by the proxy, never by the server: Alibaba's sysbench statements, unchanged"
 echo "test1(id, k, c, pad) as in Alibaba's Always-confidential report, k enc_int4 (EQ, indexed), c and pad RND;"

@@ -201,7 +201,9 @@ func LoadKeyring(path string, cmk []byte, cmkName string) (*Keyring, error) {
 
 // Write replaces the keyring file at path, crash-safe: a temporary file
 // in the same directory, synced, renamed over it, the directory synced.
-// Mode 0600: the file unwraps every tenant's key with the CMK.
+// Mode 0600 for a new file (it unwraps every tenant's key with the CMK);
+// a file replaced keeps its group and its group's read permission (the
+// proxy's user reads it), never more.
 func (r *Keyring) Write(path string, cmk []byte, cmkName string, rand io.Reader) error {
 	var b strings.Builder
 	b.WriteString(keyringHeader + "\n")
@@ -219,7 +221,15 @@ func (r *Keyring) Write(path string, cmk []byte, cmkName string, rand io.Reader)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
+	mode := os.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()&0o640 | 0o600
+		if err := keepGroup(f, fi); err != nil {
+			f.Close()
+			return fmt.Errorf("colcrypt: writing the tenant keyring: keeping its group: %w", err)
+		}
+	}
+	if err := f.Chmod(mode); err != nil {
 		f.Close()
 		return fmt.Errorf("colcrypt: writing the tenant keyring: %w", err)
 	}

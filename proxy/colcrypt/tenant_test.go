@@ -168,8 +168,12 @@ func TestKeyring(t *testing.T) {
 		t.Fatalf("epochs %v", ep)
 	}
 	got.Drop(2)
+	os.Chmod(path, 0o644) // the group's read is kept, the others' never
 	if err := got.Write(path, cmk, "main", rand.Reader); err != nil {
 		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("a keyring replaced over mode 0644 has mode %v, want 0640", fi.Mode().Perm())
 	}
 	again, err := LoadKeyring(path, cmk, "main")
 	if err != nil || again.Key(1) != nil || again.Key(2) == nil {
