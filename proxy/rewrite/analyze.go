@@ -124,6 +124,11 @@ type analyzer struct {
 	returning *catalog.Relation
 	// computing: the query whose select list the proxy computes
 	computing *pg.SelectStmt
+	// insertRow: the VALUES row being analysed, where a column bound
+	// tenant_by a column finds its row's tenant (13.13); tenantParam:
+	// the parameter carrying it, for the next param() to record
+	insertRow   *insertRow
+	tenantParam *insertRowTenant
 	version   int32 // of the parse tree, for deparsing queries the proxy makes
 	// an UPDATE with computed assignments, between its SET and WHERE
 	pendingSets   []*pg.ResTarget
@@ -396,7 +401,7 @@ func (a *analyzer) crypt(c *col, acc colcrypt.Access) (*colcrypt.Column, error) 
 			"pgcipher: column %q has an encrypted type but no key binding", c.name)
 	}
 	if b.TenantBy != "" {
-		cc, err := a.tenantColumn(b)
+		cc, err := a.tenantColumn(b, acc)
 		if err != nil {
 			return nil, err
 		}
@@ -412,14 +417,72 @@ func (a *analyzer) crypt(c *col, acc colcrypt.Access) (*colcrypt.Column, error) 
 	return cc, nil
 }
 
-// tenantColumn is the crypto of a tenant-keyed column under the session's
-// tenant (design 13.13), or a refusal: no tenant, one the proxy does not
-// follow, one without a key (PC007), one whose key was destroyed (PC003).
-func (a *analyzer) tenantColumn(b *catalog.Binding) (*colcrypt.Column, error) {
-	if b.TenantBy != "session" {
-		return nil, &Refusal{Code: CodeTenant,
-			Message: fmt.Sprintf("pgcipher: column %s takes its tenant from column %q of the row, which this statement does not give", b.Spec.Label, b.TenantBy),
-			Hint:    fmt.Sprintf("Insert rows with %s given as a value, or SET pgcipher.tenant: the proxy encrypts for one tenant at a time.", b.TenantBy)}
+// insertRow is an INSERT's VALUES row: its items and the columns they go to.
+type insertRow struct {
+	items   []*pg.Node
+	targets []*catalog.Attr
+}
+
+// insertRowTenant: the row's tenant is parameter param, of type oid.
+type insertRowTenant struct {
+	param int
+	oid   uint32
+}
+
+// rowTenant finds the tenant of a column bound tenant_by column name in
+// the VALUES row being analysed: a literal (its text), or a parameter.
+func (a *analyzer) rowTenant(b *catalog.Binding) (string, *insertRowTenant, error) {
+	refusal := func(why string) error {
+		return &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: column %s takes its tenant from column %q of the row, %s", b.Spec.Label, b.TenantBy, why),
+			Hint:    fmt.Sprintf("Give %s in the INSERT as a literal or a parameter; elsewhere, SET pgcipher.tenant to compare.", b.TenantBy)}
+	}
+	if a.insertRow == nil {
+		return "", nil, refusal("which the proxy takes from an INSERT's VALUES only")
+	}
+	for i, at := range a.insertRow.targets {
+		if at == nil || at.Name != b.TenantBy || i >= len(a.insertRow.items) {
+			continue
+		}
+		v := a.insertRow.items[i]
+		if tc := v.GetTypeCast(); tc != nil {
+			v = tc.Arg
+		}
+		switch {
+		case v.GetParamRef() != nil:
+			return "", &insertRowTenant{param: int(v.GetParamRef().Number), oid: at.TypeOID}, nil
+		case v.GetAConst() != nil && !v.GetAConst().Isnull:
+			if s, ok := constText(v.GetAConst()); ok && s != "" {
+				return s, nil, nil
+			}
+		}
+		return "", nil, refusal("which this row gives as neither a literal nor a parameter")
+	}
+	return "", nil, refusal("which this INSERT does not give")
+}
+
+// tenantColumn is the crypto of a tenant-keyed column (design 13.13) under
+// the session's tenant, or the row's for a column bound tenant_by a column
+// (in an INSERT's VALUES; comparisons elsewhere take the session's), or a
+// refusal: no tenant, one the proxy does not follow, one without a key
+// (PC007), one whose key was destroyed (PC003).
+func (a *analyzer) tenantColumn(b *catalog.Binding, acc colcrypt.Access) (*colcrypt.Column, error) {
+	if b.TenantBy != "session" && (a.insertRow != nil || acc == colcrypt.AccessWrite) {
+		name, param, err := a.rowTenant(b)
+		if err != nil {
+			return nil, err
+		}
+		if param != nil {
+			// encrypted at Bind under the parameter's tenant: the
+			// column key's crypto stands for the binding meanwhile
+			a.tenantParam = param
+			cc, err := a.keys.Column(b)
+			if err != nil {
+				return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error()}
+			}
+			return cc, nil
+		}
+		return a.tenantKeyColumn(b, name)
 	}
 	switch {
 	case a.cat.TenantUnknown:
@@ -431,11 +494,19 @@ func (a *analyzer) tenantColumn(b *catalog.Binding) (*colcrypt.Column, error) {
 			Message: fmt.Sprintf("pgcipher: column %s is tenant-keyed and the session has no tenant", b.Spec.Label),
 			Hint:    "SET pgcipher.tenant = '...' first: values are encrypted, and compared, under the key of one tenant."}
 	}
-	cc, err := a.keys.TenantColumn(a.cat, b, a.cat.Tenant)
+	cc, err := a.tenantKeyColumn(b, a.cat.Tenant)
+	if err == nil {
+		a.plan.Tenant = a.cat.Tenant
+	}
+	return cc, err
+}
+
+// tenantKeyColumn is the column of binding b under tenant name's key.
+func (a *analyzer) tenantKeyColumn(b *catalog.Binding, name string) (*colcrypt.Column, error) {
+	cc, err := a.keys.TenantColumn(a.cat, b, name)
 	var te *catalog.TenantError
 	switch {
 	case err == nil:
-		a.plan.Tenant = a.cat.Tenant
 		return cc, nil
 	case errors.As(err, &te):
 		return nil, &Refusal{Code: CodeTenant, Message: "pgcipher: " + err.Error(),

@@ -80,6 +80,12 @@ type Param struct {
 	// Mod: a cast of the value to the column's type with a modifier
 	// (varchar(n), numeric(p, s)), applied before it is encrypted
 	Mod *CastMod
+	// TenantParam: the parameter (1-based) that carries the row's tenant
+	// of a column bound tenant_by a column (design 13.13): the value is
+	// encrypted at Bind under that tenant's key, Column standing for the
+	// binding only; TenantOID: the tenant column's type (a binary value)
+	TenantParam int
+	TenantOID   uint32
 }
 
 // CastMod is a type modifier of a cast the statement applies to a value of

@@ -118,7 +118,8 @@ func NewTemplate(shape string, n int, first string, cat *catalog.Catalog, keys *
 		return nil, ErrNoTemplate
 	}
 	for _, prm := range p.Params {
-		if prm != nil && prm.Array {
+		// (a row's tenant given as a literal: each statement on its own)
+		if prm != nil && (prm.Array || prm.TenantParam > 0) {
 			return nil, ErrNoTemplate
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -621,6 +622,12 @@ func (a *analyzer) encryptLiteral(c *col, v *pg.Node, plain string, pattern, ope
 	if err != nil {
 		return err
 	}
+	if a.tenantParam != nil {
+		a.tenantParam = nil
+		return &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: a literal of column %q cannot be encrypted: its row's tenant is a parameter", c.name),
+			Hint:    "Give the value as a parameter too, or the tenant as a literal."}
+	}
 	var ct []byte
 	if pattern {
 		ct, err = cc.EncryptPattern(plain, rand.Reader)
@@ -665,6 +672,11 @@ func (a *analyzer) param(c *col, num int, pattern, array, operand, compared bool
 		a.plan.Params = append(a.plan.Params, nil)
 	}
 	p := &Param{Attr: c.attr, Column: cc, EncType: c.attr.Enc, Pattern: pattern, Array: array, Operand: operand}
+	if t := a.tenantParam; t != nil {
+		// the row's tenant comes with parameter t.param (design 13.13)
+		a.tenantParam = nil
+		p.TenantParam, p.TenantOID = t.param, t.oid
+	}
 	if old := a.plan.Params[num-1]; old != nil {
 		if old.Bound != 0 {
 			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", num)

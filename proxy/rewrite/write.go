@@ -58,15 +58,21 @@ func (a *analyzer) insertStmt(parent *scope, s *pg.InsertStmt) error {
 				return err
 			}
 			for _, row := range q.ValuesLists {
+				// the row, where a column bound tenant_by a column finds
+				// its tenant (design 13.13)
+				a.insertRow = &insertRow{items: row.GetList().GetItems(), targets: targets}
 				for i, v := range row.GetList().GetItems() {
 					if c := to.col(i); c != nil {
 						if err := a.value(qs, c, v, "INSERT", true); err != nil {
+							a.insertRow = nil
 							return err
 						}
 					} else if err := a.plainValue(qs, v, "INSERT"); err != nil {
+						a.insertRow = nil
 						return err
 					}
 				}
+				a.insertRow = nil
 			}
 		} else {
 			if _, err := a.selectStmt(sc, q, false); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/rewrite"
 	"github.com/pgcipher/pgcipher/proxy/values"
@@ -39,7 +40,11 @@ func valueError(i int, err error) error {
 
 // encryptParams returns the Bind to send and the plaintext LIKE patterns
 // of the plan's filters.
-func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error) {
+// tenantCol: a tenant-keyed binding's crypto under a tenant's key (the
+// parameters that carry their row's tenant, design 13.13).
+type tenantCol func(b *catalog.Binding, tenant string) (*colcrypt.Column, error)
+
+func encryptParams(st *stmt, m *pgproto3.Bind, tenantOf tenantCol) (*pgproto3.Bind, []string, error) {
 	out := &pgproto3.Bind{DestinationPortal: m.DestinationPortal, PreparedStatement: m.PreparedStatement,
 		ResultFormatCodes: m.ResultFormatCodes, Parameters: make([][]byte, len(m.Parameters)),
 		ParameterFormatCodes: make([]int16, len(m.Parameters))}
@@ -72,6 +77,11 @@ func encryptParams(st *stmt, m *pgproto3.Bind) (*pgproto3.Bind, []string, error)
 		p := st.plan.Params[i]
 		var ct []byte
 		var err error
+		if p.TenantParam > 0 {
+			if p, err = rowTenantParam(p, m, clientOID, tenantOf); err != nil {
+				return nil, nil, err
+			}
+		}
 		switch {
 		case p.Pattern:
 			var s string
@@ -293,4 +303,34 @@ func withoutUnsent(st *stmt, m *pgproto3.Bind) *pgproto3.Bind {
 		}
 	}
 	return &out
+}
+
+// rowTenantParam is p with the crypto of its row's tenant, which
+// parameter p.TenantParam carries (text, or binary of the tenant column's
+// type or the one the client declared).
+func rowTenantParam(p *rewrite.Param, m *pgproto3.Bind, clientOID func(int) uint32, tenantOf tenantCol) (*rewrite.Param, error) {
+	k := p.TenantParam - 1
+	if k >= len(m.Parameters) || m.Parameters[k] == nil {
+		return nil, &rewrite.Refusal{Code: rewrite.CodeTenant,
+			Message: fmt.Sprintf("pgcipher: parameter $%d, the row's tenant of encrypted column %s, is NULL", k+1, p.Attr.Binding.Spec.Label),
+			Hint:    "Give every row its tenant."}
+	}
+	name := string(m.Parameters[k])
+	if formatOf(m.ParameterFormatCodes, k) != 0 {
+		oid := clientOID(k)
+		if oid == 0 {
+			oid = p.TenantOID
+		}
+		var err error
+		if name, err = values.BinaryText(oid, m.Parameters[k]); err != nil {
+			return nil, valueError(k, err)
+		}
+	}
+	col, err := tenantOf(p.Attr.Binding, name)
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Column = col
+	return &q, nil
 }

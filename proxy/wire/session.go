@@ -765,6 +765,21 @@ func (s *session) settleNames() {
 	}
 }
 
+// tenantColumn is a tenant-keyed binding's crypto under tenant's key, or
+// the refusal (PC007 a tenant without a key, PC003 one shredded).
+func (s *session) tenantColumn(b *catalog.Binding, tenant string) (*colcrypt.Column, error) {
+	col, err := s.srv.cfg.Keys.TenantColumn(s.cat, b, tenant)
+	var te *catalog.TenantError
+	switch {
+	case err == nil:
+		return col, nil
+	case errors.As(err, &te):
+		return nil, &rewrite.Refusal{Code: rewrite.CodeTenant, Message: "pgcipher: " + err.Error(),
+			Hint: "Add the tenant's key (pgcipher-keys add-tenant) before its rows."}
+	}
+	return nil, &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error()}
+}
+
 // tenantIs: a plan made for tenant ("" : for none) holds under the
 // session's tenant now.
 func (s *session) tenantIs(tenant string) bool {
@@ -1022,7 +1037,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 		s.forward(sent, changed || sent != m)
 		return nil
 	}
-	out, patterns, err := encryptParams(st, m)
+	out, patterns, err := encryptParams(st, m, s.tenantColumn)
 	if err != nil {
 		s.refuseInBatch(refusal(err), nil)
 		return nil
@@ -1066,7 +1081,7 @@ func samePlan(a, b *rewrite.Plan) bool {
 		if (x == nil) != (y == nil) {
 			return false
 		}
-		if x != nil && (x.EncType.OID != y.EncType.OID || x.Array != y.Array || x.Pattern != y.Pattern ||
+		if x != nil && (x.EncType.OID != y.EncType.OID || x.Array != y.Array || x.Pattern != y.Pattern || x.TenantParam != y.TenantParam ||
 			(x.Column == nil) != (y.Column == nil) || x.Column != nil && x.Column.Spec().Family() != y.Column.Spec().Family()) {
 			return false
 		}
@@ -1107,7 +1122,7 @@ func (s *session) bindUpdate(st *stmt, m *pgproto3.Bind) error {
 	out := m
 	if len(st.plan.Params) > 0 {
 		var err error
-		if out, _, err = encryptParams(st, m); err != nil {
+		if out, _, err = encryptParams(st, m, s.tenantColumn); err != nil {
 			s.refuseInBatch(refusal(err), nil)
 			return nil
 		}

@@ -242,3 +242,80 @@ func TestTenants(t *testing.T) {
 		t.Errorf("the tenant column cache holds %d, more than its size 8", held)
 	}
 }
+
+// TestRowTenants: a column bound tenant_by a column of its table takes
+// each INSERTed row's tenant from that column, a literal or a parameter
+// (text or binary); comparisons elsewhere use the session's tenant, and
+// a write that gives no row's tenant is refused.
+func TestRowTenants(t *testing.T) {
+	te, conn := setupTenants(t, "acme", "globex")
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE TABLE orders (id int, org text NOT NULL, card enc_text, total enc_int8_ord)",
+		"SELECT pgcipher.encrypt_column('orders', 'card', 'kt', 'EQ', tenant_by => 'org')",
+		"SELECT pgcipher.encrypt_column('orders', 'total', 'kt', 'ORD', tenant_by => 'org')",
+	} {
+		mustExec(t, conn, q)
+	}
+	// no session tenant at all: the rows say theirs
+	mustExec(t, conn, "INSERT INTO orders VALUES (1, 'acme', 'card-a1', 10), (2, 'globex', 'card-g1', 20)")
+	if _, err := conn.Exec(ctx, "INSERT INTO orders (org, id, card, total) VALUES ($1, $2, $3, $4)", "globex", 3, "card-g2", 30); err != nil {
+		t.Fatal(err)
+	}
+	// binary parameters (pgx sends int8 and text binary in this mode)
+	if _, err := conn.Exec(ctx, "INSERT INTO orders VALUES ($1, $2, $3, $4)", pgx.QueryExecModeExec, 4, "acme", "card-a2", 40); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := pgx.Connect(ctx, te.upstream+" dbname="+te.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	// each value is under its row's tenant's key
+	rows, _ := direct.Query(ctx, "SELECT o.id, o.org, split_part(enc_describe(o.card), 'tenant-key=', 2) = split_part(enc_describe(o2.card), 'tenant-key=', 2) FROM orders o JOIN orders o2 ON o2.org = o.org AND o2.id <> o.id ORDER BY o.id")
+	n := 0
+	for rows.Next() {
+		var id int
+		var org string
+		var same bool
+		rows.Scan(&id, &org, &same)
+		if !same {
+			t.Errorf("row %d of %s: its card is not under its tenant's key", id, org)
+		}
+		n++
+	}
+	if rows.Err() != nil || n != 4 {
+		t.Fatalf("rows checked: %d %v", n, rows.Err())
+	}
+	var keyA, keyG string
+	direct.QueryRow(ctx, "SELECT split_part(enc_describe(card), 'tenant-key=', 2) FROM orders WHERE id = 1").Scan(&keyA)
+	direct.QueryRow(ctx, "SELECT split_part(enc_describe(card), 'tenant-key=', 2) FROM orders WHERE id = 2").Scan(&keyG)
+	if keyA == keyG || keyA == "" {
+		t.Errorf("acme's and globex's cards under the same key: %q %q", keyA, keyG)
+	}
+	// comparisons take the session's tenant
+	mustExec(t, conn, "SET pgcipher.tenant = 'globex'")
+	wantIDs(t, conn, []int{2, 3}, "SELECT id FROM orders WHERE total >= $1 ORDER BY id", 0)
+	wantIDs(t, conn, []int{3}, "SELECT id FROM orders WHERE card = 'card-g2'")
+	// every row reads back
+	var cards []string
+	r, _ := conn.Query(ctx, "SELECT card FROM orders ORDER BY id")
+	for r.Next() {
+		var c string
+		r.Scan(&c)
+		cards = append(cards, c)
+	}
+	if strings.Join(cards, " ") != "card-a1 card-g1 card-g2 card-a2" {
+		t.Errorf("cards: %v %v", cards, r.Err())
+	}
+	// refusals: no row's tenant, a parameter tenant with a literal value,
+	// a tenant without a key, an UPDATE of the value
+	_, err = conn.Exec(ctx, "INSERT INTO orders (id, card) VALUES (9, 'card-x')")
+	wantCode(t, err, "PC007", "which this INSERT does not give")
+	_, err = conn.Exec(ctx, "INSERT INTO orders VALUES (9, $1, 'card-x', 1)", "acme")
+	wantCode(t, err, "PC007", "its row's tenant is a parameter")
+	_, err = conn.Exec(ctx, "INSERT INTO orders VALUES (9, $1, $2, $3)", "nobody", "card-x", 1)
+	wantCode(t, err, "PC007", `tenant "nobody" has no key`)
+	_, err = conn.Exec(ctx, "UPDATE orders SET card = 'card-y' WHERE id = 1")
+	wantCode(t, err, "PC007", "which the proxy takes from an INSERT's VALUES only")
+}
