@@ -129,7 +129,7 @@ type analyzer struct {
 	// the parameter carrying it, for the next param() to record
 	insertRow   *insertRow
 	tenantParam *insertRowTenant
-	version   int32 // of the parse tree, for deparsing queries the proxy makes
+	version     int32 // of the parse tree, for deparsing queries the proxy makes
 	// an UPDATE with computed assignments, between its SET and WHERE
 	pendingSets   []*pg.ResTarget
 	updateAlias   string
