@@ -28,6 +28,16 @@ CREATE TABLE pgcipher.shredded_tenants (
 );
 SELECT pg_catalog.pg_extension_config_dump('pgcipher.shredded_tenants', '');
 
+-- The keyring epoch every tenant key is wrapped under: one row, made by
+-- the first tenant key; the shredding moves it on with the keys (one
+-- transaction).  A key of another epoch is refused, however it is written:
+-- it would be lost when its epoch is destroyed.
+CREATE TABLE pgcipher.tenant_epoch (
+	epoch int NOT NULL CHECK (epoch > 0),
+	one bool PRIMARY KEY DEFAULT true CHECK (one)
+);
+SELECT pg_catalog.pg_extension_config_dump('pgcipher.tenant_epoch', '');
+
 -- Tenants are the database's: its owner (or a superuser) changes them.
 CREATE FUNCTION pgcipher.check_tenants_write() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -44,16 +54,41 @@ CREATE TRIGGER check_write BEFORE INSERT OR UPDATE OR DELETE ON pgcipher.tenant_
 	FOR EACH ROW EXECUTE FUNCTION pgcipher.check_tenants_write();
 CREATE TRIGGER check_write BEFORE INSERT OR UPDATE OR DELETE ON pgcipher.shredded_tenants
 	FOR EACH ROW EXECUTE FUNCTION pgcipher.check_tenants_write();
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgcipher.tenant_keys, pgcipher.shredded_tenants TO PUBLIC;
+CREATE TRIGGER check_write BEFORE INSERT OR UPDATE OR DELETE ON pgcipher.tenant_epoch
+	FOR EACH ROW EXECUTE FUNCTION pgcipher.check_tenants_write();
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgcipher.tenant_keys, pgcipher.shredded_tenants,
+	pgcipher.tenant_epoch TO PUBLIC;
+
+-- Every tenant key written is under the current epoch.  FOR SHARE waits
+-- for a shredding that moves the epoch on and reads its outcome (READ
+-- COMMITTED), or fails (a snapshot older than it: REPEATABLE READ).  The
+-- first key sets the epoch.
+CREATE FUNCTION pgcipher.check_tenant_epoch() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	current_epoch int;
+BEGIN
+	SELECT e.epoch INTO current_epoch FROM pgcipher.tenant_epoch e FOR SHARE;
+	IF current_epoch IS NULL THEN
+		INSERT INTO pgcipher.tenant_epoch (epoch) VALUES (NEW.epoch) ON CONFLICT DO NOTHING;
+		SELECT e.epoch INTO current_epoch FROM pgcipher.tenant_epoch e FOR SHARE;
+	END IF;
+	IF NEW.epoch <> current_epoch THEN
+		RAISE EXCEPTION 'tenant key wrapped under keyring epoch %, the tenant keys are under epoch %', NEW.epoch, current_epoch
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use the newest tenant keyring (a shredding may have moved it on: SIGHUP the proxy), or finish a shredding with pgcipher-keys shred-tenant.';
+	END IF;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER check_epoch BEFORE INSERT OR UPDATE OF epoch ON pgcipher.tenant_keys
+	FOR EACH ROW EXECUTE FUNCTION pgcipher.check_tenant_epoch();
 
 -- A tenant's key, as pgcipher-keys add-tenant prints it: the key id is the
 -- client's (it is bound into the wrapping), the epoch the keyring's newest,
--- which every other tenant's key must share (a key wrapped under an older
--- epoch would be lost when that epoch is destroyed).
+-- which must be tenant_epoch's.
 CREATE FUNCTION pgcipher.add_tenant_key(tenant text, key_id int, epoch int, wrapped bytea)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-	current_epoch int;
 BEGIN
 	LOCK TABLE pgcipher.tenant_keys IN SHARE ROW EXCLUSIVE MODE;
 	IF EXISTS (SELECT 1 FROM pgcipher.tenant_keys t WHERE t.tenant = add_tenant_key.tenant) THEN
@@ -66,12 +101,7 @@ BEGIN
 		RAISE EXCEPTION 'tenant key id % is taken', key_id
 			USING ERRCODE = 'duplicate_object', HINT = 'Run pgcipher-keys add-tenant again: it draws another.';
 	END IF;
-	SELECT max(t.epoch) INTO current_epoch FROM pgcipher.tenant_keys t;
-	IF current_epoch IS NOT NULL AND current_epoch <> epoch THEN
-		RAISE EXCEPTION 'tenant key wrapped under keyring epoch %, the tenant keys are under epoch %', epoch, current_epoch
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'Use the newest tenant keyring (a shredding may have moved it on), or finish a shredding with pgcipher-keys shred-tenant.';
-	END IF;
+	-- (the epoch: checked by the trigger check_epoch)
 	INSERT INTO pgcipher.tenant_keys (key_id, tenant, epoch, wrapped)
 	VALUES (key_id, tenant, epoch, wrapped);
 END
@@ -118,12 +148,14 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Only level MATCH searches case-insensitively; bind the column MATCH, or leave case_insensitive false.';
 	END IF;
-	-- the row's tenant: a plaintext column of the same table
+	-- the row's tenant: a plaintext column of the same table, of a type
+	-- whose text the client can tell from what it is given (design 13.13)
 	IF tenant_by IS NOT NULL AND tenant_by <> 'session' AND NOT EXISTS (
-		SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		SELECT 1 FROM pg_attribute a
 		 WHERE a.attrelid = tbl AND a.attname = tenant_by AND a.attnum > 0 AND NOT a.attisdropped
-		   AND NOT (t.typnamespace = '@extschema@'::regnamespace AND t.typname ~ '^enc_')) THEN
-		RAISE EXCEPTION 'tenant_by "%" is neither ''session'' nor a plaintext column of table %', tenant_by, tbl
+		   AND a.atttypid IN ('text'::regtype, 'varchar'::regtype, 'int2'::regtype, 'int4'::regtype,
+							  'int8'::regtype, 'uuid'::regtype)) THEN
+		RAISE EXCEPTION 'tenant_by "%" is neither ''session'' nor a column of table % of type text, varchar, an integer or uuid', tenant_by, tbl
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Name the column holding each row''s tenant, or ''session'' for the setting pgcipher.tenant.';
 	END IF;

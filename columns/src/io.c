@@ -224,7 +224,11 @@ enc_binding_ok(PG_FUNCTION_ARGS)
 							text_to_cstring(PG_GETARG_TEXT_PP(4)), enc_format_name(format)),
 					 errhint("The client read an old description of the column: reload the proxy's catalog (SIGHUP) and retry.")));
 	}
-	/* key id 0: a tenant-keyed column, whose values name a tenant's key (13.13) */
+
+	/*
+	 * key id 0: a tenant-keyed column, whose values name a tenant's key
+	 * (13.13)
+	 */
 	if (key_id == 0 && !(value.flags & ENC_FLAG_TENANT))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),

@@ -214,12 +214,19 @@ func (r *Keyring) Write(path string, cmk []byte, cmkName string, rand io.Reader)
 		}
 		fmt.Fprintf(&b, "epoch %d %x\n", e, w)
 	}
+	// the file a symbolic link names is the one replaced (else its old
+	// content, the keys of the epochs dropped, would stay)
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	// one temporary name: a run killed before its rename leaves that
+	// file, which the next write replaces (never a trail of old keyrings)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("colcrypt: writing the tenant keyring: %w", err)
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op once renamed
 	mode := os.FileMode(0o600)
 	if fi, err := os.Stat(path); err == nil {

@@ -6,8 +6,10 @@ package rewrite
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -63,6 +65,12 @@ func Analyze(sql string, cat *catalog.Catalog, keys *catalog.Keys) (*Plan, error
 		return nil, a.err
 	}
 	a.plan.Names, a.plan.Statements = nameChanges(sql, tree), len(tree.Stmts)
+	if a.plan.Statements > 1 && changesTenant(a.plan.Names) && usesTenantKeys(a.plan.Uses) {
+		// planned under the tenant before the change, run after it
+		return nil, &Refusal{Code: CodeTenant,
+			Message: "pgcipher: a query that changes pgcipher.tenant cannot also use a tenant-keyed column",
+			Hint:    "Send SET pgcipher.tenant as a statement of its own, then the statements that use it."}
+	}
 	if a.plan.Reload && onlyTemps(tree) {
 		a.plan.Reload = false // temporary relations are the session's, not the catalog's
 	}
@@ -129,7 +137,9 @@ type analyzer struct {
 	// the parameter carrying it, for the next param() to record
 	insertRow   *insertRow
 	tenantParam *insertRowTenant
-	version     int32 // of the parse tree, for deparsing queries the proxy makes
+	// negated: the predicate being analysed is under this many NOTs
+	negated int
+	version int32 // of the parse tree, for deparsing queries the proxy makes
 	// an UPDATE with computed assignments, between its SET and WHERE
 	pendingSets   []*pg.ResTarget
 	updateAlias   string
@@ -444,19 +454,22 @@ func (a *analyzer) rowTenant(b *catalog.Binding) (string, *insertRowTenant, erro
 		if at == nil || at.Name != b.TenantBy || i >= len(a.insertRow.items) {
 			continue
 		}
+		// as the server will store it: no cast (it could change the
+		// value: char(2), a number's leading zeros), the type's own text
 		v := a.insertRow.items[i]
-		if tc := v.GetTypeCast(); tc != nil {
-			v = tc.Arg
-		}
 		switch {
 		case v.GetParamRef() != nil:
 			return "", &insertRowTenant{param: int(v.GetParamRef().Number), oid: at.TypeOID}, nil
 		case v.GetAConst() != nil && !v.GetAConst().Isnull:
 			if s, ok := constText(v.GetAConst()); ok && s != "" {
-				return s, nil, nil
+				t, err := TenantText(at.TypeOID, s)
+				if err != nil {
+					return "", nil, refusal(err.Error())
+				}
+				return t, nil, nil
 			}
 		}
-		return "", nil, refusal("which this row gives as neither a literal nor a parameter")
+		return "", nil, refusal("which this row gives as neither a literal nor a parameter (without a cast)")
 	}
 	return "", nil, refusal("which this INSERT does not give")
 }
@@ -906,4 +919,49 @@ func (a *analyzer) writesCatalog(rv *pg.RangeVar) {
 	if rv != nil && rv.Schemaname == "pgcipher" {
 		a.plan.Reload = true
 	}
+}
+
+// TenantText is a tenant column's value as the server stores and prints
+// it, the name of its tenant key: text and varchar as given, integers and
+// UUIDs in their canonical form (042 is tenant 42).  Other types are
+// refused (pgcipher.encrypt_column refuses them as tenant columns).
+func TenantText(oid uint32, s string) (string, error) {
+	switch oid {
+	case pgtype.TextOID, pgtype.VarcharOID:
+		return s, nil
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("whose value %q is not an integer", s)
+		}
+		return strconv.FormatInt(n, 10), nil
+	case pgtype.UUIDOID:
+		var u pgtype.UUID
+		if err := u.Scan(strings.TrimSpace(s)); err != nil {
+			return "", fmt.Errorf("whose value %q is not a UUID", s)
+		}
+		v, _ := u.Value()
+		return v.(string), nil
+	}
+	return "", fmt.Errorf("of type OID %d: a tenant column is text, varchar, an integer or a UUID", oid)
+}
+
+// changesTenant: changes holds a change of pgcipher.tenant.
+func changesTenant(changes []NameChange) bool {
+	for _, c := range changes {
+		if c.Kind == SetTenant || c.Kind == UnknownTenant {
+			return true
+		}
+	}
+	return false
+}
+
+// usesTenantKeys: a plan uses a tenant-keyed column.
+func usesTenantKeys(uses []Use) bool {
+	for _, u := range uses {
+		if u.Binding != nil && u.Binding.TenantBy != "" {
+			return true
+		}
+	}
+	return false
 }

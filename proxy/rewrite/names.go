@@ -55,17 +55,97 @@ type NameChange struct {
 	Value        string
 	Local        bool
 	OnCommitDrop bool
+	// Func: made by set_config() (SetTenant, UnknownTenant), which the
+	// pooler cannot replay as it replays SET
+	Func bool
 }
 
 // setConfigPath matches set_config('search_path', '<value>', true|false).
-var setConfigPath = regexp.MustCompile(`(?is)set_config\s*\(\s*'search_path'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
+var setConfigPath = regexp.MustCompile(`(?is)^set_config\s*\(\s*'search_path'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
 
 // setConfigName matches set_config( and its first argument when that is
 // a literal.
 var setConfigName = regexp.MustCompile(`(?is)set_config\s*\(\s*(?:'((?:[^']|'')*)'\s*,)?`)
 
-// setConfigTenant matches set_config('pgcipher.tenant', '<value>', true|false).
-var setConfigTenant = regexp.MustCompile(`(?is)set_config\s*\(\s*'pgcipher\.tenant'\s*,\s*'((?:[^']|'')*)'\s*,\s*(true|false)\s*\)`)
+// setConfigTenant finds set_config('pgcipher.tenant', anywhere: in a
+// comment or a string too, to be counted against the calls followed.
+var setConfigTenant = regexp.MustCompile(`(?is)set_config\s*\(\s*'pgcipher\.tenant'`)
+
+// tenantSetConfigs: the statements SELECT [pg_catalog.]set_config(
+// 'pgcipher.tenant', 'value', true|false) alone (no FROM, WHERE or other
+// column: a call that may not run, or run several times, is not one the
+// proxy can follow) set the tenant; any other mention of such a call in
+// sql, a comment's or a string's included, makes it unknown: the proxy
+// never guesses the tenant it encrypts for (design 13.13).
+func tenantSetConfigs(sql string, tree *pg.ParseResult) []NameChange {
+	mentions := len(setConfigTenant.FindAllStringIndex(sql, -1))
+	if mentions == 0 {
+		return nil
+	}
+	var out []NameChange
+	for _, raw := range tree.Stmts {
+		sel := raw.Stmt.GetSelectStmt()
+		if sel == nil || len(sel.TargetList) != 1 || len(sel.FromClause) > 0 || sel.WhereClause != nil ||
+			sel.GroupClause != nil || sel.HavingClause != nil || sel.Op != pg.SetOperation_SETOP_NONE ||
+			sel.LimitCount != nil || len(sel.ValuesLists) > 0 {
+			continue
+		}
+		rt := sel.TargetList[0].GetResTarget()
+		f := rt.GetVal().GetFuncCall()
+		if f == nil || !strings.EqualFold(lastName(f.Funcname), "set_config") || len(f.Args) != 3 {
+			continue
+		}
+		name, ok1 := constString(f.Args[0])
+		value, ok2 := constString(f.Args[1])
+		local, ok3 := constBool(f.Args[2])
+		if !ok1 || name != TenantSetting || !ok2 || !ok3 {
+			continue
+		}
+		out = append(out, NameChange{Kind: SetTenant, Value: value, Local: local, Func: true})
+	}
+	if len(out) != mentions {
+		return []NameChange{{Kind: UnknownTenant, Func: true}}
+	}
+	return out
+}
+
+// lastName is the last part of a qualified name.
+func lastName(names []*pg.Node) string {
+	if len(names) == 0 || names[len(names)-1].GetString_() == nil {
+		return ""
+	}
+	return names[len(names)-1].GetString_().Sval
+}
+
+func constString(n *pg.Node) (string, bool) {
+	if c := n.GetAConst(); c != nil && c.GetSval() != nil {
+		return c.GetSval().Sval, true
+	}
+	return "", false
+}
+
+// constBool: true, false, or their string forms ('true', 'on', ...).
+func constBool(n *pg.Node) (bool, bool) {
+	c := n.GetAConst()
+	if c == nil {
+		if tc := n.GetTypeCast(); tc != nil {
+			return constBool(tc.Arg)
+		}
+		return false, false
+	}
+	if c.GetBoolval() != nil {
+		return c.GetBoolval().Boolval, true
+	}
+	if c.GetSval() != nil {
+		switch strings.ToLower(c.GetSval().Sval) {
+		case "t", "true", "on", "yes", "1":
+			return true, true
+		case "f", "false", "off", "no", "0":
+			return false, true
+		}
+	}
+	return false, false
+}
 
 // setConfigChanges: set_config('search_path' or 'pgcipher.tenant',
 // '<literal>', bool) is followed; one whose setting is not a literal,
@@ -79,16 +159,6 @@ func setConfigChanges(sql string) []NameChange {
 			return []NameChange{{Kind: UnknownPath}, {Kind: UnknownTenant}} // a computed setting name
 		}
 		name := strings.ToLower(strings.TrimSpace(sql[c[2]:c[3]]))
-		if name == TenantSetting {
-			m := setConfigTenant.FindStringSubmatch(sql[c[0]:])
-			if m == nil {
-				out = append(out, NameChange{Kind: UnknownTenant})
-				continue
-			}
-			out = append(out, NameChange{Kind: SetTenant, Value: strings.ReplaceAll(m[1], "''", "'"),
-				Local: strings.EqualFold(m[2], "true")})
-			continue
-		}
 		if strings.ReplaceAll(name, "-", "_") != "search_path" {
 			continue
 		}
@@ -107,6 +177,7 @@ func nameChanges(sql string, tree *pg.ParseResult) []NameChange {
 	var out []NameChange
 	if strings.Contains(strings.ToLower(sql), "set_config") {
 		out = append(out, setConfigChanges(sql)...)
+		out = append(out, tenantSetConfigs(sql, tree)...)
 	}
 	for _, raw := range tree.Stmts {
 		out = append(out, stmtNameChanges(raw.Stmt)...)

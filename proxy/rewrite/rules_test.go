@@ -115,9 +115,15 @@ func TestNameChanges(t *testing.T) {
 		{"RESET pgcipher.tenant", []NameChange{{Kind: SetTenant}}},
 		{"SET pgcipher.tenant TO DEFAULT", []NameChange{{Kind: SetTenant}}},
 		{"SET pgcipher.tenant FROM CURRENT", []NameChange{{Kind: UnknownTenant}}},
-		{"SELECT set_config('pgcipher.tenant', 't7', false)", []NameChange{{Kind: SetTenant, Value: "t7"}}},
-		{"SELECT set_config('pgcipher.tenant', 't7', true)", []NameChange{{Kind: SetTenant, Value: "t7", Local: true}}},
-		{"SELECT set_config('pgcipher.tenant', $1, false)", []NameChange{{Kind: UnknownTenant}}},
+		{"SELECT set_config('pgcipher.tenant', 't7', false)", []NameChange{{Kind: SetTenant, Value: "t7", Func: true}}},
+		{"SELECT pg_catalog.set_config('pgcipher.tenant', 't7', true)", []NameChange{{Kind: SetTenant, Value: "t7", Local: true, Func: true}}},
+		{"SELECT set_config('pgcipher.tenant', $1, false)", []NameChange{{Kind: UnknownTenant, Func: true}}},
+		// a call the proxy cannot be sure runs, or one in a comment or a string: unknown
+		{"SELECT set_config('pgcipher.tenant', 't7', false) WHERE false", []NameChange{{Kind: UnknownTenant, Func: true}}},
+		{"SELECT 1 /* set_config('pgcipher.tenant', 't7', false) */", []NameChange{{Kind: UnknownTenant, Func: true}}},
+		{"SELECT 'set_config(''pgcipher.tenant'', ''x'', false)'", []NameChange{{Kind: UnknownPath}, {Kind: UnknownTenant}}},
+		{"SELECT set_config('pgcipher.tenant', 'a', false), set_config('pgcipher.tenant', 'b', false)",
+			[]NameChange{{Kind: UnknownTenant, Func: true}}},
 		{"SET pgcipher.other = 'x'", nil},
 	} {
 		tree, err := pg.Parse(tc.sql)

@@ -29,6 +29,12 @@ func (a *analyzer) predicate(sc *scope, n *pg.Node, conj bool) error {
 	case n.GetBoolExpr() != nil:
 		b := n.GetBoolExpr()
 		inner := conj && b.Boolop == pg.BoolExprType_AND_EXPR
+		if b.Boolop == pg.BoolExprType_NOT_EXPR {
+			// under NOT, a tenant-keyed comparison would reach the other
+			// tenants' values (tenantFilter)
+			a.negated++
+			defer func() { a.negated-- }()
+		}
 		for _, x := range b.Args {
 			if err := a.predicate(sc, x, inner); err != nil {
 				return err
@@ -79,6 +85,9 @@ func (a *analyzer) aexpr(sc *scope, n *pg.Node, conj bool) error {
 	}
 	if l == nil && r == nil {
 		return a.aexprPlain(sc, n, op)
+	}
+	if err := a.tenantFilter(e, l, r, op); err != nil {
+		return err
 	}
 	switch e.Kind {
 	case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
@@ -173,6 +182,44 @@ func (a *analyzer) operator(sc *scope, e *pg.A_Expr, l, r *col, op string, conj 
 		return nil
 	}
 	return a.compared(sc, c, v, lvl, op)
+}
+
+// tenantFilter refuses the comparisons of a tenant-keyed column with a
+// value that would be true of other tenants' values (design 13.13): a
+// value of another tenant is never equal, never matches, and orders by
+// key id, so <>, NOT LIKE, NOT BETWEEN, IS DISTINCT FROM, ANY/ALL and
+// anything under NOT would select the other tenants' rows too.  Two
+// columns compared with each other are the server's (a join: equal within
+// a tenant only).
+func (a *analyzer) tenantFilter(e *pg.A_Expr, l, r *col, op string) error {
+	if (l == nil) == (r == nil) {
+		return nil
+	}
+	c := l
+	if c == nil {
+		c = r
+	}
+	if b := c.binding(); b == nil || b.TenantBy == "" {
+		return nil
+	}
+	negative := a.negated > 0
+	switch e.Kind {
+	case pg.A_Expr_Kind_AEXPR_OP:
+		negative = negative || op == "<>" || op == "!=" || op == "!~~" || op == "!~~*"
+	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
+		negative = negative || op == "!~~" || op == "!~~*"
+	case pg.A_Expr_Kind_AEXPR_IN:
+		negative = negative || op == "<>"
+	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
+	default:
+		negative = true // NOT BETWEEN, IS DISTINCT FROM, ANY, ALL
+	}
+	if negative {
+		return &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: encrypted column %q is tenant-keyed: this comparison would be true of every other tenant's values", c.name),
+			Hint:    "Compare a tenant-keyed column positively (=, IN, <, >, BETWEEN, LIKE), outside NOT; restrict rows by the tenant column for the rest."}
+	}
+	return nil
 }
 
 // tenantRange completes a half-open range on a tenant-keyed column with
@@ -574,6 +621,13 @@ func (a *analyzer) paramMod(num int, mod *CastMod) error {
 // decrypts under c's label only if x is bound as c is (SET c = c,
 // EXCLUDED.c, INSERT … SELECT from a copy of the table).
 func (a *analyzer) assignFrom(c, x *col) error {
+	if b := c.binding(); b != nil && b.TenantBy != "" && b.TenantBy != "session" {
+		// the value stays under the key it came with, whatever the row's
+		// tenant (design 13.13)
+		return &Refusal{Code: CodeTenant,
+			Message: fmt.Sprintf("pgcipher: column %s takes its tenant from its row: a value copied from another row could be another tenant's", b.Spec.Label),
+			Hint:    "Read the values through the proxy and INSERT them with their rows' tenant."}
+	}
 	if x.binding() != nil && c.binding() != nil && x.binding().Spec == c.binding().Spec {
 		return nil
 	}
@@ -681,7 +735,7 @@ func (a *analyzer) param(c *col, num int, pattern, array, operand, compared bool
 		if old.Bound != 0 {
 			return refuse("Use a separate parameter for each bound.", "pgcipher: parameter $%d is a range bound and has another use", num)
 		}
-		if old.Column != cc || old.Pattern != pattern || old.Array != array {
+		if old.Column != cc || old.Pattern != pattern || old.Array != array || old.TenantParam != p.TenantParam {
 			return refuse("Use a separate parameter for each use.",
 				"pgcipher: parameter $%d is used for two encrypted columns or in two ways", num)
 		}

@@ -12,6 +12,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 )
 
 // target is the relation a write statement changes, in a scope.
@@ -304,8 +305,16 @@ func (a *analyzer) copyStmt(s *pg.CopyStmt) error {
 			cp.Columns = append(cp.Columns, nil)
 			continue
 		}
-		cc, err := a.crypt(attrCol(r, at), accessOf(!s.IsFrom))
-		if err != nil {
+		var cc *colcrypt.Column
+		var err error
+		if b := at.Binding; b != nil && b.TenantBy != "" && !s.IsFrom {
+			// COPY TO decrypts each value under the tenant key it
+			// names: the binding's crypto stands for the column
+			if cc, err = a.keys.Column(b); err != nil {
+				return &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error()}
+			}
+			a.plan.use(b, colcrypt.AccessRead)
+		} else if cc, err = a.crypt(attrCol(r, at), accessOf(!s.IsFrom)); err != nil {
 			return err
 		}
 		cp.Columns = append(cp.Columns, cc)

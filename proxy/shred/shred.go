@@ -43,7 +43,16 @@ var ErrNoTenant = errors.New("no such tenant")
 
 // Tenant shreds tenant: Advance, Rewrap, Forget.  Run again after a
 // failure or a kill, it finishes what the earlier run began.
+// Two runs at once (on this database) would each draw an epoch of their
+// own, and the second's keyring would replace the first's after the
+// first had rewrapped every key under it: a run holds this advisory lock.
+const lockKey = "pgcipher shred-tenant"
+
 func Tenant(ctx context.Context, conn *pgconn.PgConn, kr Keyring, tenant string) (Result, error) {
+	if _, err := query(ctx, conn, "SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext($1))", lockKey); err != nil {
+		return Result{}, err
+	}
+	defer query(context.Background(), conn, "SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1))", lockKey)
 	done, err := Advance(ctx, conn, kr, tenant)
 	if err != nil || done {
 		return shredded(ctx, conn, kr, tenant, err)
@@ -52,7 +61,16 @@ func Tenant(ctx context.Context, conn *pgconn.PgConn, kr Keyring, tenant string)
 	if err != nil {
 		return res, err
 	}
-	return res, Forget(kr)
+	return res, Forget(ctx, conn, kr)
+}
+
+// tableEpoch is the epoch the database's tenant keys are under (0: none yet).
+func tableEpoch(ctx context.Context, conn *pgconn.PgConn) (int, error) {
+	rows, err := query(ctx, conn, "SELECT coalesce(max(epoch), 0) FROM pgcipher.tenant_epoch")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(string(rows[0][0]))
 }
 
 // Advance, step 1: the keyring gets the epoch after the newest, beside
@@ -73,6 +91,14 @@ func Advance(ctx context.Context, conn *pgconn.PgConn, kr Keyring, tenant string
 	r, err := kr.load()
 	if err != nil {
 		return false, err
+	}
+	// a keyring older than the database's keys (another host's copy, not
+	// updated after a shredding) must not draw an epoch of its own
+	newest, _ := r.Newest()
+	if te, err := tableEpoch(ctx, conn); err != nil {
+		return false, err
+	} else if te > newest {
+		return false, fmt.Errorf("shred-tenant: the tenant keys are under keyring epoch %d, and %s holds up to %d: use the newest keyring", te, kr.Path, newest)
 	}
 	if len(r.Epochs()) > 1 {
 		return false, nil
@@ -127,9 +153,19 @@ func Rewrap(ctx context.Context, conn *pgconn.PgConn, kr Keyring, tenant string)
 			exec(context.Background(), conn, "ROLLBACK")
 		}
 	}()
+	// the commit must be durable before Forget destroys the old epoch;
 	// no tenant is added under the old epoch meanwhile (add_tenant_key
-	// takes a weaker lock that this one conflicts with)
+	// takes a weaker lock that this one conflicts with, and the epoch
+	// row, locked by the UPDATE, is what every key written is checked
+	// against)
+	if _, err := exec(ctx, conn, "SET LOCAL synchronous_commit = on"); err != nil {
+		return res, err
+	}
 	if _, err := exec(ctx, conn, "LOCK TABLE pgcipher.tenant_keys IN EXCLUSIVE MODE"); err != nil {
+		return res, err
+	}
+	if _, err := query(ctx, conn, `INSERT INTO pgcipher.tenant_epoch (epoch) VALUES ($1)
+		ON CONFLICT (one) DO UPDATE SET epoch = EXCLUDED.epoch`, strconv.Itoa(epoch)); err != nil {
 		return res, err
 	}
 	rows, err := query(ctx, conn, "SELECT key_id, tenant, epoch, pg_catalog.encode(wrapped, 'hex') FROM pgcipher.tenant_keys")
@@ -145,14 +181,21 @@ func Rewrap(ctx context.Context, conn *pgconn.PgConn, kr Keyring, tenant string)
 			res.KeyID = id
 			continue
 		}
+		w, _ := hex.DecodeString(string(row[3]))
 		if e == epoch {
+			// rewrapped by an earlier run: it must unwrap with this
+			// keyring's key of the epoch, or Forget would lose it
+			tk, err := colcrypt.UnwrapTenantKey(tkk, w, name, id, e)
+			if err != nil {
+				return res, fmt.Errorf("shred-tenant: tenant %q's key is under epoch %d and %s's key of that epoch does not unwrap it (another keyring?): %w", name, e, kr.Path, err)
+			}
+			clear(tk)
 			continue
 		}
 		old := r.Key(e)
 		if old == nil {
 			return res, fmt.Errorf("shred-tenant: tenant %q's key is under keyring epoch %d, which %s does not hold", name, e, kr.Path)
 		}
-		w, _ := hex.DecodeString(string(row[3]))
 		tk, err := colcrypt.UnwrapTenantKey(old, w, name, id, e)
 		if err != nil {
 			return res, fmt.Errorf("shred-tenant: %w", err)
@@ -200,9 +243,10 @@ func Rewrap(ctx context.Context, conn *pgconn.PgConn, kr Keyring, tenant string)
 	return res, nil
 }
 
-// Forget, step 3: the keyring keeps its newest epoch alone.  The keys of
-// the older ones are gone from the file; its old copies must not be kept.
-func Forget(kr Keyring) error {
+// Forget, step 3: the keyring keeps its newest epoch alone, once the
+// database says every tenant key is under it.  The keys of the older
+// ones are gone from the file; its old copies must not be kept.
+func Forget(ctx context.Context, conn *pgconn.PgConn, kr Keyring) error {
 	r, err := kr.load()
 	if err != nil {
 		return err
@@ -211,6 +255,15 @@ func Forget(kr Keyring) error {
 		return nil
 	}
 	newest, _ := r.Newest()
+	rows, err := query(ctx, conn, `SELECT (SELECT count(*) FROM pgcipher.tenant_keys WHERE epoch <> $1),
+		(SELECT coalesce(max(epoch), 0) FROM pgcipher.tenant_epoch)`, strconv.Itoa(newest))
+	if err != nil {
+		return err
+	}
+	if string(rows[0][0]) != "0" || string(rows[0][1]) != strconv.Itoa(newest) {
+		return fmt.Errorf("shred-tenant: the database's tenant keys are not all under epoch %d (%s are not, its epoch is %s): the older epoch is kept; run shred-tenant again",
+			newest, rows[0][0], rows[0][1])
+	}
 	r.Drop(newest)
 	return kr.write(r)
 }

@@ -249,6 +249,10 @@ func computeError(err error) *rewrite.Refusal {
 	if errors.As(err, &ce) {
 		return &rewrite.Refusal{Code: ce.Code, Message: ce.Message, Hint: ce.Hint}
 	}
+	var ref *rewrite.Refusal
+	if errors.As(err, &ref) {
+		return ref // a key that cannot be used, a row of another tenant
+	}
 	return &rewrite.Refusal{Code: rewrite.CodeDecrypt,
 		Message: "pgcipher: a value of an encrypted column could not be decrypted",
 		Detail:  err.Error(),

@@ -418,6 +418,12 @@ func (c *copyStream) decryptRow(row []byte) ([]byte, error) {
 		if err != nil {
 			return nil, errors.New("COPY field of an encrypted column is not base64")
 		}
+		if x, perr := colcrypt.Parse(ct); perr == nil && x.Header.IsTenant() && c.s != nil {
+			// under the key of the tenant it names (design 13.13)
+			if col, err = c.s.tenantColumnOf(col.Spec().Label, x.Header.KeyID); err != nil {
+				return nil, err
+			}
+		}
 		s, err := col.Decrypt(ct)
 		if err == nil {
 			c.audit().add(col.Spec().Label, colcrypt.AccessRead, 1, 0)

@@ -182,9 +182,14 @@ func (n *names) apply(changes []rewrite.NameChange, inBlock bool) (changed, tena
 			n.localPath, n.localTenant = false, nil
 		case rewrite.SetTenant:
 			if c.Local {
-				if inBlock { // outside a block SET LOCAL does nothing
+				if inBlock {
 					v := c.Value
 					n.localTenant = &v
+				} else {
+					// outside a block SET LOCAL does nothing, unless the
+					// statement is part of an implicit transaction (a
+					// pipeline, a multi-statement query): not followed
+					n.cur.tenantUnknown, n.localTenant = true, nil
 				}
 				continue
 			}

@@ -326,6 +326,11 @@ func rowTenantParam(p *rewrite.Param, m *pgproto3.Bind, clientOID func(int) uint
 			return nil, valueError(k, err)
 		}
 	}
+	name, err := rewrite.TenantText(p.TenantOID, name)
+	if err != nil {
+		return nil, &rewrite.Refusal{Code: rewrite.CodeTenant,
+			Message: fmt.Sprintf("pgcipher: parameter $%d, the row's tenant of encrypted column %s, %v", k+1, p.Attr.Binding.Spec.Label, err)}
+	}
 	col, err := tenantOf(p.Attr.Binding, name)
 	if err != nil {
 		return nil, err

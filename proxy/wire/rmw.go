@@ -8,6 +8,7 @@ package wire
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 
@@ -167,6 +168,9 @@ func (s *session) computeRows(r *rmw, rows [][][]byte) ([]*pgproto3.Bind, error)
 		if len(row) != 2+len(up.Inputs) {
 			return nil, fmt.Errorf("locked row of %d fields, want %d", len(row), 2+len(up.Inputs))
 		}
+		if err := sameTenantRow(up, row); err != nil {
+			return nil, err
+		}
 		env := &compute.Env{Inputs: make([]compute.Value, len(up.Inputs)), Params: r.params}
 		for i, in := range up.Inputs {
 			var err error
@@ -244,4 +248,35 @@ func (e *writeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	}
 	s.send(&pgproto3.CommandComplete{CommandTag: strconv.AppendInt([]byte("UPDATE "), e.updated, 10)})
 	return true
+}
+
+// sameTenantRow refuses a locked row whose values are under another
+// tenant's key than the one a computed tenant-keyed column is written
+// under (the session's, design 13.13): written back, they would move to
+// the session's tenant, and a shredding of their own would miss them.
+func sameTenantRow(up *rewrite.UpdatePlan, row [][]byte) error {
+	var want uint32
+	for _, set := range up.Sets {
+		if set.Enc != nil && set.Enc.Header().IsTenant() {
+			want = set.Enc.Header().KeyID
+		}
+	}
+	if want == 0 {
+		return nil
+	}
+	for _, v := range row[2:] {
+		if v == nil {
+			continue
+		}
+		ct, err := base64.StdEncoding.DecodeString(string(v))
+		if err != nil {
+			continue // not a ciphertext (a plaintext input)
+		}
+		if x, err := colcrypt.Parse(ct); err == nil && x.Header.IsTenant() && x.Header.KeyID != want {
+			return &rewrite.Refusal{Code: rewrite.CodeTenant,
+				Message: fmt.Sprintf("pgcipher: the statement updates a row of another tenant (tenant key %d) than the session's", x.Header.KeyID),
+				Hint:    "Restrict the UPDATE to the session's tenant's rows (WHERE tenant = ...), or SET pgcipher.tenant to theirs."}
+		}
+	}
+	return nil
 }

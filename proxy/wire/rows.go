@@ -470,6 +470,22 @@ func (s *session) decryptTenant(f *field, ct []byte, h colcrypt.Header) ([]byte,
 	return nil, nil, last
 }
 
+// tenantColumnOf is the column of the tenant-keyed binding labelled label
+// under tenant key id (a COPY TO field's).
+func (s *session) tenantColumnOf(label string, id uint32) (*colcrypt.Column, error) {
+	cat := s.catalog()
+	for _, b := range cat.Bindings() {
+		if b.Spec.Label == label && b.TenantBy != "" {
+			col, err := s.srv.cfg.Keys.TenantColumnByID(cat, b, id)
+			if err != nil {
+				return nil, &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error()}
+			}
+			return col, nil
+		}
+	}
+	return nil, fmt.Errorf("no tenant-keyed column %s is known to the proxy", label)
+}
+
 // candidate is a column whose values a result may carry.
 type candidate struct {
 	col     *colcrypt.Column

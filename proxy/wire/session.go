@@ -721,6 +721,19 @@ func (s *session) prepare(sql string) (*rewrite.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.pooled != nil {
+		for _, c := range p.Names {
+			// the pooler replays SET on the next transaction's server
+			// connection, not a function's change: the server would
+			// keep another tenant than the proxy encrypts for, and hand
+			// it to the next client of its connection
+			if c.Func && ((c.Kind == rewrite.SetTenant && !c.Local) || c.Kind == rewrite.UnknownTenant) {
+				return nil, &rewrite.Refusal{Code: rewrite.CodeRefused,
+					Message: "pgcipher: set_config('pgcipher.tenant', ..., false) cannot be pooled (transaction mode)",
+					Hint:    "Use SET pgcipher.tenant = '...' (replayed on every transaction's connection), or set_config(..., true) inside the transaction."}
+			}
+		}
+	}
 	if p.Reload && p.Parsed && (s.txStatus.Load() != 'I' || s.inBatch) {
 		if err := s.encryptionInBlock(sql); err != nil {
 			return nil, err

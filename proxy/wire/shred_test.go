@@ -266,6 +266,22 @@ func TestShredEverywhere(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// a keyring older than the database's keys (a copy not updated) must
+	// not draw an epoch of its own: it would lose every key
+	stale := shred.Keyring{Path: dir + "/stale-keyring", CMK: cmk, CMKName: "main"}
+	if err := old.Write(stale.Path, cmk, "main", rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shred.Tenant(ctx, pc, stale, "t3"); err == nil || !strings.Contains(err.Error(), "use the newest keyring") {
+		t.Errorf("shredding with a stale keyring: %v", err)
+	}
+	// nor may a tenant key wrapped under the old epoch be added
+	id, epoch, w, _ := catalog.NewTenantKey(old, "t9")
+	_, err = direct.Exec(ctx, "SELECT pgcipher.add_tenant_key('t9', $1, $2, $3)", int64(id), epoch, w)
+	if err == nil || !strings.Contains(err.Error(), "the tenant keys are under epoch 2") {
+		t.Errorf("a tenant key under the destroyed epoch: %v", err)
+	}
+
 	now, err := colcrypt.LoadKeyring(kr.Path, cmk, "main")
 	if err != nil || len(now.Epochs()) != 1 || now.Key(1) != nil {
 		t.Fatalf("keyring after the shredding: %v %v", now.Epochs(), err)

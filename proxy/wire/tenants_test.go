@@ -7,6 +7,7 @@ package wire_test
 // working, and what the shredded tenant's values are afterwards (PC003).
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -187,6 +188,40 @@ func TestTenants(t *testing.T) {
 	_, err = conn.Exec(ctx, "SELECT pgcipher.add_tenant_key('t1')")
 	wantCode(t, err, "42710", `tenant "t1" has a key already`) // the server's check
 
+	// what would reach other tenants' rows, or run under another tenant
+	// than planned, is refused
+	mustExec(t, conn, "SET pgcipher.tenant = 't1'")
+	for _, q := range []string{
+		"SELECT id FROM acct WHERE secret <> 'secret-t1'",
+		"SELECT id FROM acct WHERE NOT (amount > 2)",
+		"SELECT id FROM acct WHERE amount NOT BETWEEN 1 AND 2",
+		"SELECT id FROM acct WHERE note NOT LIKE 'note%'",
+		"SELECT id FROM acct WHERE secret IS DISTINCT FROM 'x'",
+		"DELETE FROM acct WHERE secret NOT IN ('secret-t1')",
+	} {
+		_, err := ids(t, conn, q)
+		wantCode(t, err, "PC007", "would be true of every other tenant's values")
+	}
+	_, err = conn.Exec(ctx, "SET pgcipher.tenant = 't3'; INSERT INTO acct VALUES (98, 't3', 'secret-t3', 1, 'n')", pgx.QueryExecModeSimpleProtocol)
+	wantCode(t, err, "PC007", "a query that changes pgcipher.tenant cannot also use")
+	// a computed UPDATE writes under the session's tenant: its own rows only
+	if _, err := conn.Exec(ctx, "UPDATE acct SET amount = amount + 1000 WHERE tenant = 't1'"); err != nil {
+		t.Fatalf("a computed UPDATE of the session's rows: %v", err)
+	}
+	_, err = conn.Exec(ctx, "UPDATE acct SET amount = amount + 1000 WHERE tenant = 't3'")
+	wantCode(t, err, "PC007", "updates a row of another tenant")
+	wantIDs(t, conn, []int{1, 2, 3}, "SELECT id FROM acct WHERE amount > 1000 ORDER BY id")
+	// COPY TO needs no tenant: each value under the key it names
+	mustExec(t, conn, "RESET pgcipher.tenant")
+	var copied bytes.Buffer
+	if _, err := conn.PgConn().CopyTo(ctx, &copied, "COPY acct (id, secret) TO STDOUT"); err != nil {
+		t.Fatalf("COPY TO without a tenant: %v", err)
+	}
+	if !strings.Contains(copied.String(), "1\tsecret-t1") || !strings.Contains(copied.String(), "21\tsecret-t3") {
+		t.Errorf("COPY TO: %q", copied.String())
+	}
+	mustExec(t, conn, "SET pgcipher.tenant = 't1'")
+
 	// shredding t2, on a connection of its own to the server
 	direct, err := pgconn.Connect(ctx, te.upstream+" dbname="+te.db)
 	if err != nil {
@@ -318,4 +353,12 @@ func TestRowTenants(t *testing.T) {
 	wantCode(t, err, "PC007", `tenant "nobody" has no key`)
 	_, err = conn.Exec(ctx, "UPDATE orders SET card = 'card-y' WHERE id = 1")
 	wantCode(t, err, "PC007", "which the proxy takes from an INSERT's VALUES only")
+	// one parameter for two rows of two tenants, a value copied from
+	// another row, a tenant with a cast
+	_, err = conn.Exec(ctx, "INSERT INTO orders VALUES (10, $1, $3, $4), (11, $2, $3, $5)", "acme", "globex", "card-z", 1, 2)
+	wantCode(t, err, "PC001", "used for two encrypted columns or in two ways")
+	_, err = conn.Exec(ctx, "INSERT INTO orders (id, org, card) SELECT 12, 'acme', card FROM orders WHERE id = 2")
+	wantCode(t, err, "PC007", "a value copied from another row could be another tenant's")
+	_, err = conn.Exec(ctx, "INSERT INTO orders VALUES (13, 'acme'::varchar(2), 'card-c', 1)")
+	wantCode(t, err, "PC007", "neither a literal nor a parameter")
 }

@@ -82,8 +82,10 @@ SELECT pgcipher.add_tenant_key('t1', 102, 1, decode(repeat('01', 61), 'hex'));
 SELECT pgcipher.add_tenant_key('t2', 101, 1, decode(repeat('01', 61), 'hex'));
 SELECT pgcipher.add_tenant_key('t2', 202, 2, decode(repeat('01', 61), 'hex'));
 SELECT pgcipher.add_tenant_key('t2', 202, 1, decode(repeat('01', 61), 'hex'));
+\set VERBOSITY terse
 SELECT pgcipher.add_tenant_key('t3', 303, 1, decode(repeat('01', 60), 'hex'));
 SELECT pgcipher.add_tenant_key('', 303, 1, decode(repeat('01', 61), 'hex'));
+\set VERBOSITY default
 INSERT INTO pgcipher.shredded_tenants (key_id, tenant) VALUES (404, 't4');
 SELECT pgcipher.add_tenant_key('t4', 404, 1, decode(repeat('01', 61), 'hex'));
 SELECT tenant, key_id, epoch FROM pgcipher.tenant_keys ORDER BY key_id;
@@ -101,5 +103,6 @@ DROP ROLE tv_other;
 
 DELETE FROM pgcipher.tenant_keys;
 DELETE FROM pgcipher.shredded_tenants;
+DELETE FROM pgcipher.tenant_epoch;
 DROP TABLE tv, tv_plain, tv_bad;
 DELETE FROM pgcipher.column_keys WHERE key_name = 'vk';
