@@ -8,9 +8,9 @@
 # wait (pgBackRest's and Barman's archive polls and timeouts, the KMS
 # servers' start-ups, the drivers' timeouts and sleeps, the proxies'
 # round trips, apt and dpkg in the packages suite's root, Citus's nodes
-# waiting on each other, the benchmarks' smoke runs, timed), runs in the background beside lane 1 from just
-# after install-modes (the last suite that installs the server again) and
-# reports at the end; they share
+# waiting on each other), runs in the background beside lane 1 from just
+# after install-modes (the last suite that installs the server again),
+# each suite's line printed as it ends; they share
 # nothing with the rest but the installed tree and the ports (every
 # PostgreSQL::Test::Cluster reserves its ports in one directory).
 # PGCIPHER_TEST_LANES=1 runs lane 2 in line, last.  MAJORS says where CI
@@ -158,7 +158,7 @@ regress-aes256 | 1 | 17 18 | regress "$(enc_opts aes-256) --data-checksums"
     the same on aes-256 with data checksums
 regress-off | 1 | 18 | regress ""
     the same on an unencrypted cluster built from our tree
-bench | 2 | 18 | bench_suite
+bench | 1 | 18 | bench_suite
     the benchmark suite's unit tests (statistics, interleaving, report on
     recorded data, TPROC-C checks) and a smoke run of the quick profile with
     tiny sizes against both builds
