@@ -83,15 +83,11 @@ def main():
         kf = ["--cmk-file", cmk, "--cmk-name", "bench", "--keyring", ring]
         keys(keys_bin, "keyring-init", *kf)
         t0 = time.monotonic()
-        calls = keys(
-            keys_bin,
-            "add-tenant",
-            *kf,
-            "--tenant",
-            "-",
-            stdin="".join(f"{i}\n" for i in range(1, tenants + 1)),
-        )
-        c.psql(calls)
+        names = "".join(f"{i}\n" for i in range(1, tenants + 1))
+        calls = os.path.join(c.dir, "tenants.sql")
+        with open(calls, "w") as f:
+            f.write(keys(keys_bin, "add-tenant", *kf, "--tenant", "-", stdin=names))
+        c.psql(f"\\i {calls}")
         print(f"{tenants} tenant keys drawn and stored in {time.monotonic() - t0:.1f} s", flush=True)
         ring_args = ["--tenant-keyring", ring]
         # a proxy process per configuration (its heap and garbage
