@@ -118,8 +118,8 @@ proxy | 2 | 18 | proxy_check
     staticcheck: lint)
 columns | 1 | 18 | columns_check ""
     columns/: pg_regress (types, every vector pair compared on the server, index
-    plans, constraints, malformed input, privileges) and the TAP leak test,
-    unencrypted
+    plans, constraints, malformed input, privileges, rights, tenant keys) and
+    the TAP leak and dump tests, unencrypted
 columns-tde | 1 | 18 | columns_check "$(enc_opts aes-256)"
     the same on an aes-256 cluster
 proxy-clients | 2 | 18 | "$top/proxy/test/clients/run.sh"

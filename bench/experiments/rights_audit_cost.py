@@ -82,6 +82,19 @@ def spread(xs):
     return f"{min(xs):.3f}-{max(xs):.3f}"
 
 
+def against_base(tps, ptx, w, cfg):
+    """cfg's median TPS and proxy CPU ratios to base's, with the spread of
+    the per-round ratios ("" for base itself)."""
+    if cfg == "base":
+        return ""
+    rt = [a / b for a, b in zip(tps[(w, cfg)], tps[(w, "base")])]
+    rp = [a / b for a, b in zip(ptx[(w, cfg)], ptx[(w, "base")])]
+    return (
+        f"   TPS x{statistics.median(rt):.3f} [{spread(rt)}]"
+        f"   proxy CPU x{statistics.median(rp):.3f} [{spread(rp)}]"
+    )
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -167,15 +180,10 @@ def main():
         for w in WORKLOADS:
             for cfg in CONFIGS:
                 t, p, s = (statistics.median(x[(w, cfg)]) for x in (tps, ptx, stx))
-                line = f"{w:6} {cfg:13} {t:8.0f} TPS {p:7.1f} proxy {s:7.1f} server"
-                if cfg != "base":
-                    rt = [a / b for a, b in zip(tps[(w, cfg)], tps[(w, "base")])]
-                    rp = [a / b for a, b in zip(ptx[(w, cfg)], ptx[(w, "base")])]
-                    line += (
-                        f"   TPS x{statistics.median(rt):.3f} [{spread(rt)}]"
-                        f"   proxy CPU x{statistics.median(rp):.3f} [{spread(rp)}]"
-                    )
-                print(line)
+                print(
+                    f"{w:6} {cfg:13} {t:8.0f} TPS {p:7.1f} proxy {s:7.1f} server"
+                    + against_base(tps, ptx, w, cfg)
+                )
     finally:
         for px in proxies.values():
             px.stop()

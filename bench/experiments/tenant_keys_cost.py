@@ -38,7 +38,7 @@ import sys
 import time
 
 from bench import procs
-from bench.experiments.rights_audit_cost import spread
+from bench.experiments.rights_audit_cost import against_base
 from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, started_cluster
 from bench.scenarios import alibaba_sysbench as ali
 
@@ -165,15 +165,7 @@ def main():
         for w in ("point", "write"):
             for cfg in CONFIGS:
                 t, p = statistics.median(tps[(w, cfg)]), statistics.median(ptx[(w, cfg)])
-                line = f"{w:6} {cfg:11} {t:8.0f} TPS {p:7.1f} proxy"
-                if cfg != "base":
-                    rt = [a / b for a, b in zip(tps[(w, cfg)], tps[(w, "base")])]
-                    rp = [a / b for a, b in zip(ptx[(w, cfg)], ptx[(w, "base")])]
-                    line += (
-                        f"   TPS x{statistics.median(rt):.3f} [{spread(rt)}]"
-                        f"   proxy CPU x{statistics.median(rp):.3f} [{spread(rp)}]"
-                    )
-                print(line)
+                print(f"{w:6} {cfg:11} {t:8.0f} TPS {p:7.1f} proxy" + against_base(tps, ptx, w, cfg))
         dsn = f"host={c.dir} port={c.port} dbname=postgres user=postgres"
         shred = []
         for victim in ("7", "8", "9"):

@@ -453,11 +453,7 @@ func (a *analyzer) keyCall(s *pg.SelectStmt, fn string) error {
 	if err != nil {
 		return &Refusal{Code: CodeKey, Message: "pgcipher: drawing a column key: " + err.Error()}
 	}
-	f.Args = append(f.Args, pg.MakeAConstStrNode(a.keys.CMKName(), -1),
-		&pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
-			Arg:      pg.MakeAConstStrNode(`\x`+hex.EncodeToString(wrapped), -1),
-			TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode("bytea")}, Typemod: -1, Location: -1},
-			Location: -1}}})
+	f.Args = append(f.Args, pg.MakeAConstStrNode(a.keys.CMKName(), -1), byteaLiteral(wrapped))
 	a.plan.Reload = true
 	a.plan.Cacheable = false
 	a.changed = true
@@ -478,12 +474,17 @@ func (a *analyzer) tenantKeyCall(f *pg.FuncCall) error {
 			Hint: "The proxy needs its tenant keyring (--tenant-keyring; pgcipher-keys keyring-init makes one)."}
 	}
 	f.Args = append(f.Args, pg.MakeAConstIntNode(int64(id), -1), pg.MakeAConstIntNode(int64(epoch), -1),
-		&pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
-			Arg:      pg.MakeAConstStrNode(`\x`+hex.EncodeToString(wrapped), -1),
-			TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode("bytea")}, Typemod: -1, Location: -1},
-			Location: -1}}})
+		byteaLiteral(wrapped))
 	a.plan.Reload = true
 	a.plan.Cacheable = false
 	a.changed = true
 	return nil
+}
+
+// byteaLiteral is '\x...'::pg_catalog.bytea of b.
+func byteaLiteral(b []byte) *pg.Node {
+	return &pg.Node{Node: &pg.Node_TypeCast{TypeCast: &pg.TypeCast{
+		Arg:      pg.MakeAConstStrNode(`\x`+hex.EncodeToString(b), -1),
+		TypeName: &pg.TypeName{Names: []*pg.Node{pg.MakeStrNode("pg_catalog"), pg.MakeStrNode("bytea")}, Typemod: -1, Location: -1},
+		Location: -1}}}
 }

@@ -190,16 +190,7 @@ func TestShredEverywhere(t *testing.T) {
 	mustExec(t, direct, "CHECKPOINT")
 
 	// what the backup holds of the keys, and of the binding
-	rows := map[string]*catalog.TenantKey{}
-	r, _ := direct.Query(ctx, "SELECT key_id, tenant, epoch, wrapped FROM pgcipher.tenant_keys")
-	for r.Next() {
-		var k catalog.TenantKey
-		var id int64
-		r.Scan(&id, &k.Tenant, &k.Epoch, &k.Wrapped)
-		k.ID = uint32(id)
-		rows[k.Tenant] = &k
-	}
-	r.Close()
+	rows := tenantKeyRows(t, direct)
 	cat, err := catalog.Load(pgconnQuerier{direct.PgConn()})
 	if err != nil {
 		t.Fatal(err)
@@ -287,16 +278,7 @@ func TestShredEverywhere(t *testing.T) {
 		t.Fatalf("keyring after the shredding: %v %v", now.Epochs(), err)
 	}
 	// the current rows of the other tenants (rewrapped under epoch 2)
-	current := map[string]*catalog.TenantKey{}
-	r, _ = direct.Query(ctx, "SELECT key_id, tenant, epoch, wrapped FROM pgcipher.tenant_keys")
-	for r.Next() {
-		var k catalog.TenantKey
-		var id int64
-		r.Scan(&id, &k.Tenant, &k.Epoch, &k.Wrapped)
-		k.ID = uint32(id)
-		current[k.Tenant] = &k
-	}
-	r.Close()
+	current := tenantKeyRows(t, direct)
 	if current["t2"] != nil || len(current) != 2 {
 		t.Fatalf("tenant keys after the shredding: %v", current)
 	}
@@ -333,6 +315,27 @@ func TestShredEverywhere(t *testing.T) {
 	if !strings.Contains(err.Error(), "destroyed") {
 		t.Errorf("t2's value: %v", err)
 	}
+}
+
+// tenantKeyRows: pgcipher.tenant_keys by tenant.
+func tenantKeyRows(t *testing.T, c *pgx.Conn) map[string]*catalog.TenantKey {
+	t.Helper()
+	out := map[string]*catalog.TenantKey{}
+	r, err := c.Query(context.Background(), "SELECT key_id, tenant, epoch, wrapped FROM pgcipher.tenant_keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for r.Next() {
+		var k catalog.TenantKey
+		var id int64
+		if err := r.Scan(&id, &k.Tenant, &k.Epoch, &k.Wrapped); err != nil {
+			t.Fatal(err)
+		}
+		k.ID = uint32(id)
+		out[k.Tenant] = &k
+	}
+	return out
 }
 
 // pgconnQuerier runs the catalog's queries on a pgconn.

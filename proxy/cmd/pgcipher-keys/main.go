@@ -287,16 +287,9 @@ func reencryptCmd(args []string, stdout io.Writer) error {
 		return errUsage
 	}
 	ctx := context.Background()
-	cfg, err := pgconn.ParseConfig(*dsn)
+	conn, err := connect(ctx, *dsn, "reencrypt-column")
 	if err != nil {
-		return fmt.Errorf("reencrypt-column: %w", err)
-	}
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "pgcipher-keys reencrypt-column"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("reencrypt-column: %w", err)
+		return err
 	}
 	defer conn.Close(ctx)
 	res, err := reencrypt.Column(ctx, conn, *table, *column, reencrypt.Options{Batch: *batch,
@@ -306,6 +299,23 @@ func reencryptCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "column %s of %s: order format 2 (was %s), %d rows rewritten\n", *column, *table, res.From, res.Moved)
 	return nil
+}
+
+// connect opens the command's connection to dsn, its application_name
+// "pgcipher-keys CMD" unless dsn names one.
+func connect(ctx context.Context, dsn, cmd string) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "pgcipher-keys " + cmd
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return conn, nil
 }
 
 // grantCmd signs a right of a role on a column (revoke: access none) and

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/pgcipher/pgcipher/proxy/catalog"
 	"github.com/pgcipher/pgcipher/proxy/colcrypt"
 	"github.com/pgcipher/pgcipher/proxy/shred"
@@ -134,16 +132,9 @@ func shredTenantCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	cfg, err := pgconn.ParseConfig(*dsn)
+	conn, err := connect(ctx, *dsn, "shred-tenant")
 	if err != nil {
-		return fmt.Errorf("shred-tenant: %w", err)
-	}
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "pgcipher-keys shred-tenant"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("shred-tenant: %w", err)
+		return err
 	}
 	defer conn.Close(ctx)
 	start := time.Now()
