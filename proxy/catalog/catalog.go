@@ -107,6 +107,8 @@ type Catalog struct {
 	rights   *rights
 	// tenants: pgcipher.tenant_keys and shredded_tenants (design 13.13)
 	tenants *tenants
+	// shared: the catalog this one is a session's view of (ForSession)
+	shared *Catalog
 	Session
 }
 
@@ -135,7 +137,17 @@ type Session struct {
 func (c *Catalog) ForSession(s Session) *Catalog {
 	out := *c
 	out.Session = s
+	out.shared = c.Shared()
 	return &out
+}
+
+// Shared is the catalog a session's view was made from (itself for one
+// that is no session's view): the same pointer for every view of it.
+func (c *Catalog) Shared() *Catalog {
+	if c.shared != nil {
+		return c.shared
+	}
+	return c
 }
 
 // NameError: an unqualified name the proxy cannot resolve for sure.

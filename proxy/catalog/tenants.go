@@ -23,6 +23,7 @@ type TenantKey struct {
 	Tenant  string
 	Epoch   int
 	Wrapped []byte
+	wrapped string // Wrapped, for the cache's key (made once, SetTenants)
 }
 
 // tenants is one catalog's tenant keys, by name and by id, and the key
@@ -39,20 +40,13 @@ func (c *Catalog) SetTenants(keys []*TenantKey, shredded map[uint32]string) {
 	t := &tenants{byName: map[string]*TenantKey{}, byID: map[uint32]*TenantKey{},
 		shredded: shredded, shredName: map[string]bool{}}
 	for _, k := range keys {
+		k.wrapped = string(k.Wrapped)
 		t.byName[k.Tenant], t.byID[k.ID] = k, k
 	}
 	for _, name := range shredded {
 		t.shredName[name] = true
 	}
 	c.tenants = t
-}
-
-// TenantCount is the number of tenants with a key.
-func (c *Catalog) TenantCount() int {
-	if c.tenants == nil {
-		return 0
-	}
-	return len(c.tenants.byName)
 }
 
 // ErrTenantShredded: the value, or the tenant named, is under a tenant key
@@ -285,7 +279,7 @@ func (k *Keys) tenantColumn(b *Binding, tk *TenantKey) (*colcrypt.Column, error)
 		return nil, fmt.Errorf("column %s is tenant-keyed and the proxy has no tenant keyring (--tenant-keyring)", b.Spec.Label)
 	}
 	ck := tenantCacheKey{database: b.Database, label: b.Spec.Label, oreFormat: b.Spec.OREFormat,
-		id: tk.ID, epoch: tk.Epoch, wrapped: string(tk.Wrapped)}
+		id: tk.ID, epoch: tk.Epoch, wrapped: tk.wrapped}
 	if col := cache.get(ck); col != nil {
 		return col, nil
 	}

@@ -517,18 +517,26 @@ func (a *analyzer) tenantColumn(b *catalog.Binding, acc colcrypt.Access) (*colcr
 // tenantKeyColumn is the column of binding b under tenant name's key.
 func (a *analyzer) tenantKeyColumn(b *catalog.Binding, name string) (*colcrypt.Column, error) {
 	cc, err := a.keys.TenantColumn(a.cat, b, name)
+	if err != nil {
+		return nil, TenantRefusal(err)
+	}
+	return cc, nil
+}
+
+// TenantRefusal is the client's error for a tenant key that cannot be
+// used (design 13.13): a tenant without a key PC007, one shredded (its
+// key destroyed: not a corrupt value) and any other PC003.
+func TenantRefusal(err error) *Refusal {
 	var te *catalog.TenantError
 	switch {
-	case err == nil:
-		return cc, nil
 	case errors.As(err, &te):
-		return nil, &Refusal{Code: CodeTenant, Message: "pgcipher: " + err.Error(),
+		return &Refusal{Code: CodeTenant, Message: "pgcipher: " + err.Error(),
 			Hint: "Add the tenant's key (pgcipher-keys add-tenant), or SET pgcipher.tenant to a tenant that has one."}
 	case errors.Is(err, catalog.ErrTenantShredded):
-		return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
-			Hint: "The tenant was shredded (pgcipher-keys shred-tenant): its values can no longer be read or written."}
+		return &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
+			Hint: "The tenant was shredded (pgcipher-keys shred-tenant): its values can no longer be read or written, anywhere."}
 	}
-	return nil, &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
+	return &Refusal{Code: CodeKey, Message: "pgcipher: " + err.Error(),
 		Hint: "Check pgcipher.tenant_keys and the proxy's tenant keyring (--tenant-keyring, reloaded on SIGHUP)."}
 }
 

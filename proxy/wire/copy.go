@@ -420,7 +420,7 @@ func (c *copyStream) decryptRow(row []byte) ([]byte, error) {
 		}
 		if x, perr := colcrypt.Parse(ct); perr == nil && x.Header.IsTenant() && c.s != nil {
 			// under the key of the tenant it names (design 13.13)
-			if col, err = c.s.tenantColumnOf(col.Spec().Label, x.Header.KeyID); err != nil {
+			if col, err = c.s.tenantColumnOf(col, x.Header); err != nil {
 				return nil, err
 			}
 		}

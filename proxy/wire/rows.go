@@ -401,16 +401,13 @@ func (s *session) decryptValue(f *field, v []byte, format int16) ([]byte, *catal
 	if err != nil {
 		return nil, nil, err
 	}
-	if x.Header.IsTenant() {
-		return s.decryptTenant(f, ct, x.Header)
-	}
-	if f.bound != nil && f.bound.Header().Identity() == x.Header.Identity() {
-		p, err := f.bound.DecryptPayload(ct)
+	if f.bound != nil && family(f.bound, f.binding) == x.Header.Identity() {
+		p, err := s.decryptWith(f.bound, f.binding, ct, x.Header)
 		return p, f.binding, err
 	}
 	var last error = errors.New("no column of this key and join group is known to the proxy")
 	for _, c := range s.candidates(x.Header.Identity()) {
-		p, err := c.col.DecryptPayload(ct)
+		p, err := s.decryptWith(c.col, c.binding, ct, x.Header)
 		if err == nil {
 			if denied := s.readDenied(c.binding); denied != nil {
 				return nil, nil, denied
@@ -422,68 +419,69 @@ func (s *session) decryptValue(f *field, v []byte, format int16) ([]byte, *catal
 	return nil, nil, last
 }
 
-// decryptTenant decrypts a value under a tenant's key (design 13.13):
-// the column is the field's where it is a tenant-keyed one of the value's
-// type, level and join group, else the tenant-keyed column of those the
-// catalog holds (read rights checked, as for any column found so); the
-// tenant's key is the one the value names, whatever the session's tenant.
-func (s *session) decryptTenant(f *field, ct []byte, h colcrypt.Header) ([]byte, *catalog.Binding, error) {
-	family := func(b *catalog.Binding) bool {
-		gt := colcrypt.GroupTag(b.Spec.Group)
-		if b.Spec.Group == "" {
-			gt = colcrypt.GroupTag(b.Spec.Label)
-		}
-		return b.TenantBy != "" && b.Spec.Type == h.Type && b.Spec.Level == h.Level && gt == h.GroupTag
+// family is the identity of the values of binding b, whose column key's
+// crypto is col: col's header's, but for a tenant-keyed column that of
+// every tenant's values (key id 0 and FlagTenant, colcrypt's Identity),
+// whichever tenant's key each names (design 13.13).
+func family(col *colcrypt.Column, b *catalog.Binding) colcrypt.Header {
+	h := col.Header().Identity()
+	if b != nil && b.TenantBy != "" {
+		h.KeyID, h.Flags = 0, colcrypt.FlagTenant
 	}
-	cat := s.catalog()
-	var last error = errors.New("no tenant-keyed column of this type, level and join group is known to the proxy")
-	try := func(b *catalog.Binding) ([]byte, error) {
-		col, err := s.srv.cfg.Keys.TenantColumnByID(cat, b, h.KeyID)
-		if err != nil {
-			// a destroyed key, an unknown one, a keyring without its
-			// epoch: the key cannot be used, the value is not corrupt
-			hint := "Check pgcipher.tenant_keys and the proxy's tenant keyring (--tenant-keyring, reloaded on SIGHUP)."
-			if errors.Is(err, catalog.ErrTenantShredded) {
-				hint = "The tenant was shredded (pgcipher-keys shred-tenant): its values can no longer be decrypted, anywhere."
-			}
-			return nil, &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error(), Hint: hint}
-		}
-		return col.DecryptPayload(ct)
-	}
-	if f.binding != nil && family(f.binding) {
-		p, err := try(f.binding)
-		return p, f.binding, err
-	}
-	for _, b := range cat.Bindings() {
-		if !family(b) {
-			continue
-		}
-		p, err := try(b)
-		if err == nil {
-			if denied := s.readDenied(b); denied != nil {
-				return nil, nil, denied
-			}
-			return p, b, nil
-		}
-		last = err
-	}
-	return nil, nil, last
+	return h
 }
 
-// tenantColumnOf is the column of the tenant-keyed binding labelled label
-// under tenant key id (a COPY TO field's).
-func (s *session) tenantColumnOf(label string, id uint32) (*colcrypt.Column, error) {
-	cat := s.catalog()
-	for _, b := range cat.Bindings() {
-		if b.Spec.Label == label && b.TenantBy != "" {
-			col, err := s.srv.cfg.Keys.TenantColumnByID(cat, b, id)
-			if err != nil {
-				return nil, &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error()}
-			}
-			return col, nil
+// decryptWith decrypts ct, whose header is h, with col, the crypto of
+// binding b; a tenant's value with the column of the tenant key it names,
+// whatever the session's tenant (a destroyed or unknown key refused as
+// such: the value is not corrupt).
+func (s *session) decryptWith(col *colcrypt.Column, b *catalog.Binding, ct []byte, h colcrypt.Header) ([]byte, error) {
+	if h.IsTenant() {
+		var err error
+		if col, err = s.tenantColumnByID(b, h.KeyID); err != nil {
+			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("no tenant-keyed column %s is known to the proxy", label)
+	return col.DecryptPayload(ct)
+}
+
+// tenantMemo: a session's tenant columns by binding and key id, so that
+// the values of a result do not each take the shared cache's lock; kept
+// with the candidates (one shared catalog: a reload, a SIGHUP's after a
+// shredding included, starts it again), a few hundred at most.
+type tenantMemo struct {
+	b  *catalog.Binding
+	id uint32
+}
+
+// tenantColumnByID is binding b's column under tenant key id.
+func (s *session) tenantColumnByID(b *catalog.Binding, id uint32) (*colcrypt.Column, error) {
+	if s.candsCat != s.catalog().Shared() {
+		s.candidates(colcrypt.Header{}) // a new shared catalog: a new memo
+	}
+	if col := s.tenantMemo[tenantMemo{b, id}]; col != nil {
+		return col, nil
+	}
+	col, err := s.srv.cfg.Keys.TenantColumnByID(s.catalog(), b, id)
+	if err != nil {
+		return nil, rewrite.TenantRefusal(err)
+	}
+	if len(s.tenantMemo) >= 256 {
+		clear(s.tenantMemo)
+	}
+	s.tenantMemo[tenantMemo{b, id}] = col
+	return col, nil
+}
+
+// tenantColumnOf is the column under tenant key id of the tenant-keyed
+// binding whose column key's crypto is col (a COPY TO field's).
+func (s *session) tenantColumnOf(col *colcrypt.Column, h colcrypt.Header) (*colcrypt.Column, error) {
+	for _, c := range s.candidates(h.Identity()) {
+		if c.col == col {
+			return s.tenantColumnByID(c.binding, h.KeyID)
+		}
+	}
+	return nil, fmt.Errorf("no tenant-keyed column %s is known to the proxy", col.Spec().Label)
 }
 
 // candidate is a column whose values a result may carry.
@@ -495,15 +493,18 @@ type candidate struct {
 // candidates are the columns whose values carry header identity h (the
 // key, type, level and join group): usually one.
 func (s *session) candidates(h colcrypt.Header) []candidate {
-	if s.cands == nil || s.candsCat != s.catalog() {
+	// the bindings are the shared catalog's: a session's own view of it
+	// (another tenant, search path) changes none of them
+	if shared := s.catalog().Shared(); s.cands == nil || s.candsCat != shared {
 		s.cands = map[colcrypt.Header][]candidate{}
-		s.candsCat = s.catalog()
-		for _, b := range s.catalog().Bindings() {
+		s.tenantMemo = map[tenantMemo]*colcrypt.Column{}
+		s.candsCat = shared
+		for _, b := range shared.Bindings() {
 			c, err := s.srv.cfg.Keys.Column(b)
 			if err != nil {
 				continue
 			}
-			s.cands[c.Header().Identity()] = append(s.cands[c.Header().Identity()], candidate{c, b})
+			s.cands[family(c, b)] = append(s.cands[family(c, b)], candidate{c, b})
 		}
 	}
 	return s.cands[h]

@@ -163,6 +163,8 @@ type relaySide struct {
 	// the index of columns by ciphertext header
 	cands    map[colcrypt.Header][]candidate
 	candsCat *catalog.Catalog
+	// tenantMemo: tenant columns already looked up, with cands (rows.go)
+	tenantMemo map[tenantMemo]*colcrypt.Column
 	// preludeFailed: the server refused to restore the session's settings
 	preludeFailed *pgproto3.ErrorResponse
 }
@@ -782,15 +784,10 @@ func (s *session) settleNames() {
 // the refusal (PC007 a tenant without a key, PC003 one shredded).
 func (s *session) tenantColumn(b *catalog.Binding, tenant string) (*colcrypt.Column, error) {
 	col, err := s.srv.cfg.Keys.TenantColumn(s.cat, b, tenant)
-	var te *catalog.TenantError
-	switch {
-	case err == nil:
-		return col, nil
-	case errors.As(err, &te):
-		return nil, &rewrite.Refusal{Code: rewrite.CodeTenant, Message: "pgcipher: " + err.Error(),
-			Hint: "Add the tenant's key (pgcipher-keys add-tenant) before its rows."}
+	if err != nil {
+		return nil, rewrite.TenantRefusal(err)
 	}
-	return nil, &rewrite.Refusal{Code: rewrite.CodeKey, Message: "pgcipher: " + err.Error()}
+	return col, nil
 }
 
 // tenantIs: a plan made for tenant ("" : for none) holds under the

@@ -34,6 +34,20 @@ type tenantEnv struct {
 	srv      *wire.Server
 	conninfo string
 	keyring  shred.Keyring
+	rec      *syncBuffer // every byte the proxy sent to the server
+}
+
+// noPlaintext: no value of an encrypted column (marker) reached the
+// server, and the control (a plaintext column's value) did.
+func (te *tenantEnv) noPlaintext(t *testing.T, marker, control string) {
+	t.Helper()
+	sent := te.rec.Bytes()
+	if bytes.Contains(sent, []byte(marker)) {
+		t.Errorf("%q, a value of an encrypted column, reached the server", marker)
+	}
+	if !bytes.Contains(sent, []byte(control)) {
+		t.Errorf("the control %q is not in what the proxy sent: the scan sees nothing", control)
+	}
 }
 
 func setupTenants(t *testing.T, tenants ...string) (*tenantEnv, *pgx.Conn) {
@@ -51,7 +65,8 @@ func setupTenants(t *testing.T, tenants ...string) (*tenantEnv, *pgx.Conn) {
 	if err := e.keys.LoadTenantKeyring(path, 8); err != nil {
 		t.Fatal(err)
 	}
-	conninfo, srv := e.serve(t, wire.Config{})
+	rec := &syncBuffer{}
+	conninfo, srv := e.serve(t, wire.Config{Record: rec})
 	conn := connect(t, conninfo)
 	for _, q := range []string{
 		"CREATE EXTENSION IF NOT EXISTS pgcipher_columns",
@@ -66,7 +81,7 @@ func setupTenants(t *testing.T, tenants ...string) (*tenantEnv, *pgx.Conn) {
 	for _, tn := range tenants {
 		mustExec(t, conn, fmt.Sprintf("SELECT pgcipher.add_tenant_key('%s')", tn))
 	}
-	return &tenantEnv{env: e, srv: srv, conninfo: conninfo, keyring: kr}, conn
+	return &tenantEnv{env: e, srv: srv, conninfo: conninfo, keyring: kr, rec: rec}, conn
 }
 
 // fill: each tenant's three rows, with literals and with parameters.
@@ -271,6 +286,7 @@ func TestTenants(t *testing.T) {
 	if err := conn2.QueryRow(ctx, "SELECT count(secret) FROM acct WHERE tenant <> 't2'").Scan(&n); err != nil || n != 7 {
 		t.Errorf("the other tenants' rows: %d %v", n, err)
 	}
+	te.noPlaintext(t, "secret-t", "'t2'")
 	held, hits, misses := te.keys.TenantCacheStats()
 	t.Logf("tenant column cache: %d held, %d hits, %d misses", held, hits, misses)
 	if held > 8 {
@@ -361,4 +377,5 @@ func TestRowTenants(t *testing.T) {
 	wantCode(t, err, "PC007", "a value copied from another row could be another tenant's")
 	_, err = conn.Exec(ctx, "INSERT INTO orders VALUES (13, 'acme'::varchar(2), 'card-c', 1)")
 	wantCode(t, err, "PC007", "neither a literal nor a parameter")
+	te.noPlaintext(t, "card-", "globex")
 }
