@@ -17,11 +17,14 @@ on 127.0.0.1, each hop reaching the server over its Unix socket:
     goroutines       hopfloor -mode goroutines (GOMAXPROCS as Go sets it)
     goroutines-p1    the same with GOMAXPROCS=1
     epoll            hopfloor -mode epoll
+    epoll-raw        the same loop waiting in a raw system call, unseen by
+                     Go's scheduler (hopfloor -mode epoll-raw)
 
 Per run: TPS, the hop process's CPU (utime + stime, and utime alone: Go's
 scheduler and the proxy's own work are user time, the system calls and
-the wake-ups they cause system time) per transaction, and the server's.  Then, per path, the ratio of the medians to PgBouncer's with
-a 95 % bootstrap CI.  Last, with --syscalls, one more run per path under
+the wake-ups they cause system time) per transaction, and the server's.
+Then, per path, the ratio of the medians to PgBouncer's with a 95 %
+bootstrap CI.  Last, with --syscalls, one more run per path under
 `strace -c -f` counts the hop's system calls per transaction (strace
 slows the hop: counts, not times).
 
@@ -45,7 +48,7 @@ from bench.experiments.rmw_server_cpu import _Commands, started_cluster
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
-PATHS = ("pgbouncer", "pgbouncer-again", "proxy", "goroutines", "goroutines-p1", "epoll")
+PATHS = ("pgbouncer", "pgbouncer-again", "proxy", "goroutines", "goroutines-p1", "epoll", "epoll-raw")
 SCALE = 10
 
 
@@ -88,11 +91,13 @@ def user_system(pid):
 def syscalls_per_tx(c, d, args, seconds):
     """System calls of the hop per transaction, by name, under strace -c."""
     out = os.path.join(c.dir, f"strace-{d.pid}.txt")
-    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", out, "-p", str(d.pid)], stderr=subprocess.DEVNULL)
+    tracer = subprocess.Popen(
+        ["strace", "-c", "-f", "-o", out, "-p", str(d.pid)], stderr=subprocess.PIPE, text=True
+    )
     time.sleep(0.5)
     m, _ = procs.pgbench(_Commands, c, d.port, [*args, "-T", str(seconds)], timeout=seconds + 120)
     tracer.terminate()
-    tracer.wait(30)
+    _, err = tracer.communicate(timeout=30)
     counts = {}
     with open(out) as f:
         for line in f:
@@ -102,6 +107,8 @@ def syscalls_per_tx(c, d, args, seconds):
                 calls = int(parts[3])
                 errors = int(parts[4]) if len(parts) == 6 else 0
                 counts[parts[-1]] = (calls, errors)
+    if not counts:
+        raise RuntimeError(f"strace counted nothing on {d.name}: {err.strip()[-500:]}")
     tx = max(m["transactions"], 1)
     return {k: (v[0] / tx, v[1] / tx) for k, v in counts.items()}
 
@@ -122,6 +129,7 @@ def main():
         help="another pgcipher-proxy binary as one more path (an earlier build, say)",
     )
     a = ap.parse_args()
+    os.environ.pop("GOMAXPROCS", None)  # Go's own choice, but where a path sets it
     extra = dict(x.split("=", 1) for x in a.proxy)
     paths = PATHS[:3] + tuple(extra) + PATHS[3:]
     clients = [int(x) for x in a.clients.split(",")]
@@ -144,6 +152,7 @@ def main():
         hops["goroutines"] = start_hopfloor(binary, c, "goroutines", "goroutines")
         hops["goroutines-p1"] = start_hopfloor(binary, c, "goroutines", "goroutines-p1", {"GOMAXPROCS": "1"})
         hops["epoll"] = start_hopfloor(binary, c, "epoll", "epoll")
+        hops["epoll-raw"] = start_hopfloor(binary, c, "epoll-raw", "epoll-raw")
         version = subprocess.run([bouncer_bin, "--version"], capture_output=True, text=True).stdout.split(
             "\n"
         )[0]
@@ -164,8 +173,9 @@ def main():
                     (h0, u0), s0 = user_system(d.pid), cpu.read()
                     m, _ = procs.pgbench(_Commands, c, d.port, [*args, "-T", str(a.seconds)], a.seconds + 120)
                     tx = max(m["transactions"], 1)
+                    s1 = cpu.read()  # waits for the backends to end: the hop's teardown counts
                     h1, u1 = user_system(d.pid)
-                    hu, uu, su = ((h1 - h0) * 1e6 / tx, (u1 - u0) * 1e6 / tx, (cpu.read() - s0) * 1e6 / tx)
+                    hu, uu, su = (h1 - h0) * 1e6 / tx, (u1 - u0) * 1e6 / tx, (s1 - s0) * 1e6 / tx
                     tag = f"warmup {r + 1}" if r < a.warmup else f"round {r - a.warmup + 1}/{a.rounds}"
                     print(
                         f"{tag} -M {mode:8} {n:3} clients {path:15} {tx / a.seconds:8.0f} TPS, hop "
@@ -211,7 +221,8 @@ def main():
                     print(
                         f"-M {mode} {n} clients {path:14} {total:5.2f} per tx: "
                         + ", ".join(
-                            f"{k} {v[0]:.2f}" + (f" ({v[1]:.2f} err)" if v[1] else "") for k, v in top
+                            f"{k} {v[0]:.2f}" + (f" ({v[1]:.2f} err)" if v[1] >= 0.005 else "")
+                            for k, v in top
                         ),
                         flush=True,
                     )

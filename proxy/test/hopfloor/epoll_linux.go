@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,8 +28,13 @@ type loop struct {
 
 // relayEpoll accepts clients and relays every pair from one event loop,
 // as PgBouncer does with libevent: level triggered, and after epoll says
-// a socket is readable, one read and one write to its peer.
-func relayEpoll(listen, upstream string) error {
+// a socket is readable, one read and one write to its peer.  raw waits in
+// epoll_pwait without telling Go's scheduler (a raw system call): its
+// monitor then does not take the thread's P away during each wait and
+// wake another thread to run it, which a blocking wait through
+// unix.EpollWait costs; Go's preemption signal interrupts the wait
+// (EINTR) when the runtime needs the goroutine.
+func relayEpoll(listen, upstream string, raw bool) error {
 	ap, err := netip.ParseAddrPort(listen)
 	if err != nil || !ap.Addr().Is4() {
 		return fmt.Errorf("-listen %q: an IPv4 address and port", listen)
@@ -57,31 +63,58 @@ func relayEpoll(listen, upstream string) error {
 	events := make([]unix.EpollEvent, 256)
 	buf := make([]byte, 65536)
 	for {
-		n, err := unix.EpollWait(ep, events, -1)
+		var n int
+		if raw {
+			n, err = rawEpollWait(ep, events)
+		} else {
+			n, err = unix.EpollWait(ep, events, -1)
+		}
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("epoll_wait: %w", err)
 		}
+		accept := false
 		for _, ev := range events[:n] {
 			fd := int(ev.Fd)
 			if fd == lfd {
-				l.accept(lfd)
+				// after the batch: a new pair must not reuse the number
+				// of an end closed in it while its events are still here
+				accept = true
 				continue
 			}
 			e := l.ends[fd]
 			if e == nil {
 				continue // closed earlier in this batch
 			}
+			if ev.Events&unix.EPOLLERR != 0 || ev.Events&(unix.EPOLLHUP|unix.EPOLLIN) == unix.EPOLLHUP {
+				// reported whatever the interest: closed now, or epoll
+				// would report it again at once while the end waits
+				l.close(e)
+				continue
+			}
 			if ev.Events&unix.EPOLLOUT != 0 && !l.flush(e) {
 				continue
 			}
-			if ev.Events&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR) != 0 && len(e.peer.pending) == 0 {
+			if ev.Events&unix.EPOLLIN != 0 && len(e.peer.pending) == 0 {
 				l.read(e, buf)
 			}
 		}
+		if accept {
+			l.accept(lfd)
+		}
 	}
+}
+
+// rawEpollWait is epoll_pwait(ep, events, -1, NULL) as a raw system call.
+func rawEpollWait(ep int, events []unix.EpollEvent) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), ^uintptr(0), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }
 
 // accept takes every waiting client and opens its server connection.
@@ -92,12 +125,11 @@ func (l *loop) accept(lfd int) {
 			return // EAGAIN: none left (or a client gone before its accept)
 		}
 		_ = unix.SetsockoptInt(cfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		sfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		// a Unix socket connects at once or fails (EAGAIN: the
+		// server's backlog is full): the client is then closed
+		sfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 		if err == nil {
-			if err = unix.Connect(sfd, &unix.SockaddrUnix{Name: l.upstream}); err == nil {
-				err = unix.SetNonblock(sfd, true)
-			}
-			if err != nil {
+			if err = unix.Connect(sfd, &unix.SockaddrUnix{Name: l.upstream}); err != nil {
 				unix.Close(sfd)
 			}
 		}

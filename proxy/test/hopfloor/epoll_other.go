@@ -4,6 +4,6 @@ package main
 
 import "errors"
 
-func relayEpoll(listen, upstream string) error {
+func relayEpoll(listen, upstream string, raw bool) error {
 	return errors.New("-mode epoll needs Linux")
 }
