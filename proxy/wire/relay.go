@@ -5,6 +5,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strconv"
 	"time"
 
@@ -99,6 +100,9 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 			return nil, s.clW.raw(raw)
 		}
 	}
+	if typ == 'D' && s.rawRow(cur, raw) {
+		return cur, s.clW.raw(raw)
+	}
 	m, err := decodeBackend(typ, raw[5:])
 	if err != nil {
 		// a message pgproto3 cannot decode (a ParameterDescription of
@@ -126,6 +130,37 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 		return nil, nil
 	}
 	return next, nil
+}
+
+// rawRow says whether a DataRow of answer a goes to the client as it
+// came, never decoded: where take would relay it unchanged (a result
+// without a description, or a plain one, whose rows are counted for the
+// command tag as rowState's row counts them).  Every other row takes the
+// decoding path (a row whose field count is not the description's fails
+// there, a failed result drops the rest).
+func (s *session) rawRow(a answer, raw []byte) bool {
+	var rs *rowState
+	switch a := a.(type) {
+	case *executeAnswer:
+		if a.failed {
+			return false
+		}
+		rs = s.rowsOf(a)
+	case *queryAnswer:
+		if a.failed {
+			return false
+		}
+		rs = a.rows
+	default:
+		return false
+	}
+	if rs != nil {
+		if !rs.plain || len(raw) < 7 || int(binary.BigEndian.Uint16(raw[5:7])) != len(rs.fields) {
+			return false
+		}
+		rs.kept++
+	}
+	return true
 }
 
 // popUntilSync drops the answers of a batch the relay stopped relaying;
@@ -349,14 +384,9 @@ func (e *describeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	switch m := m.(type) {
 	case *pgproto3.DataRow:
-		if e.rows == nil {
-			if e.portal == nil || e.portal.st.desc == nil {
-				s.send(m)
-				return false
-			}
-			p := e.portal
-			e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns, true)
-			e.rows.params, e.rows.limits, e.rows.aud = p.params, p.limits, e.stat.audit()
+		if s.rowsOf(e) == nil {
+			s.send(m)
+			return false
 		}
 		if err := e.rows.row(m); err != nil {
 			s.fail(&e.rowsResult, e.stat, true, err)
@@ -382,6 +412,17 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 	// columns): CopyIn/OutResponse, CopyData, CopyDone
 	s.send(m)
 	return false
+}
+
+// rowsOf returns the row state of e's result, made at its first row
+// (nil: the portal has no description, its rows pass as they are).
+func (s *session) rowsOf(e *executeAnswer) *rowState {
+	if e.rows == nil && e.portal != nil && e.portal.st.desc != nil {
+		p := e.portal
+		e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns, true)
+		e.rows.params, e.rows.limits, e.rows.aud = p.params, p.limits, e.stat.audit()
+	}
+	return e.rows
 }
 
 // clientParams shows the client the plaintext types of encrypted
