@@ -6,6 +6,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -104,6 +105,10 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 		return cur, s.clW.raw(raw)
 	}
 	m, err := decodeBackend(typ, raw[5:])
+	if err != nil && typ == 'D' {
+		// a row that does not read may hold ciphertext: never relayed
+		return cur, s.badRow(cur, err)
+	}
 	if err != nil {
 		// a message pgproto3 cannot decode (a ParameterDescription of
 		// more than 65535 parameters): nothing to rewrite in it
@@ -154,13 +159,59 @@ func (s *session) rawRow(a answer, raw []byte) bool {
 	default:
 		return false
 	}
+	if !wellFormedRow(raw) {
+		return false // the decoding path fails it
+	}
 	if rs != nil {
-		if !rs.plain || len(raw) < 7 || int(binary.BigEndian.Uint16(raw[5:7])) != len(rs.fields) {
+		if !rs.plain || int(binary.BigEndian.Uint16(raw[5:7])) != len(rs.fields) {
 			return false
 		}
 		rs.kept++
 	}
 	return true
+}
+
+// wellFormedRow says whether a DataRow's values fill its body exactly
+// (what decoding it would check), without decoding it.
+func wellFormedRow(raw []byte) bool {
+	if len(raw) < 7 {
+		return false
+	}
+	off := 7
+	for n := int(binary.BigEndian.Uint16(raw[5:7])); n > 0; n-- {
+		if off+4 > len(raw) {
+			return false
+		}
+		l := int(int32(binary.BigEndian.Uint32(raw[off:])))
+		off += 4
+		if l == -1 {
+			continue
+		}
+		if l < 0 || l > len(raw)-off {
+			return false
+		}
+		off += l
+	}
+	return off == len(raw)
+}
+
+// badRow answers a DataRow that does not decode: the client gets an error
+// in place of the rest of its result, as for a value that does not
+// decrypt; a row of no result of the client's (the proxy's own lock
+// query) ends the session.
+func (s *session) badRow(a answer, err error) error {
+	r := resultOf(a)
+	if r == nil {
+		return fmt.Errorf("wire: the server sent a row that does not decode: %w", err)
+	}
+	if !r.failed {
+		_, batch := a.(*executeAnswer)
+		s.fail(r, statOf(a), batch, &rewrite.Refusal{Code: "08P01",
+			Message: "pgcipher: the server sent a row that does not decode",
+			Detail:  err.Error(),
+			Hint:    "The proxy does not pass on a row it cannot read: the server or the connection to it is faulty."})
+	}
+	return nil
 }
 
 // popUntilSync drops the answers of a batch the relay stopped relaying;
@@ -417,7 +468,7 @@ func (e *executeAnswer) take(s *session, m pgproto3.BackendMessage) bool {
 // rowsOf returns the row state of e's result, made at its first row
 // (nil: the portal has no description, its rows pass as they are).
 func (s *session) rowsOf(e *executeAnswer) *rowState {
-	if e.rows == nil && e.portal != nil && e.portal.st.desc != nil {
+	if e.rows == nil && !e.failed && e.portal != nil && e.portal.st.desc != nil {
 		p := e.portal
 		e.rows = s.newRowState(p.st.plan, p.st.shape, p.st.desc, p.formats, p.patterns, true)
 		e.rows.params, e.rows.limits, e.rows.aud = p.params, p.limits, e.stat.audit()
