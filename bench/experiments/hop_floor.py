@@ -44,7 +44,7 @@ import time
 
 from bench import procs, stats
 from bench.cluster import free_port
-from bench.experiments.rmw_server_cpu import _Commands, started_cluster
+from bench.experiments.rmw_server_cpu import _Commands, started_cluster, teardown
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
@@ -227,10 +227,7 @@ def main():
                         flush=True,
                     )
     finally:
-        for d in hops.values():
-            d.stop()
-        c.stop()
-        c.destroy()
+        teardown(c, hops.values())
 
 
 if __name__ == "__main__":

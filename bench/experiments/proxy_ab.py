@@ -23,7 +23,7 @@ import statistics
 
 from bench import procs
 from bench.experiments.hop_floor import user_system
-from bench.experiments.rmw_server_cpu import _Commands, started_cluster
+from bench.experiments.rmw_server_cpu import _Commands, started_cluster, teardown
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
@@ -82,10 +82,7 @@ def main():
                 )
             print(line, flush=True)
     finally:
-        for d in hops.values():
-            d.stop()
-        c.stop()
-        c.destroy()
+        teardown(c, hops.values())
 
 
 if __name__ == "__main__":

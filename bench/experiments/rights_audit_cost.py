@@ -39,7 +39,7 @@ import subprocess
 import sys
 
 from bench import procs
-from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, script, started_cluster
+from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, script, started_cluster, teardown
 from bench.scenarios import alibaba_sysbench as ali
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -185,10 +185,7 @@ def main():
                     + against_base(tps, ptx, w, cfg)
                 )
     finally:
-        for px in proxies.values():
-            px.stop()
-        c.stop()
-        c.destroy()
+        teardown(c, proxies.values())
 
 
 if __name__ == "__main__":

@@ -72,6 +72,16 @@ def script(rows, body):
     return f"\\set id random(1, {rows})\n\\set n random(1, {rows})\nBEGIN;\n{body}\nCOMMIT;\n"
 
 
+def teardown(c, daemons=()):
+    """The end of an experiment: its daemons stopped, then its cluster,
+    which is removed."""
+    for d in daemons:
+        if d is not None:
+            d.stop()
+    c.stop()
+    c.destroy()
+
+
 def started_cluster(prefix):
     """An unencrypted cluster of this build, started, with the settings
     these experiments share (checkpoints and autovacuum held off)."""
@@ -166,10 +176,7 @@ def main():
                 line += f"{m:8.1f} ({base / m:.3f}) {pm:7.1f}  "
             print(line)
     finally:
-        if proxy:
-            proxy.stop()
-        c.stop()
-        c.destroy()
+        teardown(c, [proxy])
 
 
 if __name__ == "__main__":

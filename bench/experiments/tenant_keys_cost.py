@@ -39,7 +39,7 @@ import time
 
 from bench import procs
 from bench.experiments.rights_audit_cost import against_base
-from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, started_cluster
+from bench.experiments.rmw_server_cpu import STATEMENTS, _Commands, started_cluster, teardown
 from bench.scenarios import alibaba_sysbench as ali
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -178,10 +178,7 @@ def main():
             f"(the command's whole run: process start, CMK and keyring read, the transaction, two keyring writes)"
         )
     finally:
-        for px in proxies.values():
-            px.stop()
-        c.stop()
-        c.destroy()
+        teardown(c, proxies.values())
 
 
 if __name__ == "__main__":
