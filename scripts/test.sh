@@ -355,8 +355,19 @@ tap() {
     # spent waiting on servers, not on the CPU
     PG_TEST_INITDB_EXTRA_OPTS="$2" make -C "$tree/$1" check "NO_TEMP_INSTALL=${have_tmp_install:-}" \
         "PROVE_FLAGS=-j$jobs" "${prove_tests[@]}"
-    local rc=$?
+    local rc=$? f n
     have_tmp_install=1
+    # a failed test's own log up to its first failure: the next suite in
+    # this directory starts a new tmp_check, and a failed CI run keeps
+    # only what the suites print
+    if [ "$rc" -ne 0 ]; then
+        for f in "$tree/$1"/tmp_check/log/regress_log_*; do
+            n=$(grep -m1 -nE 'not ok [0-9]|Looks like your test' "$f" 2>/dev/null | cut -d: -f1)
+            [ -n "$n" ] || continue
+            echo "tap: $(basename "$f"), the 30 lines up to its first failure:"
+            sed -n "$((n > 30 ? n - 30 : 1)),${n}p" "$f" | sed 's/^/    /'
+        done
+    fi
     # later suites reuse the temporary installation: give it the contrib
     # modules they load (test_decoding, pg_visibility, ...)
     if [ -z "${have_contrib:-}" ] && [ -d "$tree/tmp_install" ]; then
