@@ -199,7 +199,11 @@ $half->init(
 	allows_streaming => 1,
 	has_archiving => 1,
 	extra => ['--data-checksums']);
-$half->append_conf('postgresql.conf', 'wal_level = logical');
+# wal_keep_size: pg_rewind reads this node's WAL back to the last common
+# checkpoint, which a timed checkpoint of a slow run would recycle (015 and
+# 017 keep it so too)
+$half->append_conf('postgresql.conf',
+	"wal_level = logical\nwal_keep_size = 1GB");
 $half->start;
 $half->safe_psql('postgres',
 	"CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g");
