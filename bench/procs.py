@@ -34,6 +34,12 @@ def process_cpu_s(pid):
     return (int(f[11]) + int(f[12])) / _CLK
 
 
+def process_user_system_s(pid):
+    """A process's CPU seconds: (user + system, user alone)."""
+    f = stat_fields(pid)
+    return (int(f[11]) + int(f[12])) / _CLK, int(f[11]) / _CLK
+
+
 def _child_stats(pid):
     """{pid: stat_fields} of pid's children, zombies included."""
     out = {}
@@ -151,10 +157,12 @@ class Daemon:
     """A process this scenario starts and stops (the proxy, PgBouncer),
     listening on 127.0.0.1:port, its output in a log file."""
 
-    def __init__(self, name, args, port, log):
+    def __init__(self, name, args, port, log, env=None):
         self.name, self.args, self.port, self.log = name, args, port, log
         with open(log, "ab") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
         self.pid = self.proc.pid
         try:
             if not wait_for(self._ready, timeout=30, interval=0.05):

@@ -69,23 +69,14 @@ def build_hopfloor():
 
 def start_hopfloor(binary, c, mode, tag, procs_env=None):
     port = free_port()
-    env = {**os.environ, **(procs_env or {})}
     args = [binary, "-mode", mode, "-listen", f"127.0.0.1:{port}", "-upstream", f"{c.dir}/.s.PGSQL.{c.port}"]
-    saved = os.environ.copy()
-    os.environ.clear()
-    os.environ.update(env)  # Daemon passes the process's environment on
-    try:
-        return procs.Daemon(f"hopfloor ({tag})", args, port, os.path.join(c.dir, f"hopfloor-{tag}.log"))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def user_system(pid):
-    """A process's CPU seconds: (user + system, user)."""
-    f = procs.stat_fields(pid)
-    clk = os.sysconf("SC_CLK_TCK")
-    return (int(f[11]) + int(f[12])) / clk, int(f[11]) / clk
+    return procs.Daemon(
+        f"hopfloor ({tag})",
+        args,
+        port,
+        os.path.join(c.dir, f"hopfloor-{tag}.log"),
+        env={**os.environ, **(procs_env or {})},
+    )
 
 
 def syscalls_per_tx(c, d, args, seconds):
@@ -170,11 +161,11 @@ def main():
                 for path in order:
                     d = hops[path]
                     args = ["-n", "-S", "-M", mode, "-c", str(n), "-j", str(min(n, os.cpu_count() or 1))]
-                    (h0, u0), s0 = user_system(d.pid), cpu.read()
+                    (h0, u0), s0 = procs.process_user_system_s(d.pid), cpu.read()
                     m, _ = procs.pgbench(_Commands, c, d.port, [*args, "-T", str(a.seconds)], a.seconds + 120)
                     tx = max(m["transactions"], 1)
                     s1 = cpu.read()  # waits for the backends to end: the hop's teardown counts
-                    h1, u1 = user_system(d.pid)
+                    h1, u1 = procs.process_user_system_s(d.pid)
                     hu, uu, su = (h1 - h0) * 1e6 / tx, (u1 - u0) * 1e6 / tx, (s1 - s0) * 1e6 / tx
                     tag = f"warmup {r + 1}" if r < a.warmup else f"round {r - a.warmup + 1}/{a.rounds}"
                     print(

@@ -22,7 +22,6 @@ import os
 import statistics
 
 from bench import procs
-from bench.experiments.hop_floor import user_system
 from bench.experiments.rmw_server_cpu import _Commands, started_cluster, teardown
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,9 +58,9 @@ def main():
                 for name in ("A", "B") if r % 2 == 0 else ("B", "A"):
                     d = hops[name]
                     run = ["-n", "-M", "prepared", "-c", "1", "-T", str(args.seconds), "-f", files[w]]
-                    t0, u0 = user_system(d.pid)
+                    t0, u0 = procs.process_user_system_s(d.pid)
                     m, _ = procs.pgbench(_Commands, c, d.port, run, args.seconds + 60)
-                    t1, u1 = user_system(d.pid)
+                    t1, u1 = procs.process_user_system_s(d.pid)
                     tx = max(m["transactions"], 1)
                     user, total = (u1 - u0) * 1e6 / tx, (t1 - t0) * 1e6 / tx
                     res.setdefault((w, name), []).append((user, total))

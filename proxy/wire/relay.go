@@ -159,28 +159,30 @@ func (s *session) rawRow(a answer, raw []byte) bool {
 	default:
 		return false
 	}
-	if !wellFormedRow(raw) {
+	if rs != nil && !rs.plain {
+		return false // values to decrypt, hide, recheck or sort
+	}
+	n, ok := rowFields(raw)
+	if !ok || rs != nil && n != len(rs.fields) {
 		return false // the decoding path fails it
 	}
 	if rs != nil {
-		if !rs.plain || int(binary.BigEndian.Uint16(raw[5:7])) != len(rs.fields) {
-			return false
-		}
 		rs.kept++
 	}
 	return true
 }
 
-// wellFormedRow says whether a DataRow's values fill its body exactly
-// (what decoding it would check), without decoding it.
-func wellFormedRow(raw []byte) bool {
+// rowFields is a DataRow's field count, and whether its values fill its
+// body exactly (what decoding it would check), read without decoding it.
+func rowFields(raw []byte) (int, bool) {
 	if len(raw) < 7 {
-		return false
+		return 0, false
 	}
+	fields := int(binary.BigEndian.Uint16(raw[5:7]))
 	off := 7
-	for n := int(binary.BigEndian.Uint16(raw[5:7])); n > 0; n-- {
+	for n := fields; n > 0; n-- {
 		if off+4 > len(raw) {
-			return false
+			return 0, false
 		}
 		l := int(int32(binary.BigEndian.Uint32(raw[off:])))
 		off += 4
@@ -188,11 +190,11 @@ func wellFormedRow(raw []byte) bool {
 			continue
 		}
 		if l < 0 || l > len(raw)-off {
-			return false
+			return 0, false
 		}
 		off += l
 	}
-	return off == len(raw)
+	return fields, off == len(raw)
 }
 
 // badRow answers a DataRow that does not decode: the client gets an error
