@@ -16,6 +16,10 @@ on 127.0.0.1, each hop reaching the server over its Unix socket:
     proxy            pgcipher-proxy, --pool-mode session (what ships)
     goroutines       hopfloor -mode goroutines (GOMAXPROCS as Go sets it)
     goroutines-p1    the same with GOMAXPROCS=1
+    goroutines-raw   the same goroutines, each read and write a raw system
+                     call inside syscall.RawConn (hopfloor -mode
+                     goroutines-raw): parked by the netpoller as before,
+                     never in the scheduler's system-call state
     epoll            hopfloor -mode epoll
     epoll-raw        the same loop waiting in a raw system call, unseen by
                      Go's scheduler (hopfloor -mode epoll-raw)
@@ -48,7 +52,16 @@ from bench.experiments.rmw_server_cpu import _Commands, started_cluster, teardow
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("PGCIPHER_BUILD", os.path.join(TOP, "build"))
-PATHS = ("pgbouncer", "pgbouncer-again", "proxy", "goroutines", "goroutines-p1", "epoll", "epoll-raw")
+PATHS = (
+    "pgbouncer",
+    "pgbouncer-again",
+    "proxy",
+    "goroutines",
+    "goroutines-p1",
+    "goroutines-raw",
+    "epoll",
+    "epoll-raw",
+)
 SCALE = 10
 
 
@@ -142,6 +155,7 @@ def main():
             hops[name] = procs.start_proxy(b, c, name, cmk)
         hops["goroutines"] = start_hopfloor(binary, c, "goroutines", "goroutines")
         hops["goroutines-p1"] = start_hopfloor(binary, c, "goroutines", "goroutines-p1", {"GOMAXPROCS": "1"})
+        hops["goroutines-raw"] = start_hopfloor(binary, c, "goroutines-raw", "goroutines-raw")
         hops["epoll"] = start_hopfloor(binary, c, "epoll", "epoll")
         hops["epoll-raw"] = start_hopfloor(binary, c, "epoll-raw", "epoll-raw")
         version = subprocess.run([bouncer_bin, "--version"], capture_output=True, text=True).stdout.split(

@@ -337,8 +337,8 @@ func (p *pool) dial() (*serverConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		raw = c
-		return s.metrics.Server(c), nil
+		raw = rawIO(c)
+		return s.metrics.Server(raw), nil
 	}
 	timeout := cfg.ConnectTimeout
 	if timeout == 0 {

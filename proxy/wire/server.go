@@ -228,7 +228,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 func (s *Server) handle(c net.Conn) {
 	s.metrics.Opened()
-	c = s.metrics.Client(c)
+	c = s.metrics.Client(rawIO(c))
 	cc := &clientConn{sock: c, start: time.Now()}
 	if !s.track(cc) {
 		c.Close()
@@ -542,7 +542,7 @@ func (s *Server) dial(cert *tls.Certificate, plain bool) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn = s.metrics.Server(conn)
+	conn = s.metrics.Server(rawIO(conn))
 	if cfg.TLSConfig == nil || network == "unix" || plain {
 		return conn, nil
 	}

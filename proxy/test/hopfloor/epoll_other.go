@@ -2,8 +2,13 @@
 
 package main
 
-import "errors"
+import (
+	"errors"
+	"net"
+)
 
 func relayEpoll(listen, upstream string, raw bool) error {
 	return errors.New("-mode epoll needs Linux")
 }
+
+func rawPump(dst, src net.Conn) { pump(dst, src) }

@@ -50,7 +50,9 @@ func main() {
 	var err error
 	switch *mode {
 	case "goroutines":
-		err = relayGoroutines(*listen, *upstream)
+		err = relayGoroutines(*listen, *upstream, pump)
+	case "goroutines-raw":
+		err = relayGoroutines(*listen, *upstream, rawPump)
 	case "epoll", "epoll-raw":
 		err = relayEpoll(*listen, *upstream, *mode == "epoll-raw")
 	default:
@@ -62,7 +64,7 @@ func main() {
 }
 
 // relayGoroutines accepts clients and relays each with two goroutines.
-func relayGoroutines(listen, upstream string) error {
+func relayGoroutines(listen, upstream string, pump func(dst, src net.Conn)) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err

@@ -1,0 +1,178 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// socketPair is a connected pair of one network's sockets: a is wrapped
+// by rawIO, b is Go's own.
+func socketPair(t *testing.T, network string) (a, b net.Conn) {
+	t.Helper()
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "s")
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	d, err := net.Dial(network, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-accepted
+	a = rawIO(d)
+	if _, ok := a.(*rawSocket); !ok {
+		t.Fatalf("rawIO(%T) is %T, not a rawSocket", d, a)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// TestRawSocket: what a rawSocket reads and writes, and how it fails, is
+// what Go's own socket would give: every byte in order through full send
+// buffers, io.EOF at the peer's close, net.ErrClosed after its own,
+// timeouts at deadlines, a system call's error as net.OpError.
+func TestRawSocket(t *testing.T) {
+	for _, network := range []string{"tcp", "unix"} {
+		t.Run(network+"/round trip", func(t *testing.T) {
+			a, b := socketPair(t, network)
+			if _, err := a.Write([]byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 4)
+			if _, err := io.ReadFull(b, got); err != nil || string(got) != "ping" {
+				t.Fatalf("peer read %q, %v", got, err)
+			}
+			b.Write([]byte("pong"))
+			if _, err := io.ReadFull(a, got); err != nil || string(got) != "pong" {
+				t.Fatalf("read %q, %v", got, err)
+			}
+			if n, err := a.Read(nil); n != 0 || err != nil {
+				t.Fatalf("empty read: %d, %v", n, err)
+			}
+		})
+		for _, size := range []int{rawWriteMax, 1 << 24} {
+			t.Run(fmt.Sprintf("%s/writes of %d bytes past the send buffer", network, size), func(t *testing.T) {
+				// 16 MiB: far more than the socket buffers hold, so a
+				// write waits (EAGAIN) until the slow peer has read; in
+				// raw writes of rawWriteMax, or in one of Go's own
+				a, b := socketPair(t, network)
+				want := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
+				done := make(chan error, 1)
+				go func() {
+					var err error
+					for off := 0; off < len(want) && err == nil; off += size {
+						var n int
+						if n, err = a.Write(want[off : off+size]); err == nil && n != size {
+							err = errors.New("short write")
+						}
+					}
+					done <- err
+				}()
+				time.Sleep(50 * time.Millisecond)
+				got, err := io.ReadAll(io.LimitReader(b, int64(len(want))))
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("peer read %d bytes (equal: %v), %v", len(got), bytes.Equal(got, want), err)
+				}
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		t.Run(network+"/read waits for data", func(t *testing.T) {
+			a, b := socketPair(t, network)
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				b.Write([]byte("late"))
+			}()
+			got := make([]byte, 16)
+			n, err := a.Read(got)
+			if err != nil || string(got[:n]) != "late" {
+				t.Fatalf("read %q, %v", got[:n], err)
+			}
+		})
+		t.Run(network+"/peer closes", func(t *testing.T) {
+			a, b := socketPair(t, network)
+			b.Write([]byte("last"))
+			b.Close()
+			got, err := io.ReadAll(a)
+			if err != nil || string(got) != "last" {
+				t.Fatalf("read %q, %v (want io.EOF after the data)", got, err)
+			}
+		})
+		t.Run(network+"/own close", func(t *testing.T) {
+			a, _ := socketPair(t, network)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := a.Read(make([]byte, 8))
+				errc <- err
+			}()
+			time.Sleep(50 * time.Millisecond)
+			a.Close()
+			if err := <-errc; !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("a read blocked at close: %v, want net.ErrClosed", err)
+			}
+			if _, err := a.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("write after close: %v, want net.ErrClosed", err)
+			}
+		})
+		t.Run(network+"/deadline", func(t *testing.T) {
+			a, _ := socketPair(t, network)
+			a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			_, err := a.Read(make([]byte, 8))
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read past its deadline: %v, want a timeout", err)
+			}
+			var oe *net.OpError
+			if !errors.As(err, &oe) || oe.Op != "read" {
+				t.Fatalf("read past its deadline: %#v, want a net.OpError of op read", err)
+			}
+		})
+	}
+	t.Run("reset by the peer", func(t *testing.T) {
+		a, b := socketPair(t, "tcp")
+		// a close with unread data sends RST
+		b.(*net.TCPConn).SetLinger(0)
+		b.Close()
+		time.Sleep(50 * time.Millisecond)
+		_, err := a.Read(make([]byte, 8))
+		var oe *net.OpError
+		if !errors.Is(err, syscall.ECONNRESET) || !errors.As(err, &oe) || oe.Op != "read" {
+			t.Fatalf("read after a reset: %v, want ECONNRESET in a net.OpError of op read", err)
+		}
+	})
+	t.Run("not a socket", func(t *testing.T) {
+		c1, c2 := net.Pipe()
+		defer c1.Close()
+		defer c2.Close()
+		if rawIO(c1) != c1 {
+			t.Fatal("rawIO wrapped a net.Pipe, which has no RawConn")
+		}
+	})
+	t.Run("RawConn kept", func(t *testing.T) {
+		a, _ := socketPair(t, "unix")
+		if _, err := a.(syscall.Conn).SyscallConn(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
