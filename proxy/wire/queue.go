@@ -11,8 +11,12 @@ package wire
 import "sync"
 
 type queue struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// items[head:] are queued; the array is kept between batches while
+	// small (a transaction's answers each needed an allocation when it
+	// was given back at every empty queue), given back when large
 	items []answer
+	head  int
 	// skipping: a batch failed and its Sync has not been pushed yet
 	skipping bool
 	closed   bool
@@ -50,16 +54,31 @@ func (q *queue) finish() {
 func (q *queue) pop() answer {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) == 0 {
+	if q.head == len(q.items) {
 		return nil
 	}
-	e := q.items[0]
-	q.items[0] = nil
-	q.items = q.items[1:]
-	if len(q.items) == 0 {
-		q.items = nil // let the backing array go
-	}
+	e := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	q.compact()
 	return e
+}
+
+// queueKeep: the largest array an empty queue keeps (a batch of this
+// many answers or fewer allocates nothing in the next one).
+const queueKeep = 16
+
+// compact starts the array over once everything in it was taken.
+func (q *queue) compact() {
+	if q.head < len(q.items) {
+		return
+	}
+	q.head = 0
+	if cap(q.items) > queueKeep {
+		q.items = nil // let a large array go
+	} else {
+		q.items = q.items[:0]
+	}
 }
 
 // empty: no answer is pending, the relay's current one included (what
@@ -76,16 +95,17 @@ func (q *queue) empty() bool {
 func (q *queue) failBatch() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.items) > 0 {
-		a := q.items[0]
+	for q.head < len(q.items) {
+		a := q.items[q.head]
 		if !skippable(a) {
 			return // the Sync
 		}
 		skipped(a)
-		q.items[0] = nil
-		q.items = q.items[1:]
+		q.items[q.head] = nil
+		q.head++
 		q.pending--
 	}
+	q.compact()
 	q.skipping = true
 }
 
@@ -93,8 +113,8 @@ func (q *queue) failBatch() {
 func (q *queue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, a := range q.items {
+	for _, a := range q.items[q.head:] {
 		skipped(a)
 	}
-	q.items, q.closed, q.pending = nil, true, 0
+	q.items, q.head, q.closed, q.pending = nil, 0, true, 0
 }
