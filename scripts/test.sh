@@ -436,13 +436,14 @@ install_modes() {
     # zic and mkdir follow the umask: build both trees again under a
     # private one, the directories above them made private first (as a
     # first build under umask 077 would have made them)
-    local trees=("$build/install" "$build/stock/install" "$build/openssl/install") t d bad
-    chmod 700 "$build" "$build/stock" "$build/openssl" 2>/dev/null
+    local ossl=${PGCIPHER_OPENSSL_BUILD:-$build} t d bad # the OpenSSL both majors link
+    local trees=("$build/install" "$build/stock/install" "$ossl/openssl/install")
+    chmod 700 "$build" "$build/stock" "$ossl" "$ossl/openssl" 2>/dev/null
     (umask 077 && "$top/scripts/build.sh" && "$top/server/build.sh" "$build" --stock) > /dev/null || return 1
     for t in "${trees[@]}"; do
         [ -d "$t" ] || { echo "missing install tree $t"; return 1; }
         d=$t
-        while [ "$d" != "$build" ] && [ "$d" != / ]; do
+        while [ "$d" != "$build" ] && [ "$d" != "$ossl" ] && [ "$d" != / ]; do
             d=$(dirname "$d")
             [ -n "$(find "$d" -maxdepth 0 -perm -o+rx)" ] || bad+="$d, above $t"$'\n'
         done

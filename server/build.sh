@@ -11,7 +11,9 @@
 #      (debian-options.sh: LLVM JIT, PL/Perl, PL/Python, PL/Tcl, uuid, XML,
 #      PAM, LDAP, GSSAPI, systemd, ...), with ccache; make, make install.
 #
-# OpenSSL is the pinned one openssl.sh builds into BUILD_DIR/openssl/install
+# OpenSSL is the pinned one openssl.sh builds into BUILD_DIR/openssl/install,
+# or, with PGCIPHER_OPENSSL_BUILD set (./pgcipher sets it: ./build), into
+# that directory's, one build for both majors
 # (Debian 12's has no VAES path for AES-XTS), linked with a run path so every
 # binary and library of the install loads it; the stock build links the same
 # one, so the benchmarks compare TDE and nothing else.
@@ -48,7 +50,7 @@ jobs=${JOBS:-$(nproc)}
 major=${PGCIPHER_PG:-18}
 # its last line: the pinned tarball (build/source may hold other versions)
 orig=$("$here/fetch-source.sh" "$src_build" "$major" | tail -n 1)
-openssl=$("$here/openssl.sh" "$src_build" | tail -n 1)	# its last line: where it installed
+openssl=$("$here/openssl.sh" "${PGCIPHER_OPENSSL_BUILD:-$src_build}" | tail -n 1)	# its last line: where it installed
 patches=$here/patches/$major
 [ -d "$patches" ] || { echo "build: no patch series for PostgreSQL $major ($patches)" >&2; exit 1; }
 if [ -f "$prefix/.pgcipher-major" ] && [ "$(cat "$prefix/.pgcipher-major")" != "$major" ]; then

@@ -45,6 +45,10 @@ debian_file=openssl_$OPENSSL_SRC_VERSION.debian.tar.xz
 dir=$build/openssl
 mkdir -p "$dir"
 chmod go+rx "$dir"	# made earlier under another umask, perhaps (build.sh: "$build")
+# both majors' builds use one OpenSSL (./pgcipher: PGCIPHER_OPENSSL_BUILD):
+# one builds it while the other waits, then finds it built
+exec 9> "$dir/.lock"
+flock 9
 tree=$dir/src
 prefix=$dir/install
 jobs=${JOBS:-$(nproc)}
