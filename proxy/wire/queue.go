@@ -37,6 +37,14 @@ func (q *queue) push(a answer) bool {
 	if !skippable(a) {
 		q.skipping = false // the Sync ends the batch
 	}
+	if q.head > 0 && len(q.items) == cap(q.items) {
+		// full, with taken slots before head: a pipelining client
+		// never empties the queue, so move the live answers down
+		// rather than grow the array by the dead ones
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
 	q.items = append(q.items, a)
 	q.pending++
 	return true

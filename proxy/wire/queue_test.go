@@ -83,6 +83,20 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("%.1f allocations per batch of %d answers, want 0", n, len(batch))
 		}
 	})
+	t.Run("pipelining never empties it", func(t *testing.T) {
+		// one answer always outstanding: the array stays the size of
+		// what is live, not of everything ever pushed
+		var q queue
+		q.push(ex())
+		for range 100_000 {
+			q.push(ex())
+			q.pop()
+			q.finish()
+		}
+		if len(q.items)-q.head != 1 || cap(q.items) > queueKeep {
+			t.Fatalf("%d live answers in an array of %d", len(q.items)-q.head, cap(q.items))
+		}
+	})
 	t.Run("large array given back", func(t *testing.T) {
 		var q queue
 		for range queueKeep + 1 {

@@ -1,5 +1,9 @@
+//go:build linux && !race
+
 // Socket reads and writes as raw system calls (design 15.14): the
-// scheduler's cost of a read or a write that does not block.
+// scheduler's cost of a read or a write that does not block.  Not under
+// the race detector, which sees only what goes through Go's own calls
+// (rawio_other.go).
 
 package wire
 
@@ -10,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // rawSocket is a TCP or Unix socket whose reads and small writes are
@@ -75,54 +77,66 @@ func (s *rawSocket) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
-	c := &s.rd
-	c.b, c.done, c.errno = b, 0, 0
-	err := s.rc.Read(c.fn)
-	c.b = nil
-	switch {
-	case err != nil:
-		return 0, s.opError("read", err)
-	case c.errno != 0:
-		return 0, s.opError("read", os.NewSyscallError("read", c.errno))
-	case c.done == 0:
+	n, err := s.call(&s.rmu, &s.rd, b, false)
+	if err == nil && n == 0 {
 		return 0, io.EOF
 	}
-	return c.done, nil
+	return n, err
 }
 
 func (s *rawSocket) Write(b []byte) (int, error) {
 	if len(b) > rawWriteMax {
 		return s.Conn.Write(b)
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	c := &s.wr
+	return s.call(&s.wmu, &s.wr, b, true)
+}
+
+// call runs one direction's call c on b: RawConn's Write or Read runs
+// c.fn until it is done, waiting on the netpoller between tries.
+func (s *rawSocket) call(mu *sync.Mutex, c *rawCall, b []byte, write bool) (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
 	c.b, c.done, c.errno = b, 0, 0
-	err := s.rc.Write(c.fn)
+	var err error
+	op := "read"
+	if write {
+		op = "write"
+		err = s.rc.Write(c.fn)
+	} else {
+		err = s.rc.Read(c.fn)
+	}
 	c.b = nil
 	switch {
 	case err != nil:
-		return c.done, s.opError("write", err)
+		return c.done, s.opError(op, err)
+	case c.errno == errNoProgress:
+		return c.done, s.opError(op, io.ErrUnexpectedEOF)
 	case c.errno != 0:
-		return c.done, s.opError("write", os.NewSyscallError("write", c.errno))
+		return c.done, s.opError(op, os.NewSyscallError(op, c.errno))
 	}
 	return c.done, nil
 }
 
+// errNoProgress marks a write(2) that wrote nothing and said nothing
+// (never seen on a socket; Go's own Write gives io.ErrUnexpectedEOF).
+const errNoProgress = ^syscall.Errno(0)
+
 // read is one read(2); false asks RawConn to wait until the socket is
-// readable and call again.
+// readable and call again.  The buffer is on the heap (c.b holds it) and
+// syscall.RawSyscall keeps its arguments' pointers alive.
 func (c *rawCall) read(fd uintptr) bool {
 	for {
-		r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&c.b[0])), uintptr(len(c.b)))
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.b[0])), uintptr(len(c.b)))
 		switch e {
-		case unix.EINTR:
+		case 0:
+			c.done = int(r)
+		case syscall.EINTR:
 			continue
-		case unix.EAGAIN:
+		case syscall.EAGAIN:
 			return false
+		default:
+			c.errno = e
 		}
-		c.done, c.errno = int(r), e
 		return true
 	}
 }
@@ -131,12 +145,15 @@ func (c *rawCall) read(fd uintptr) bool {
 // until the socket is writable and call again.
 func (c *rawCall) write(fd uintptr) bool {
 	for c.done < len(c.b) {
-		r, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.b[c.done])), uintptr(len(c.b)-c.done))
-		switch e {
-		case 0:
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.b[c.done])), uintptr(len(c.b)-c.done))
+		switch {
+		case e == 0 && r == 0:
+			c.errno = errNoProgress
+			return true
+		case e == 0:
 			c.done += int(r)
-		case unix.EINTR:
-		case unix.EAGAIN:
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN:
 			return false
 		default:
 			c.errno = e
@@ -150,7 +167,14 @@ func (c *rawCall) write(fd uintptr) bool {
 // own say "raw-read" or "raw-write", and a system call's is bare.
 func (s *rawSocket) opError(op string, err error) error {
 	if oe, ok := err.(*net.OpError); ok {
-		err = oe.Err
+		e := *oe
+		e.Op = op
+		return &e
 	}
-	return &net.OpError{Op: op, Net: s.LocalAddr().Network(), Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: err}
+	e := &net.OpError{Op: op, Err: err}
+	if a := s.LocalAddr(); a != nil {
+		e.Net, e.Source = a.Network(), a
+	}
+	e.Addr = s.RemoteAddr()
+	return e
 }

@@ -1,3 +1,5 @@
+//go:build linux && !race
+
 package wire
 
 import (
@@ -135,6 +137,77 @@ func TestRawSocket(t *testing.T) {
 				t.Fatalf("write after close: %v, want net.ErrClosed", err)
 			}
 		})
+		t.Run(network+"/a parked reader woken by a deadline", func(t *testing.T) {
+			// what the relay does to wake the client loop at a
+			// session's end: a deadline of now, set from elsewhere
+			a, b := socketPair(t, network)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := a.Read(make([]byte, 8))
+				errc <- err
+			}()
+			time.Sleep(50 * time.Millisecond)
+			a.SetReadDeadline(time.Now())
+			if err := <-errc; !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("parked read: %v, want a timeout", err)
+			}
+			a.SetReadDeadline(time.Time{})
+			b.Write([]byte("again"))
+			got := make([]byte, 5)
+			if _, err := io.ReadFull(a, got); err != nil || string(got) != "again" {
+				t.Fatalf("read after the deadline's reset: %q, %v", got, err)
+			}
+		})
+		t.Run(network+"/a write stopped by its deadline", func(t *testing.T) {
+			// small buffers, a peer that reads nothing: raw writes meet
+			// EAGAIN, wait, and stop at the deadline having reported
+			// exactly what the peer then receives
+			a, b := socketPair(t, network)
+			setBuffers(t, a, b)
+			a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			chunk := bytes.Repeat([]byte{'w'}, rawWriteMax)
+			total := 0
+			var err error
+			for err == nil {
+				var n int
+				n, err = a.Write(chunk)
+				total += n
+			}
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("write: %v, want a timeout", err)
+			}
+			a.Close()
+			got, _ := io.ReadAll(b)
+			if len(got) != total {
+				t.Fatalf("wrote %d bytes by the count, the peer got %d", total, len(got))
+			}
+		})
+		t.Run(network+"/reads and writes at once", func(t *testing.T) {
+			// both directions of one socket in two goroutines, as a
+			// session's client loop and relay use it; through small
+			// buffers on Unix sockets (on TCP, delayed acknowledgements
+			// make small windows take seconds: its buffers fill anyway)
+			a, b := socketPair(t, network)
+			if network == "unix" {
+				setBuffers(t, a, b)
+			}
+			const n = 4 << 20
+			want := bytes.Repeat([]byte("abcdefgh"), n/8)
+			errc := make(chan error, 4)
+			var fromA, fromB []byte
+			go func() { errc <- writeChunks(a, want) }()
+			go func() { errc <- writeChunks(b, want) }()
+			go func() { var err error; fromA, err = readN(b, n); errc <- err }()
+			go func() { var err error; fromB, err = readN(a, n); errc <- err }()
+			for range 4 {
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(fromA, want) || !bytes.Equal(fromB, want) {
+				t.Fatal("the bytes came out otherwise than they went in")
+			}
+		})
 		t.Run(network+"/deadline", func(t *testing.T) {
 			a, _ := socketPair(t, network)
 			a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
@@ -175,4 +248,42 @@ func TestRawSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// setBuffers makes both sockets' buffers small, so that raw writes meet
+// EAGAIN early.
+func setBuffers(t *testing.T, conns ...net.Conn) {
+	t.Helper()
+	for _, c := range conns {
+		type buffers interface {
+			SetReadBuffer(int) error
+			SetWriteBuffer(int) error
+		}
+		if rs, ok := c.(*rawSocket); ok {
+			c = rs.Conn
+		}
+		bc, ok := c.(buffers)
+		if !ok {
+			t.Fatalf("%T has no buffer sizes", c)
+		}
+		bc.SetReadBuffer(4096)
+		bc.SetWriteBuffer(4096)
+	}
+}
+
+// writeChunks writes b in raw-sized writes.
+func writeChunks(c net.Conn, b []byte) error {
+	for off := 0; off < len(b); off += rawWriteMax {
+		if _, err := c.Write(b[off:min(off+rawWriteMax, len(b))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readN reads n bytes.
+func readN(c net.Conn, n int) ([]byte, error) {
+	b := make([]byte, n)
+	_, err := io.ReadFull(c, b)
+	return b, err
 }
