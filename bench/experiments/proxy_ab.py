@@ -3,7 +3,7 @@ results: what a change to the proxy's per-message path saves (issue 43:
 the proxy's own work per message, design 15.14).
 
 One unencrypted cluster of this build (pgbench scale 1), both proxies in
-session mode beside each other, `pgbench -M prepared -c 1` through each,
+session mode (--transaction: transaction mode, pools of 20) beside each other, `pgbench -M prepared -c 1` through each,
 A and B alternating (ABBA) in every round:
 
     point      SELECT abalance … WHERE aid = :aid   (one row)
@@ -14,7 +14,8 @@ from /proc.  Then per workload the medians and B/A with the spread
 (min–max) of the per-round ratios.
 
     runuser -u pgcipher -- env PGCIPHER_BUILD=$PWD/build \\
-        build/venv/bin/python -m bench.experiments.proxy_ab A_BINARY B_BINARY [--rounds N] [--seconds S]
+        build/venv/bin/python -m bench.experiments.proxy_ab A_BINARY B_BINARY [--rounds N] [--seconds S] \\
+        [--transaction]
 """
 
 import argparse
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("b", help="proxy binary B (after)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--transaction", action="store_true", help="both proxies in transaction mode")
     args = ap.parse_args()
     c = started_cluster("proxyab")
     hops = {}
@@ -45,8 +47,10 @@ def main():
         c.pgbench(["-i", "-q", "-s", "1"], timeout=600)
         c.psql("VACUUM ANALYZE")
         cmk = procs.new_cmk(os.path.join(BUILD, "bin", "pgcipher-keys"), c)
-        hops["A"] = procs.start_proxy(args.a, c, "A", cmk)
-        hops["B"] = procs.start_proxy(args.b, c, "B", cmk)
+        mode = ["--pool-mode", "transaction", "--default-pool-size", "20", "--auth-type", "trust"]
+        extra = mode if args.transaction else ()
+        hops["A"] = procs.start_proxy(args.a, c, "A", cmk, extra=extra)
+        hops["B"] = procs.start_proxy(args.b, c, "B", cmk, extra=extra)
         files = {}
         for w, sql in WORKLOADS.items():
             files[w] = os.path.join(c.dir, f"{w}.sql")

@@ -134,10 +134,8 @@ func (sc *serverConn) alive() bool {
 		return false
 	}
 	alive := false
-	var b [1]byte
 	c.Read(func(fd uintptr) bool {
-		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = rerr == syscall.EAGAIN
+		alive = nothingToRead(fd)
 		return true
 	})
 	return alive

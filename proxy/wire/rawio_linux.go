@@ -163,6 +163,18 @@ func (c *rawCall) write(fd uintptr) bool {
 	return true
 }
 
+// nothingToRead peeks at a socket without waiting: true when it has
+// nothing to read (EAGAIN), false when it has bytes, its peer closed, or
+// it failed.  A raw call too: the pool peeks at every attachment, and
+// one system call in the scheduler's state per transaction is enough to
+// keep the runtime's monitor waking (design 15.14).
+func nothingToRead(fd uintptr) bool {
+	var b [1]byte
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e == syscall.EAGAIN
+}
+
 // opError is the error net.Conn's Read or Write would give: RawConn's
 // own say "raw-read" or "raw-write", and a system call's is bare.
 func (s *rawSocket) opError(op string, err error) error {

@@ -234,6 +234,33 @@ func TestRawSocket(t *testing.T) {
 			t.Fatalf("read after a reset: %v, want ECONNRESET in a net.OpError of op read", err)
 		}
 	})
+	t.Run("nothing to read", func(t *testing.T) {
+		// the pool's liveness peek: nothing there, bytes there (left
+		// for the reader), the peer gone
+		a, b := socketPair(t, "unix")
+		rc, _ := a.(syscall.Conn).SyscallConn()
+		peek := func() (nothing bool) {
+			rc.Control(func(fd uintptr) { nothing = nothingToRead(fd) })
+			return nothing
+		}
+		if !peek() {
+			t.Fatal("an idle socket has something to read")
+		}
+		b.Write([]byte("E"))
+		time.Sleep(20 * time.Millisecond)
+		if peek() {
+			t.Fatal("a socket with a byte waiting has nothing to read")
+		}
+		got := make([]byte, 1)
+		if _, err := io.ReadFull(a, got); err != nil || got[0] != 'E' {
+			t.Fatalf("the peeked byte was not left to read: %q, %v", got, err)
+		}
+		b.Close()
+		time.Sleep(20 * time.Millisecond)
+		if peek() {
+			t.Fatal("a socket whose peer closed has nothing to read")
+		}
+	})
 	t.Run("not a socket", func(t *testing.T) {
 		c1, c2 := net.Pipe()
 		defer c1.Close()
