@@ -80,7 +80,7 @@ debian_file=${pgpackage}_${pgdebversion}.debian.tar.xz
 "$top/scripts/fetch-debian-source.sh" "$build" "$pgpackage" "$pgdebversion" \
     "$debian_file" "$debian_sha256" "$suite" > /dev/null
 debian_tar=$build/source/$debian_file
-openssl=$("$here/openssl.sh" "${PGCIPHER_OPENSSL_BUILD:-$build}" | tail -n 1)
+openssl=$("$here/openssl.sh" "$build" | tail -n 1)
 openssl_version=$(sed -n 's/^OPENSSL_SRC_VERSION=//p' "$here/openssl.sh")
 layout_patches=(50-per-version-dirs.patch 51-default-sockets-in-var.patch libpgport-pkglibdir)
 

@@ -50,7 +50,7 @@ jobs=${JOBS:-$(nproc)}
 major=${PGCIPHER_PG:-18}
 # its last line: the pinned tarball (build/source may hold other versions)
 orig=$("$here/fetch-source.sh" "$src_build" "$major" | tail -n 1)
-openssl=$("$here/openssl.sh" "${PGCIPHER_OPENSSL_BUILD:-$src_build}" | tail -n 1)	# its last line: where it installed
+openssl=$("$here/openssl.sh" "$src_build" | tail -n 1)	# its last line: where it installed
 patches=$here/patches/$major
 [ -d "$patches" ] || { echo "build: no patch series for PostgreSQL $major ($patches)" >&2; exit 1; }
 if [ -f "$prefix/.pgcipher-major" ] && [ "$(cat "$prefix/.pgcipher-major")" != "$major" ]; then

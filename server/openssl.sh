@@ -25,6 +25,7 @@
 #
 # Usage: server/openssl.sh BUILD_DIR     (prints nothing else on success
 #                                          but where it installed)
+# PGCIPHER_OPENSSL_BUILD, when set, is the build directory instead.
 set -euo pipefail
 umask 022	# libraries every OS user running a server can read
 
@@ -35,6 +36,8 @@ OPENSSL_DEBIAN_SHA256=593a47654ead460a3b609503733f80bef552ff0802799d3b47784faacc
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: openssl.sh BUILD_DIR}
+# one OpenSSL for both majors' builds: ./pgcipher names where (./build)
+build=${PGCIPHER_OPENSSL_BUILD:-$build}
 mkdir -p "$build"
 build=$(cd "$build" && pwd -P)	# physical: the run paths must match /proc/PID/maps
 orig_file=openssl_$OPENSSL_UPSTREAM_VERSION.orig.tar.gz

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgcipher/pgcipher/proxy/internal/rawsock"
 	"github.com/pgcipher/pgcipher/proxy/metrics"
 )
 
@@ -135,7 +136,7 @@ func (sc *serverConn) alive() bool {
 	}
 	alive := false
 	c.Read(func(fd uintptr) bool {
-		alive = nothingToRead(fd)
+		alive = rawsock.NothingToRead(fd)
 		return true
 	})
 	return alive
@@ -335,7 +336,7 @@ func (p *pool) dial() (*serverConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		raw = rawIO(c)
+		raw = rawsock.Wrap(c)
 		return s.metrics.Server(raw), nil
 	}
 	timeout := cfg.ConnectTimeout

@@ -27,6 +27,7 @@ import (
 
 	"github.com/pgcipher/pgcipher/proxy/audit"
 	"github.com/pgcipher/pgcipher/proxy/catalog"
+	"github.com/pgcipher/pgcipher/proxy/internal/rawsock"
 	"github.com/pgcipher/pgcipher/proxy/metrics"
 )
 
@@ -228,7 +229,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 func (s *Server) handle(c net.Conn) {
 	s.metrics.Opened()
-	c = s.metrics.Client(rawIO(c))
+	c = s.metrics.Client(rawsock.Wrap(c))
 	cc := &clientConn{sock: c, start: time.Now()}
 	if !s.track(cc) {
 		c.Close()
@@ -542,7 +543,7 @@ func (s *Server) dial(cert *tls.Certificate, plain bool) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn = s.metrics.Server(rawIO(conn))
+	conn = s.metrics.Server(rawsock.Wrap(conn))
 	if cfg.TLSConfig == nil || network == "unix" || plain {
 		return conn, nil
 	}

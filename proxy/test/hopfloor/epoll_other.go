@@ -2,13 +2,8 @@
 
 package main
 
-import (
-	"errors"
-	"net"
-)
+import "errors"
 
 func relayEpoll(listen, upstream string, raw bool) error {
 	return errors.New("-mode epoll needs Linux")
 }
-
-func rawPump(dst, src net.Conn) { pump(dst, src) }

@@ -6,6 +6,9 @@
 //
 //	-mode goroutines  two goroutines per client, each a read/write loop
 //	                  (the shape of the proxy's relay: Go's netpoller)
+//	-mode goroutines-raw  the same over the proxy's sockets whose reads and
+//	                  small writes are system calls Go's scheduler does
+//	                  not see (proxy/internal/rawsock)
 //	-mode epoll       one event loop over epoll in one goroutine, level
 //	                  triggered, one read and one write per readable socket
 //	                  (PgBouncer's shape, in Go: its blocking epoll_wait
@@ -30,10 +33,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/pgcipher/pgcipher/proxy/internal/rawsock"
 )
 
 func main() {
-	mode := flag.String("mode", "goroutines", "goroutines, epoll or epoll-raw")
+	mode := flag.String("mode", "goroutines", "goroutines, goroutines-raw, epoll or epoll-raw")
 	listen := flag.String("listen", "127.0.0.1:6433", "TCP address for clients")
 	upstream := flag.String("upstream", "", "the server's Unix socket (…/.s.PGSQL.PORT)")
 	flag.Parse()
@@ -50,9 +55,9 @@ func main() {
 	var err error
 	switch *mode {
 	case "goroutines":
-		err = relayGoroutines(*listen, *upstream, pump)
+		err = relayGoroutines(*listen, *upstream, false)
 	case "goroutines-raw":
-		err = relayGoroutines(*listen, *upstream, rawPump)
+		err = relayGoroutines(*listen, *upstream, true)
 	case "epoll", "epoll-raw":
 		err = relayEpoll(*listen, *upstream, *mode == "epoll-raw")
 	default:
@@ -63,8 +68,9 @@ func main() {
 	}
 }
 
-// relayGoroutines accepts clients and relays each with two goroutines.
-func relayGoroutines(listen, upstream string, pump func(dst, src net.Conn)) error {
+// relayGoroutines accepts clients and relays each with two goroutines;
+// raw: through the proxy's raw sockets (proxy/internal/rawsock).
+func relayGoroutines(listen, upstream string, raw bool) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
@@ -80,6 +86,9 @@ func relayGoroutines(listen, upstream string, pump func(dst, src net.Conn)) erro
 				log.Printf("hopfloor: server: %v", err)
 				c.Close()
 				return
+			}
+			if raw {
+				c, s = rawsock.Wrap(c), rawsock.Wrap(s)
 			}
 			go pump(s, c)
 			pump(c, s)

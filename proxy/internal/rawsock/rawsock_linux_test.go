@@ -1,6 +1,6 @@
 //go:build linux && !race
 
-package wire
+package rawsock
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 )
 
 // socketPair is a connected pair of one network's sockets: a is wrapped
-// by rawIO, b is Go's own.
+// by Wrap, b is Go's own.
 func socketPair(t *testing.T, network string) (a, b net.Conn) {
 	t.Helper()
 	addr := "127.0.0.1:0"
@@ -41,15 +41,15 @@ func socketPair(t *testing.T, network string) (a, b net.Conn) {
 		t.Fatal(err)
 	}
 	b = <-accepted
-	a = rawIO(d)
-	if _, ok := a.(*rawSocket); !ok {
-		t.Fatalf("rawIO(%T) is %T, not a rawSocket", d, a)
+	a = Wrap(d)
+	if _, ok := a.(*socket); !ok {
+		t.Fatalf("Wrap(%T) is %T, not a socket", d, a)
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
 
-// TestRawSocket: what a rawSocket reads and writes, and how it fails, is
+// TestRawSocket: what a socket reads and writes, and how it fails, is
 // what Go's own socket would give: every byte in order through full send
 // buffers, io.EOF at the peer's close, net.ErrClosed after its own,
 // timeouts at deadlines, a system call's error as net.OpError.
@@ -72,11 +72,11 @@ func TestRawSocket(t *testing.T) {
 				t.Fatalf("empty read: %d, %v", n, err)
 			}
 		})
-		for _, size := range []int{rawWriteMax, 1 << 24} {
+		for _, size := range []int{writeMax, 1 << 24} {
 			t.Run(fmt.Sprintf("%s/writes of %d bytes past the send buffer", network, size), func(t *testing.T) {
 				// 16 MiB: far more than the socket buffers hold, so a
 				// write waits (EAGAIN) until the slow peer has read; in
-				// raw writes of rawWriteMax, or in one of Go's own
+				// raw writes of writeMax, or in one of Go's own
 				a, b := socketPair(t, network)
 				want := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
 				done := make(chan error, 1)
@@ -165,7 +165,7 @@ func TestRawSocket(t *testing.T) {
 			a, b := socketPair(t, network)
 			setBuffers(t, a, b)
 			a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-			chunk := bytes.Repeat([]byte{'w'}, rawWriteMax)
+			chunk := bytes.Repeat([]byte{'w'}, writeMax)
 			total := 0
 			var err error
 			for err == nil {
@@ -240,7 +240,7 @@ func TestRawSocket(t *testing.T) {
 		a, b := socketPair(t, "unix")
 		rc, _ := a.(syscall.Conn).SyscallConn()
 		peek := func() (nothing bool) {
-			rc.Control(func(fd uintptr) { nothing = nothingToRead(fd) })
+			rc.Control(func(fd uintptr) { nothing = NothingToRead(fd) })
 			return nothing
 		}
 		if !peek() {
@@ -265,8 +265,8 @@ func TestRawSocket(t *testing.T) {
 		c1, c2 := net.Pipe()
 		defer c1.Close()
 		defer c2.Close()
-		if rawIO(c1) != c1 {
-			t.Fatal("rawIO wrapped a net.Pipe, which has no RawConn")
+		if Wrap(c1) != c1 {
+			t.Fatal("Wrap wrapped a net.Pipe, which has no RawConn")
 		}
 	})
 	t.Run("RawConn kept", func(t *testing.T) {
@@ -286,7 +286,7 @@ func setBuffers(t *testing.T, conns ...net.Conn) {
 			SetReadBuffer(int) error
 			SetWriteBuffer(int) error
 		}
-		if rs, ok := c.(*rawSocket); ok {
+		if rs, ok := c.(*socket); ok {
 			c = rs.Conn
 		}
 		bc, ok := c.(buffers)
@@ -300,8 +300,8 @@ func setBuffers(t *testing.T, conns ...net.Conn) {
 
 // writeChunks writes b in raw-sized writes.
 func writeChunks(c net.Conn, b []byte) error {
-	for off := 0; off < len(b); off += rawWriteMax {
-		if _, err := c.Write(b[off:min(off+rawWriteMax, len(b))]); err != nil {
+	for off := 0; off < len(b); off += writeMax {
+		if _, err := c.Write(b[off:min(off+writeMax, len(b))]); err != nil {
 			return err
 		}
 	}

@@ -1,11 +1,6 @@
 //go:build linux && !race
 
-// Socket reads and writes as raw system calls (design 15.14): the
-// scheduler's cost of a read or a write that does not block.  Not under
-// the race detector, which sees only what goes through Go's own calls
-// (rawio_other.go).
-
-package wire
+package rawsock
 
 import (
 	"io"
@@ -16,19 +11,13 @@ import (
 	"unsafe"
 )
 
-// rawSocket is a TCP or Unix socket whose reads and small writes are
-// system calls made inside its syscall.RawConn.  Go's own Read and Write
-// enter the scheduler's system-call state around each call, which wakes
-// the runtime's monitor thread when it sleeps and lets it hand the P to
-// another thread when a call outlasts its tick: both cost context
-// switches on every message.  The socket is non-blocking, so a raw read
-// or write returns at once; when there is nothing to read or no room to
-// write (EAGAIN), RawConn parks the goroutine on Go's netpoller as Read
-// and Write would, deadlines included.  Measured (design 15.14): reads
-// and writes both raw take a point select's CPU in the proxy to 0.72 of
-// Go's calls; either alone saves little, since one call in the
-// system-call state is enough to wake the monitor.
-type rawSocket struct {
+// socket is a TCP or Unix socket whose reads and small writes are raw
+// system calls (the package's comment says why).  Measured
+// (bench/reports/2026-11-29-raw-syscalls): reads and writes both raw take
+// a point select's CPU in the proxy to 0.63-0.71 of Go's calls; either
+// alone saves little, since one call in the system-call state per message
+// is enough to keep the monitor waking.
+type socket struct {
 	net.Conn
 	rc syscall.RawConn
 	// one read and one write at a time, each with its own state, so that
@@ -46,16 +35,16 @@ type rawCall struct {
 	fn    func(fd uintptr) bool
 }
 
-// rawWriteMax: a larger write (a burst's full buffer, or a large message
+// writeMax: a larger write (a burst's full buffer, or a large message
 // written from its own slice) goes through Go's Write.  It takes long
 // enough that the P is better handed to the other direction's goroutine
 // meanwhile: raw, a 1,000-row result cost the proxy 1.1 to 1.2 times the
 // CPU; through Go's Write it is as before.
-const rawWriteMax = 4096
+const writeMax = 4096
 
-// rawIO returns c read and written with raw system calls when it is a
+// Wrap returns c read and written with raw system calls when it is a
 // socket that has a RawConn, c itself otherwise.
-func rawIO(c net.Conn) net.Conn {
+func Wrap(c net.Conn) net.Conn {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return c
@@ -64,16 +53,16 @@ func rawIO(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	s := &rawSocket{Conn: c, rc: rc}
+	s := &socket{Conn: c, rc: rc}
 	s.rd.fn, s.wr.fn = s.rd.read, s.wr.write
 	return s
 }
 
-// SyscallConn keeps the socket's RawConn reachable (the pool's liveness
-// peek uses it).
-func (s *rawSocket) SyscallConn() (syscall.RawConn, error) { return s.rc, nil }
+// SyscallConn keeps the socket's RawConn reachable (the proxy's pool
+// peeks at its connections through it).
+func (s *socket) SyscallConn() (syscall.RawConn, error) { return s.rc, nil }
 
-func (s *rawSocket) Read(b []byte) (int, error) {
+func (s *socket) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -84,8 +73,8 @@ func (s *rawSocket) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func (s *rawSocket) Write(b []byte) (int, error) {
-	if len(b) > rawWriteMax {
+func (s *socket) Write(b []byte) (int, error) {
+	if len(b) > writeMax {
 		return s.Conn.Write(b)
 	}
 	return s.call(&s.wmu, &s.wr, b, true)
@@ -93,7 +82,7 @@ func (s *rawSocket) Write(b []byte) (int, error) {
 
 // call runs one direction's call c on b: RawConn's Write or Read runs
 // c.fn until it is done, waiting on the netpoller between tries.
-func (s *rawSocket) call(mu *sync.Mutex, c *rawCall, b []byte, write bool) (int, error) {
+func (s *socket) call(mu *sync.Mutex, c *rawCall, b []byte, write bool) (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	c.b, c.done, c.errno = b, 0, 0
@@ -163,12 +152,12 @@ func (c *rawCall) write(fd uintptr) bool {
 	return true
 }
 
-// nothingToRead peeks at a socket without waiting: true when it has
+// NothingToRead peeks at a socket without waiting: true when it has
 // nothing to read (EAGAIN), false when it has bytes, its peer closed, or
 // it failed.  A raw call too: the pool peeks at every attachment, and
 // one system call in the scheduler's state per transaction is enough to
 // keep the runtime's monitor waking (design 15.14).
-func nothingToRead(fd uintptr) bool {
+func NothingToRead(fd uintptr) bool {
 	var b [1]byte
 	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
@@ -177,7 +166,7 @@ func nothingToRead(fd uintptr) bool {
 
 // opError is the error net.Conn's Read or Write would give: RawConn's
 // own say "raw-read" or "raw-write", and a system call's is bare.
-func (s *rawSocket) opError(op string, err error) error {
+func (s *socket) opError(op string, err error) error {
 	if oe, ok := err.(*net.OpError); ok {
 		e := *oe
 		e.Op = op
