@@ -76,6 +76,14 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	poolWait    prometheus.Histogram // transaction mode: Pools
 	audited     *prometheus.CounterVec
+	// each outcome's series, looked up once (read only after New): a
+	// statement counted costs no label hashing, map lookup or lock
+	byOutcome map[Outcome]outcomeSeries
+}
+
+type outcomeSeries struct {
+	count    prometheus.Counter // with sqlstate "" (every outcome but Refused)
+	duration prometheus.Observer
 }
 
 // New makes the collectors and registers them, with the Go runtime's and
@@ -117,11 +125,13 @@ func New() *Metrics {
 	for _, e := range ends {
 		m.connections.WithLabelValues(string(e))
 	}
+	m.byOutcome = make(map[Outcome]outcomeSeries, len(outcomes))
 	for _, o := range outcomes {
+		var c prometheus.Counter
 		if o != Refused {
-			m.statements.WithLabelValues(string(o), "")
+			c = m.statements.WithLabelValues(string(o), "")
 		}
-		m.durations.WithLabelValues(string(o))
+		m.byOutcome[o] = outcomeSeries{count: c, duration: m.durations.WithLabelValues(string(o))}
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
@@ -154,11 +164,19 @@ func (m *Metrics) Statement(o Outcome, sqlstate string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	if o != Refused {
-		sqlstate = ""
+	series, ok := m.byOutcome[o]
+	if !ok {
+		series.duration = m.durations.WithLabelValues(string(o))
 	}
-	m.statements.WithLabelValues(string(o), sqlstate).Inc()
-	m.durations.WithLabelValues(string(o)).Observe(d.Seconds())
+	switch {
+	case o == Refused:
+		m.statements.WithLabelValues(string(o), sqlstate).Inc()
+	case series.count != nil:
+		series.count.Inc()
+	default:
+		m.statements.WithLabelValues(string(o), "").Inc()
+	}
+	series.duration.Observe(d.Seconds())
 }
 
 // Audited counts the values of a column a role decrypted and encrypted

@@ -27,6 +27,7 @@ func TestMetrics(t *testing.T) {
 	m.Opened()
 	m.Closed(metrics.ClientClosed)
 	m.Statement(metrics.Passed, "", time.Millisecond)
+	m.Statement(metrics.Passed, "PC001", time.Millisecond) // only a refusal has one
 	m.Statement(metrics.Rewritten, "", 2*time.Millisecond)
 	m.Statement(metrics.Computed, "", 3*time.Millisecond)
 	m.Statement(metrics.Refused, "PC001", 50*time.Microsecond)
@@ -54,7 +55,7 @@ func TestMetrics(t *testing.T) {
 		"pgcipher_proxy_client_connections 1\n",
 		`pgcipher_proxy_client_connections_total{outcome="client_closed"} 1` + "\n",
 		`pgcipher_proxy_client_connections_total{outcome="upstream_failed"} 0` + "\n",
-		`pgcipher_proxy_statements_total{outcome="passed",sqlstate=""} 1` + "\n",
+		`pgcipher_proxy_statements_total{outcome="passed",sqlstate=""} 2` + "\n",
 		`pgcipher_proxy_statements_total{outcome="rewritten",sqlstate=""} 1` + "\n",
 		`pgcipher_proxy_statements_total{outcome="computed",sqlstate=""} 1` + "\n",
 		`pgcipher_proxy_statements_total{outcome="refused",sqlstate="PC001"} 2` + "\n",
@@ -76,6 +77,15 @@ func TestMetrics(t *testing.T) {
 	// refused is the only outcome with a SQLSTATE
 	if strings.Contains(out, `outcome="passed",sqlstate="P`) {
 		t.Error("a SQLSTATE on a statement that was not refused")
+	}
+}
+
+// A statement that was not refused is counted without allocating: its
+// series are looked up once, in New.
+func TestStatementAllocs(t *testing.T) {
+	m := metrics.New()
+	if n := testing.AllocsPerRun(100, func() { m.Statement(metrics.Passed, "", time.Millisecond) }); n != 0 {
+		t.Fatalf("%v allocations per statement", n)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 const maxMessageLen = 1<<30 + 1024
 
 // Buffers (design 15.11): an idle connection holds none of its own.
-// Each reader keeps a small buffer for the messages of a request or an
+// Each parser keeps a small buffer for the messages of a request or an
 // answer that fit in it (a point select's Bind, Execute and Sync, or
 // its four answers), and borrows a large one from a pool only while a
 // burst that filled the small one is being read; each writer borrows
@@ -33,10 +33,18 @@ const (
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, frameBufferSize); return &b }}
 
-// frameReader reads whole messages: the type byte, the length and the
-// body, as one byte slice of its own (callers may keep it).
-type frameReader struct {
-	src   io.Reader
+// frameParser splits the bytes of one direction into messages, pushed in
+// as they arrive: the caller reads into space(), says how much with
+// wrote(), and takes the whole messages with next().  It reads nothing
+// itself, so that one loop over many sockets can drive a parser per
+// peer as frameReader drives one from its reader.
+//
+// A message next returns is a view of the parser's buffer, valid until
+// the next call of space (which may move what is buffered, or give the
+// large buffer back): a caller that keeps a message, or anything a
+// decoder took from it without copying, keeps a copy.  Messages larger
+// than the large buffer come in slices of their own.
+type frameParser struct {
 	small [smallBufferSize]byte
 	big   *[]byte // borrowed while a burst is buffered; nil otherwise
 	buf   []byte  // small[:] or *big
@@ -44,84 +52,140 @@ type frameReader struct {
 	// burst: the last read filled the buffer it read into, so more is
 	// probably on its way and the next read goes to the large buffer
 	burst bool
+	long  []byte // a message larger than the large buffer, being read
+	longW int    // long[:longW] is read
+}
+
+func (p *frameParser) init() { p.buf = p.small[:] }
+
+// next returns the next whole message (its type and its bytes, header
+// included; the body is raw[5:]), or ok false when more must be read.
+func (p *frameParser) next() (typ byte, raw []byte, ok bool, err error) {
+	if p.long != nil {
+		if p.longW < len(p.long) {
+			return 0, nil, false, nil
+		}
+		raw, p.long, p.longW = p.long, nil, 0
+		return raw[0], raw, true, nil
+	}
+	size, err := p.pending()
+	if err != nil || size == 0 || p.w-p.r < size {
+		if size > frameBufferSize {
+			// the rest straight into the message's own slice
+			p.long = make([]byte, size)
+			p.longW = copy(p.long, p.buf[p.r:p.w])
+			p.r = p.w
+			p.burst = false
+		}
+		return 0, nil, false, err
+	}
+	raw = p.buf[p.r : p.r+size : p.r+size]
+	p.r += size
+	return raw[0], raw, true, nil
+}
+
+// pending is the size of the message at the front of the buffer, header
+// included, or 0 while its header is incomplete.
+func (p *frameParser) pending() (int, error) {
+	if p.w-p.r < 5 {
+		return 0, nil
+	}
+	n := int(binary.BigEndian.Uint32(p.buf[p.r+1:]))
+	if n < 4 || n > maxMessageLen {
+		return 0, fmt.Errorf("wire: message %q of invalid length %d", p.buf[p.r], n)
+	}
+	return 1 + n, nil
+}
+
+// space is where the next read goes: the rest of a large message, or
+// the free end of the buffer, with room made for the message begun
+// (call it once next has returned every whole message).
+func (p *frameParser) space() []byte {
+	if p.long != nil {
+		return p.long[p.longW:]
+	}
+	if p.r == p.w {
+		// nothing left: the buffer starts over and the large one goes
+		// back (a read that waits holds none; a burst that goes on fills
+		// the small one and borrows again)
+		p.idle()
+	}
+	need, _ := p.pending() // an invalid length: next reports it
+	need = max(need, 5)
+	if p.big == nil && (p.burst || need > len(p.buf)) {
+		p.big = framePool.Get().(*[]byte)
+		p.w = copy(*p.big, p.buf[p.r:p.w])
+		p.r = 0
+		p.buf = *p.big
+	} else if p.r > 0 {
+		// less than a message: the read gets the whole buffer's room
+		p.w = copy(p.buf, p.buf[p.r:p.w])
+		p.r = 0
+	}
+	return p.buf[p.w:]
+}
+
+// idle gives the large buffer back when nothing is buffered (a pooled
+// server connection going back to its pool: no read comes until its
+// next session).  The messages next returned are no longer valid.
+func (p *frameParser) idle() {
+	if p.r != p.w || p.long != nil {
+		return
+	}
+	p.r, p.w, p.burst = 0, 0, false
+	if p.big != nil {
+		framePool.Put(p.big)
+		p.big, p.buf = nil, p.small[:]
+	}
+}
+
+// wrote records n bytes read into what space returned.
+func (p *frameParser) wrote(n int) {
+	if p.long != nil {
+		p.longW += n
+		return
+	}
+	p.w += n
+	p.burst = p.w == len(p.buf)
+}
+
+// buffered is the number of bytes read and not yet returned: 0 means
+// the peer has nothing more in flight right now.
+func (p *frameParser) buffered() int { return p.w - p.r + p.longW }
+
+// frameReader reads whole messages from one reader with a frameParser:
+// each is a view, valid until the next call of next.
+type frameReader struct {
+	src io.Reader
+	frameParser
+	err error // the read's error, reported once the bytes before it are
 }
 
 func newFrameReader(r io.Reader) *frameReader {
 	f := &frameReader{src: r}
-	f.buf = f.small[:]
+	f.init()
 	return f
 }
 
-// fill reads until at least n bytes (n <= smallBufferSize) are buffered.
-func (f *frameReader) fill(n int) error {
-	for f.w-f.r < n {
-		if f.burst && f.big == nil {
-			f.big = framePool.Get().(*[]byte)
-			f.w = copy(*f.big, f.buf[f.r:f.w])
-			f.r = 0
-			f.buf = *f.big
-		} else if f.r > 0 {
-			f.w = copy(f.buf, f.buf[f.r:f.w])
-			f.r = 0
-		}
-		m, err := f.src.Read(f.buf[f.w:])
-		f.w += m
-		f.burst = f.w == len(f.buf)
-		if err != nil && f.w-f.r < n {
-			if err == io.EOF && f.w > f.r {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// drained gives the large buffer back once nothing is left in it (a
-// burst that goes on borrows it again at its next read).
-func (f *frameReader) drained() {
-	if f.r < f.w {
-		return
-	}
-	f.r, f.w = 0, 0
-	if f.big != nil {
-		framePool.Put(f.big)
-		f.big, f.buf = nil, f.small[:]
-	}
-}
-
 // next returns the next message: its type and its raw bytes (header
-// included; the body is raw[5:]).
+// included; the body is raw[5:]), valid until the next call.
 func (f *frameReader) next() (byte, []byte, error) {
-	if err := f.fill(5); err != nil {
-		return 0, nil, err
-	}
-	hdr := f.buf[f.r : f.r+5]
-	typ := hdr[0]
-	n := int(binary.BigEndian.Uint32(hdr[1:]))
-	if n < 4 || n > maxMessageLen {
-		return 0, nil, fmt.Errorf("wire: message %q of invalid length %d", typ, n)
-	}
-	raw := make([]byte, 1+n)
-	k := copy(raw, f.buf[f.r:f.w])
-	f.r += k
-	if k < len(raw) {
-		// the rest straight into the message's own slice
-		if _, err := io.ReadFull(f.src, raw[k:]); err != nil {
-			if err == io.EOF {
+	for {
+		typ, raw, ok, err := f.frameParser.next()
+		if ok || err != nil {
+			return typ, raw, err
+		}
+		if err, f.err = f.err, nil; err != nil {
+			if err == io.EOF && f.buffered() > 0 {
 				err = io.ErrUnexpectedEOF
 			}
 			return 0, nil, err
 		}
-		f.burst = false
+		n, err := f.src.Read(f.space())
+		f.wrote(n)
+		f.err = err
 	}
-	f.drained()
-	return typ, raw, nil
 }
-
-// buffered is the number of bytes already read and not yet returned: 0
-// means the peer has nothing more in flight right now.
-func (f *frameReader) buffered() int { return f.w - f.r }
 
 // frameWriter buffers messages for one peer.
 type frameWriter struct {
@@ -187,6 +251,22 @@ func (f *frameWriter) flush() error {
 	framePool.Put(f.buf)
 	f.buf = nil
 	return err
+}
+
+// frontendKeeps and backendKeeps say whether pgproto3's decoding of a
+// client's or a server's message of type typ keeps slices of its bytes,
+// where the others' do not (their strings and slices are their own): a
+// message read as a view (frameParser) is copied before such a decoding,
+// since what the proxy decodes it may keep (a portal's Bind, rows it
+// sorts, COPY's rows, a result's description).
+func frontendKeeps(typ byte) bool { return typ == 'B' || typ == 'd' || typ == 'F' }
+
+func backendKeeps(typ byte) bool {
+	switch typ {
+	case 'D', 'T', 'C', 'd', 'V':
+		return true
+	}
+	return false
 }
 
 // decodeBackend decodes a server message (after authentication).

@@ -73,7 +73,8 @@ func (s *session) relay(up *frameReader) error {
 		if err != nil {
 			return err
 		}
-		if s.pooled != nil && typ == 'Z' && raw[5] == 'I' && cur == nil && up.buffered() == 0 && s.release() {
+		if s.pooled != nil && typ == 'Z' && len(raw) > 5 && raw[5] == 'I' && cur == nil && up.buffered() == 0 && s.release() {
+			up.idle() // no read until the next session: the large buffer goes back
 			return errReleased
 		}
 	}
@@ -103,6 +104,10 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 	}
 	if typ == 'D' && s.rawRow(cur, raw) {
 		return cur, s.clW.raw(raw)
+	}
+	if backendKeeps(typ) {
+		// raw is the reader's until its next message (frameParser)
+		raw = bytes.Clone(raw)
 	}
 	m, err := decodeBackend(typ, raw[5:])
 	if err != nil && typ == 'D' {

@@ -548,6 +548,11 @@ func (s *session) message(typ byte, raw []byte) error {
 		}
 		return s.flushIfIdle()
 	}
+	if frontendKeeps(typ) {
+		// raw is the reader's until its next message (frameParser): a
+		// portal keeps its Bind's parameters, COPY its rows
+		raw = bytes.Clone(raw)
+	}
 	m, err := decodeFrontend(typ, raw[5:])
 	if err != nil {
 		return err
@@ -611,10 +616,12 @@ func (s *session) handle(m pgproto3.FrontendMessage) error {
 	case *pgproto3.Execute:
 		s.inBatch = true
 		p := s.portals[m.Portal]
-		t := s.newStat(metrics.Passed, "", "", time.Now())
-		if p != nil {
+		var t *stat
+		if p == nil {
+			t = s.newStat(metrics.Passed, "", "", time.Now())
+		} else {
 			s.applyNameChanges(p.st.plan)
-			t = s.newStat(outcomeOf(p.st.plan, p.st.sql), "", p.st.plan.SQL, t.start)
+			t = s.newStat(outcomeOf(p.st.plan, p.st.sql), "", p.st.plan.SQL, time.Now())
 			if !s.mayRun(p.st.plan, p.st.sql) {
 				return nil // a portal bound before a right was revoked
 			}
