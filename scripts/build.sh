@@ -4,7 +4,8 @@
 # client-side key tool pgcipher-keys, the wire proxy pgcipher-proxy and the
 # KMS key command pgcipher-kms.
 #
-# Usage: build.sh [--for-tests]   (./pgcipher build [--for-tests])
+# Usage: build.sh [--for-tests [--no-packages]]
+#        (./pgcipher build [--for-tests [--no-packages]])
 set -euo pipefail
 umask 022	# install trees readable by every user: see server/build.sh
 top=${PGCIPHER_TOP:?}
@@ -29,11 +30,12 @@ go=$("$top/scripts/go.sh" path)
 # baseline of the same source (scripts/test.sh's build_stock), Citus
 # against both (test/citus/run.sh; bench's citus scenario) and the Debian
 # packages (the packages suite; kept while the checkout is clean and at the
-# same commit): .ci/run builds 18's so beside the 17 leg's suites, which
-# mostly wait on servers
+# same commit): .ci/run builds 18's servers and Citus so beside the 17
+# leg's suites, which mostly wait on servers, and the packages (no install
+# tree of the suites' in them) beside the 18 leg's (--no-packages)
 if [ "${1:-}" = --for-tests ]; then
     "$top/server/build.sh" "$build" --stock
     "$top/test/citus/run.sh" build
     "$top/test/citus/run.sh" build-stock
-    "$top/scripts/package.sh"
+    [ "${2:-}" = --no-packages ] || "$top/scripts/package.sh"
 fi

@@ -43,10 +43,14 @@ root=$work/root
 out=$build/packages
 mkdir -p "$work" "$out"
 die() { echo "package: $*" >&2; exit 1; }
+# one build at a time: .ci/run builds the packages beside the 18 leg,
+# whose packages suite then waits here and finds them built
+exec 8> "$work/.lock"
+flock 8
 
 # Packages built from a clean checkout's commit stay built: .ci/run builds
-# them beside the 17 leg (./pgcipher build --for-tests), and the packages
-# suite then finds them.  A dirty tree, another commit or major builds again
+# them beside the 18 leg (./pgcipher package), and the packages suite then
+# finds them.  A dirty tree, another commit or major builds again
 # (ignored files do not count: a clean clone has none in the sources; nor
 # do Debian's build dependencies, which change only between runs).
 tree_state() {

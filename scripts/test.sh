@@ -9,8 +9,8 @@
 # servers' start-ups, the drivers' timeouts and sleeps, the proxies'
 # round trips, apt and dpkg in the packages suite's root, Citus's nodes
 # waiting on each other), runs in the background beside lane 1 from just
-# after install-modes (the last suite that installs the server again),
-# each suite's line printed as it ends; they share
+# after install-modes (lane 1's first suite, and the last that installs
+# the server again), each suite's line printed as it ends; they share
 # nothing with the rest but the installed tree and the ports (every
 # PostgreSQL::Test::Cluster reserves its ports in one directory).
 # PGCIPHER_TEST_LANES=1 runs lane 2 in line, last.  MAJORS says where CI
@@ -33,6 +33,12 @@ jobs=${JOBS:-$(nproc)}
 # NAME | LANE | MAJORS | COMMAND (run with eval, so it may name the
 # functions below and $top, $build, enc_opts), then what it tests
 SUITES=$(cat <<'TABLE'
+install-modes | 1 | 18 | install_modes
+    the build run again under umask 077 leaves install trees every user can read
+    (a server run by another OS user)
+pg_config-cc | 1 | 18 | pg_config_cc
+    pg_config --cc (and PGXS's CC) is one compiler on PATH that builds
+    executables: extensions' configure scripts (Citus's) run it as one word
 design-refs | 1 | 17 18 | design_refs
     every reference to a section of docs/design.md (design 13.5a, design.md §9,
     section N inside it) names an existing heading: scripts/check-design-refs.py
@@ -61,12 +67,6 @@ debian-options | 1 | 18 | python3 "$top/test/packages/like_debian.py" --options 
 minor-release | 1 | 18 | minor_release
     the build warns when Debian trixie's index names a newer release than a pin
     (server/fetch-source.sh)
-install-modes | 1 | 18 | install_modes
-    the build run again under umask 077 leaves install trees every user can read
-    (a server run by another OS user)
-pg_config-cc | 1 | 18 | pg_config_cc
-    pg_config --cc (and PGXS's CC) is one compiler on PATH that builds
-    executables: extensions' configure scripts (Citus's) run it as one word
 encryption-tap | 1 | 17 18 | tap src/test/encryption "" '/0(08|11|12)_'
     our TAP tests: crypto vectors and key ring (001), no plaintext on disk with
     an unencrypted control (002), start-up refusals leaving the data directory
@@ -212,17 +212,6 @@ timescaledb | 1 | 17 18 | "$top/test/extensions/run.sh" timescaledb
     TimescaleDB, Apache edition (Debian trixie's 2.19.3 on 17, upstream's 2.29.2
     on 18): hypertable, chunks, drop_chunks, crash and recovery on aes-256, and
     a marker scan with an unencrypted control
-packages | 2 | 18 | "$top/test/packages/run.sh"
-    test/packages: the Debian packages (scripts/package.sh, lintian without
-    errors) installed with apt into a clean Debian 12 root made by mmdebstrap;
-    there pg_createcluster with --encryption, pg_ctlcluster, pg_lsclusters, the
-    marker scan with an unencrypted control, what Debian's options bring (the
-    JIT, the three PLs, uuid-ossp, XML, pam/ldap/gss in pg_hba.conf),
-    pg_upgradecluster from Debian's 15 into an encrypted cluster, the proxy's
-    unit and --check-config, and a purge that keeps the data; on 18, every
-    shell block of docs/operations.md there, against a real OpenBao and PyKMIP
-    server; pg_config --configure and pg_available_extensions as Debian's own
-    packages.  In the second lane: apt, dpkg and mmdebstrap mostly wait
 pgbackrest | 2 | 18 | "$top/test/tools/run.sh" pgbackrest
     test/tools: pgBackRest 2.59.1 (scripts/vendor.tsv; skipped where it cannot
     be had) with archive-async, archive-header-check and checksum-page on:
@@ -266,6 +255,18 @@ citus-regress | 2 | 18 | "$top/test/citus/run.sh" regress
     aes-256 nodes, each failure explained in test/citus/regress-expected-
     failures (it fails unencrypted too); a schedule with another failure runs
     again on unencrypted nodes, which tells encryption from the machine
+packages | 2 | 18 | "$top/test/packages/run.sh"
+    test/packages: the Debian packages (scripts/package.sh, lintian without
+    errors) installed with apt into a clean Debian 12 root made by mmdebstrap;
+    there pg_createcluster with --encryption, pg_ctlcluster, pg_lsclusters, the
+    marker scan with an unencrypted control, what Debian's options bring (the
+    JIT, the three PLs, uuid-ossp, XML, pam/ldap/gss in pg_hba.conf),
+    pg_upgradecluster from Debian's 15 into an encrypted cluster, the proxy's
+    unit and --check-config, and a purge that keeps the data; on 18, every
+    shell block of docs/operations.md there, against a real OpenBao and PyKMIP
+    server; pg_config --configure and pg_available_extensions as Debian's own
+    packages.  In the second lane: apt, dpkg and mmdebstrap mostly wait;
+    last, since .ci/run builds the packages beside the 18 leg
 TABLE
 )
 # suite_rows: NAME|LANE|MAJORS|COMMAND per suite, in order
