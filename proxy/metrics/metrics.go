@@ -76,13 +76,14 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	poolWait    prometheus.Histogram // transaction mode: Pools
 	audited     *prometheus.CounterVec
-	// each outcome's series, looked up once (read only after New): a
-	// statement counted costs no label hashing, map lookup or lock
+	// the series of each outcome but Refused (whose count has a SQLSTATE
+	// label), looked up once and read only after New: a statement counted
+	// costs no label hashing, lookup or lock of the vectors
 	byOutcome map[Outcome]outcomeSeries
 }
 
 type outcomeSeries struct {
-	count    prometheus.Counter // with sqlstate "" (every outcome but Refused)
+	count    prometheus.Counter
 	duration prometheus.Observer
 }
 
@@ -127,11 +128,10 @@ func New() *Metrics {
 	}
 	m.byOutcome = make(map[Outcome]outcomeSeries, len(outcomes))
 	for _, o := range outcomes {
-		var c prometheus.Counter
+		d := m.durations.WithLabelValues(string(o))
 		if o != Refused {
-			c = m.statements.WithLabelValues(string(o), "")
+			m.byOutcome[o] = outcomeSeries{count: m.statements.WithLabelValues(string(o), ""), duration: d}
 		}
-		m.byOutcome[o] = outcomeSeries{count: c, duration: m.durations.WithLabelValues(string(o))}
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
@@ -164,19 +164,16 @@ func (m *Metrics) Statement(o Outcome, sqlstate string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	series, ok := m.byOutcome[o]
-	if !ok {
-		series.duration = m.durations.WithLabelValues(string(o))
-	}
-	switch {
-	case o == Refused:
-		m.statements.WithLabelValues(string(o), sqlstate).Inc()
-	case series.count != nil:
+	if series, ok := m.byOutcome[o]; ok {
 		series.count.Inc()
-	default:
-		m.statements.WithLabelValues(string(o), "").Inc()
+		series.duration.Observe(d.Seconds())
+		return
 	}
-	series.duration.Observe(d.Seconds())
+	if o != Refused {
+		sqlstate = ""
+	}
+	m.statements.WithLabelValues(string(o), sqlstate).Inc()
+	m.durations.WithLabelValues(string(o)).Observe(d.Seconds())
 }
 
 // Audited counts the values of a column a role decrypted and encrypted

@@ -6,6 +6,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -255,10 +256,10 @@ func (f *frameWriter) flush() error {
 
 // frontendKeeps and backendKeeps say whether pgproto3's decoding of a
 // client's or a server's message of type typ keeps slices of its bytes,
-// where the others' do not (their strings and slices are their own): a
-// message read as a view (frameParser) is copied before such a decoding,
-// since what the proxy decodes it may keep (a portal's Bind, rows it
-// sorts, COPY's rows, a result's description).
+// where the others' do not (their strings and slices are their own): the
+// decoders copy such a message's body first, since a message read is a
+// view (frameParser) and what the proxy decodes it may keep (a portal's
+// Bind, rows it sorts, COPY's rows, a result's description).
 func frontendKeeps(typ byte) bool { return typ == 'B' || typ == 'd' || typ == 'F' }
 
 func backendKeeps(typ byte) bool {
@@ -269,58 +270,16 @@ func backendKeeps(typ byte) bool {
 	return false
 }
 
-// decodeBackend decodes a server message (after authentication).
+// decodeBackend decodes a server message (after authentication) into a
+// message of its own: what pgproto3 would take from body is copied first
+// (body may be a frameParser's view).
 func decodeBackend(typ byte, body []byte) (pgproto3.BackendMessage, error) {
-	var m pgproto3.BackendMessage
-	switch typ {
-	case '1':
-		m = &pgproto3.ParseComplete{}
-	case '2':
-		m = &pgproto3.BindComplete{}
-	case '3':
-		m = &pgproto3.CloseComplete{}
-	case 'A':
-		m = &pgproto3.NotificationResponse{}
-	case 'c':
-		m = &pgproto3.CopyDone{}
-	case 'C':
-		m = &pgproto3.CommandComplete{}
-	case 'd':
-		m = &pgproto3.CopyData{}
-	case 'D':
-		m = &pgproto3.DataRow{}
-	case 'E':
-		m = &pgproto3.ErrorResponse{}
-	case 'G':
-		m = &pgproto3.CopyInResponse{}
-	case 'H':
-		m = &pgproto3.CopyOutResponse{}
-	case 'I':
-		m = &pgproto3.EmptyQueryResponse{}
-	case 'K':
-		m = &pgproto3.BackendKeyData{}
-	case 'n':
-		m = &pgproto3.NoData{}
-	case 'N':
-		m = &pgproto3.NoticeResponse{}
-	case 's':
-		m = &pgproto3.PortalSuspended{}
-	case 'S':
-		m = &pgproto3.ParameterStatus{}
-	case 't':
-		m = &pgproto3.ParameterDescription{}
-	case 'T':
-		m = &pgproto3.RowDescription{}
-	case 'V':
-		m = &pgproto3.FunctionCallResponse{}
-	case 'W':
-		m = &pgproto3.CopyBothResponse{}
-	case 'Z':
-		m = &pgproto3.ReadyForQuery{}
-	case 'v':
-		m = &pgproto3.NegotiateProtocolVersion{}
-	default:
+	m := newBackend(typ)
+	if m == nil {
 		return nil, fmt.Errorf("wire: unknown server message type %q", typ)
+	}
+	if backendKeeps(typ) {
+		body = bytes.Clone(body)
 	}
 	if err := m.Decode(body); err != nil {
 		return nil, fmt.Errorf("wire: server message %q: %w", typ, err)
@@ -328,41 +287,106 @@ func decodeBackend(typ byte, body []byte) (pgproto3.BackendMessage, error) {
 	return m, nil
 }
 
-// decodeFrontend decodes a client message (after startup).
-func decodeFrontend(typ byte, body []byte) (pgproto3.FrontendMessage, error) {
-	var m pgproto3.FrontendMessage
+// newBackend is an empty server message of type typ, nil for a type
+// unknown.
+func newBackend(typ byte) pgproto3.BackendMessage {
 	switch typ {
-	case 'B':
-		m = &pgproto3.Bind{}
-	case 'C':
-		m = &pgproto3.Close{}
-	case 'D':
-		m = &pgproto3.Describe{}
-	case 'E':
-		m = &pgproto3.Execute{}
-	case 'F':
-		m = &pgproto3.FunctionCall{}
-	case 'f':
-		m = &pgproto3.CopyFail{}
-	case 'd':
-		m = &pgproto3.CopyData{}
+	case '1':
+		return &pgproto3.ParseComplete{}
+	case '2':
+		return &pgproto3.BindComplete{}
+	case '3':
+		return &pgproto3.CloseComplete{}
+	case 'A':
+		return &pgproto3.NotificationResponse{}
 	case 'c':
-		m = &pgproto3.CopyDone{}
+		return &pgproto3.CopyDone{}
+	case 'C':
+		return &pgproto3.CommandComplete{}
+	case 'd':
+		return &pgproto3.CopyData{}
+	case 'D':
+		return &pgproto3.DataRow{}
+	case 'E':
+		return &pgproto3.ErrorResponse{}
+	case 'G':
+		return &pgproto3.CopyInResponse{}
 	case 'H':
-		m = &pgproto3.Flush{}
-	case 'P':
-		m = &pgproto3.Parse{}
-	case 'Q':
-		m = &pgproto3.Query{}
+		return &pgproto3.CopyOutResponse{}
+	case 'I':
+		return &pgproto3.EmptyQueryResponse{}
+	case 'K':
+		return &pgproto3.BackendKeyData{}
+	case 'n':
+		return &pgproto3.NoData{}
+	case 'N':
+		return &pgproto3.NoticeResponse{}
+	case 's':
+		return &pgproto3.PortalSuspended{}
 	case 'S':
-		m = &pgproto3.Sync{}
-	case 'X':
-		m = &pgproto3.Terminate{}
-	default:
+		return &pgproto3.ParameterStatus{}
+	case 't':
+		return &pgproto3.ParameterDescription{}
+	case 'T':
+		return &pgproto3.RowDescription{}
+	case 'V':
+		return &pgproto3.FunctionCallResponse{}
+	case 'W':
+		return &pgproto3.CopyBothResponse{}
+	case 'Z':
+		return &pgproto3.ReadyForQuery{}
+	case 'v':
+		return &pgproto3.NegotiateProtocolVersion{}
+	}
+	return nil
+}
+
+// decodeFrontend decodes a client message (after startup) into a
+// message of its own, as decodeBackend does.
+func decodeFrontend(typ byte, body []byte) (pgproto3.FrontendMessage, error) {
+	m := newFrontend(typ)
+	if m == nil {
 		return nil, fmt.Errorf("wire: unknown client message type %q", typ)
+	}
+	if frontendKeeps(typ) {
+		body = bytes.Clone(body)
 	}
 	if err := m.Decode(body); err != nil {
 		return nil, fmt.Errorf("wire: client message %q: %w", typ, err)
 	}
 	return m, nil
+}
+
+// newFrontend is an empty client message of type typ, nil for a type
+// unknown.
+func newFrontend(typ byte) pgproto3.FrontendMessage {
+	switch typ {
+	case 'B':
+		return &pgproto3.Bind{}
+	case 'C':
+		return &pgproto3.Close{}
+	case 'D':
+		return &pgproto3.Describe{}
+	case 'E':
+		return &pgproto3.Execute{}
+	case 'F':
+		return &pgproto3.FunctionCall{}
+	case 'f':
+		return &pgproto3.CopyFail{}
+	case 'd':
+		return &pgproto3.CopyData{}
+	case 'c':
+		return &pgproto3.CopyDone{}
+	case 'H':
+		return &pgproto3.Flush{}
+	case 'P':
+		return &pgproto3.Parse{}
+	case 'Q':
+		return &pgproto3.Query{}
+	case 'S':
+		return &pgproto3.Sync{}
+	case 'X':
+		return &pgproto3.Terminate{}
+	}
+	return nil
 }

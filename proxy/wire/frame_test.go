@@ -280,8 +280,9 @@ func TestFrameParserIdle(t *testing.T) {
 
 // TestDecodingKeeps checks frontendKeeps and backendKeeps against
 // pgproto3: a message decoded from bytes that are then overwritten must
-// encode as before unless its type is one the proxy copies first (a
-// newer pgproto3 that keeps slices of another type fails here).
+// encode as before unless its type is one the lists name (a newer
+// pgproto3 that keeps slices of another type fails here), and one the
+// proxy decoded must encode as before whatever its type.
 func TestDecodingKeeps(t *testing.T) {
 	frontend := []pgproto3.FrontendMessage{
 		&pgproto3.Bind{DestinationPortal: "p", PreparedStatement: "s", ParameterFormatCodes: []int16{1},
@@ -323,8 +324,13 @@ func TestDecodingKeeps(t *testing.T) {
 		&pgproto3.ReadyForQuery{TxStatus: 'I'},
 		&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("f"), DataTypeOID: 23, DataTypeSize: 4}}},
 	}
-	check := func(m interface{ Encode([]byte) ([]byte, error) }, keeps func(byte) bool,
-		decode func(byte, []byte) (interface{ Encode([]byte) ([]byte, error) }, error)) {
+	type message interface {
+		Decode([]byte) error
+		Encode([]byte) ([]byte, error)
+	}
+	// aliases decodes m's bytes with decode, overwrites them (the
+	// reader's buffer, reused) and says whether the message changed
+	aliases := func(m message, decode func(byte, []byte) (message, error)) bool {
 		want, err := m.Encode(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -335,25 +341,36 @@ func TestDecodingKeeps(t *testing.T) {
 			t.Fatalf("%T: %v", m, err)
 		}
 		for i := 5; i < len(raw); i++ {
-			raw[i] ^= 0x5a // the reader's buffer, reused
+			raw[i] ^= 0x5a
 		}
 		got, err := d.Encode(nil)
 		if err != nil {
 			t.Fatalf("%T after its bytes changed: %v", m, err)
 		}
-		if aliased := !bytes.Equal(got, want); aliased != keeps(want[0]) {
-			t.Errorf("%T (%q): keeps slices of its bytes %v, the list says %v", m, want[0], aliased, keeps(want[0]))
+		return !bytes.Equal(got, want)
+	}
+	// pgproto3's own decoding keeps slices of exactly the types the
+	// lists name; the proxy's decoders, which copy those, keep none
+	check := func(m message, keeps func(byte) bool, empty func(byte) message, decode func(byte, []byte) (message, error)) {
+		typ, _ := m.Encode(nil)
+		byPgproto3 := aliases(m, func(typ byte, body []byte) (message, error) {
+			d := empty(typ)
+			return d, d.Decode(body)
+		})
+		if byPgproto3 != keeps(typ[0]) {
+			t.Errorf("%T (%q): keeps slices of its bytes %v, the list says %v", m, typ[0], byPgproto3, keeps(typ[0]))
+		}
+		if aliases(m, decode) {
+			t.Errorf("%T (%q): the proxy's decoding keeps slices of the reader's buffer", m, typ[0])
 		}
 	}
 	for _, m := range frontend {
-		check(m, frontendKeeps, func(typ byte, body []byte) (interface{ Encode([]byte) ([]byte, error) }, error) {
-			return decodeFrontend(typ, body)
-		})
+		check(m, frontendKeeps, func(typ byte) message { return newFrontend(typ) },
+			func(typ byte, body []byte) (message, error) { return decodeFrontend(typ, body) })
 	}
 	for _, m := range backend {
-		check(m, backendKeeps, func(typ byte, body []byte) (interface{ Encode([]byte) ([]byte, error) }, error) {
-			return decodeBackend(typ, body)
-		})
+		check(m, backendKeeps, func(typ byte) message { return newBackend(typ) },
+			func(typ byte, body []byte) (message, error) { return decodeBackend(typ, body) })
 	}
 }
 

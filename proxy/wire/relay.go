@@ -105,10 +105,6 @@ func (s *session) relayOne(cur answer, typ byte, raw []byte) (answer, error) {
 	if typ == 'D' && s.rawRow(cur, raw) {
 		return cur, s.clW.raw(raw)
 	}
-	if backendKeeps(typ) {
-		// raw is the reader's until its next message (frameParser)
-		raw = bytes.Clone(raw)
-	}
 	m, err := decodeBackend(typ, raw[5:])
 	if err != nil && typ == 'D' {
 		// a row that does not read may hold ciphertext: never relayed

@@ -548,11 +548,6 @@ func (s *session) message(typ byte, raw []byte) error {
 		}
 		return s.flushIfIdle()
 	}
-	if frontendKeeps(typ) {
-		// raw is the reader's until its next message (frameParser): a
-		// portal keeps its Bind's parameters, COPY its rows
-		raw = bytes.Clone(raw)
-	}
 	m, err := decodeFrontend(typ, raw[5:])
 	if err != nil {
 		return err

@@ -123,12 +123,7 @@ func TestRawSocket(t *testing.T) {
 		})
 		t.Run(network+"/own close", func(t *testing.T) {
 			a, _ := socketPair(t, network)
-			errc := make(chan error, 1)
-			go func() {
-				_, err := a.Read(make([]byte, 8))
-				errc <- err
-			}()
-			time.Sleep(50 * time.Millisecond)
+			errc := parkedRead(a)
 			a.Close()
 			if err := <-errc; !errors.Is(err, net.ErrClosed) {
 				t.Fatalf("a read blocked at close: %v, want net.ErrClosed", err)
@@ -141,12 +136,7 @@ func TestRawSocket(t *testing.T) {
 			// what the relay does to wake the client loop at a
 			// session's end: a deadline of now, set from elsewhere
 			a, b := socketPair(t, network)
-			errc := make(chan error, 1)
-			go func() {
-				_, err := a.Read(make([]byte, 8))
-				errc <- err
-			}()
-			time.Sleep(50 * time.Millisecond)
+			errc := parkedRead(a)
 			a.SetReadDeadline(time.Now())
 			if err := <-errc; !errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatalf("parked read: %v, want a timeout", err)
@@ -296,6 +286,18 @@ func setBuffers(t *testing.T, conns ...net.Conn) {
 		bc.SetReadBuffer(4096)
 		bc.SetWriteBuffer(4096)
 	}
+}
+
+// parkedRead starts a read of c that waits for bytes (given time to
+// park on the netpoller) and returns where its error comes.
+func parkedRead(c net.Conn) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 8))
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	return errc
 }
 
 // writeChunks writes b in raw-sized writes.
