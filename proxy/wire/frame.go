@@ -271,20 +271,29 @@ func backendKeeps(typ byte) bool {
 }
 
 // decodeBackend decodes a server message (after authentication) into a
-// message of its own: what pgproto3 would take from body is copied first
-// (body may be a frameParser's view).
+// message of its own (decodeMessage).
 func decodeBackend(typ byte, body []byte) (pgproto3.BackendMessage, error) {
 	m := newBackend(typ)
-	if m == nil {
-		return nil, fmt.Errorf("wire: unknown server message type %q", typ)
+	if err := decodeMessage(m, backendKeeps(typ), "server", typ, body); err != nil {
+		return nil, err
 	}
-	if backendKeeps(typ) {
+	return m, nil
+}
+
+// decodeMessage decodes body into m (nil: a type unknown), copying it
+// first where pgproto3 would keep slices of it (body may be a
+// frameParser's view).
+func decodeMessage(m pgproto3.Message, keeps bool, side string, typ byte, body []byte) error {
+	if m == nil {
+		return fmt.Errorf("wire: unknown %s message type %q", side, typ)
+	}
+	if keeps {
 		body = bytes.Clone(body)
 	}
 	if err := m.Decode(body); err != nil {
-		return nil, fmt.Errorf("wire: server message %q: %w", typ, err)
+		return fmt.Errorf("wire: %s message %q: %w", side, typ, err)
 	}
-	return m, nil
+	return nil
 }
 
 // newBackend is an empty server message of type typ, nil for a type
@@ -342,17 +351,11 @@ func newBackend(typ byte) pgproto3.BackendMessage {
 }
 
 // decodeFrontend decodes a client message (after startup) into a
-// message of its own, as decodeBackend does.
+// message of its own (decodeMessage).
 func decodeFrontend(typ byte, body []byte) (pgproto3.FrontendMessage, error) {
 	m := newFrontend(typ)
-	if m == nil {
-		return nil, fmt.Errorf("wire: unknown client message type %q", typ)
-	}
-	if frontendKeeps(typ) {
-		body = bytes.Clone(body)
-	}
-	if err := m.Decode(body); err != nil {
-		return nil, fmt.Errorf("wire: client message %q: %w", typ, err)
+	if err := decodeMessage(m, frontendKeeps(typ), "client", typ, body); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

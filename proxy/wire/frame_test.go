@@ -372,6 +372,12 @@ func TestDecodingKeeps(t *testing.T) {
 		check(m, backendKeeps, func(typ byte) message { return newBackend(typ) },
 			func(typ byte, body []byte) (message, error) { return decodeBackend(typ, body) })
 	}
+	if _, err := decodeBackend('?', nil); err == nil {
+		t.Error("a server message of an unknown type decoded")
+	}
+	if _, err := decodeFrontend('?', nil); err == nil {
+		t.Error("a client message of an unknown type decoded")
+	}
 }
 
 // countingWriter counts the writes it is given.
