@@ -142,7 +142,12 @@ if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
     # the LLVM bitcode through ccache too, given to make alone: the CLANG
     # that pg_config records (and PGXS hands extensions) stays Debian's
     [ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
-    makeflags=(CLANG="$(ccache_clang)")
+    # autodepend=yes, given to make alone (pg_config --configure stays
+    # Debian's): the objects are compiled with the dependency options of
+    # the development builds' --enable-depend, so that ccache serves this
+    # build's objects that match theirs (all but those that name paths,
+    # the version or the socket directory: .ci/run builds these after 18's)
+    makeflags=(CLANG="$(ccache_clang)" autodepend=yes)
     echo "package: configure for Debian's layout (log: $work/configure.log)"
     (cd "$tree" && ./configure CC=gcc CFLAGS="$cflags" CPPFLAGS="$cppflags" CXXFLAGS="$cxxflags" \
         LDFLAGS="$ldflags" "${config[@]}" > "$work/configure.log" 2>&1) \
