@@ -138,7 +138,7 @@ if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
         mkdir -p "$(dirname "$tree/$f")"
         cp "$here/src/$f" "$tree/$f"
     done
-    export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=1
+    export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_NOHASHDIR=1
     # the LLVM bitcode through ccache too, given to make alone: the CLANG
     # that pg_config records (and PGXS hands extensions) stays Debian's
     [ -x /usr/lib/ccache/gcc ] && export PATH=/usr/lib/ccache:$PATH
@@ -152,6 +152,8 @@ if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
     (cd "$tree" && ./configure CC=gcc CFLAGS="$cflags" CPPFLAGS="$cppflags" CXXFLAGS="$cxxflags" \
         LDFLAGS="$ldflags" "${config[@]}" > "$work/configure.log" 2>&1) \
         || { tail -30 "$work/configure.log" >&2; die "configure failed"; }
+    # paths relative, pg_config.h hashed without its own (debian-options.sh)
+    ccache_direct "$tree" "$openssl"
     echo "package: make -j$jobs (log: $work/make.log)"
     (cd "$tree" && make -j"$jobs" -s "${makeflags[@]}" > "$work/make.log" 2>&1 \
         && make -C contrib -j"$jobs" -s "${makeflags[@]}" >> "$work/make.log" 2>&1 \

@@ -86,11 +86,7 @@ fi
 done
 
 # 4: configure once per set of options, then make.
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-# Paths relative to the source tree: the stock build (BUILD_DIR/stock) then
-# compiles with the same command lines as ours, and every object that no
-# patched header reaches (about half of them) comes from the cache
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$tree} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # The compiler configure records is a plain "gcc": pg_config --cc and
 # PGXS's Makefile.global hand it to every extension built against this
 # tree, and some (Citus's configure) take CC as one word.  ccache stays in
@@ -114,6 +110,11 @@ if [ "$(cat "$tree/.pgcipher-config" 2>/dev/null)" != "$config_stamp" ]; then
     echo "$config_stamp" > "$tree/.pgcipher-config"
 fi
 
+# Paths relative to the directory above the tree and OpenSSL's: the stock
+# build (BUILD_DIR/stock) compiles with the same command lines as ours, and
+# every object that no patched header reaches comes from the cache; another
+# checkout's build of the same source takes them in direct mode
+ccache_direct "$tree" "$openssl"
 echo "build: make -j$jobs (log: $build/make.log)"
 if ! (cd "$tree" && make -j"$jobs" -s > "$build/make.log" 2>&1 \
       && make -C contrib -j"$jobs" -s >> "$build/make.log" 2>&1 \

@@ -86,6 +86,55 @@ dev_configure() {
                    --enable-depend ${PGCIPHER_CONFIGURE_EXTRA:-})
 }
 
+# ccache_direct TREE PATH...: after configure, ccache's settings for the
+# PostgreSQL build in TREE, so that a build of the same source in another
+# checkout (CI's clone, after the last one's) takes its objects in direct
+# mode, without running the preprocessor (a preprocessed hit costs an
+# eighth of a compile's CPU):
+#  - paths relative to the directory above TREE and each PATH (OpenSSL's
+#    headers);
+#  - pg_config.h, whose CONFIGURE_ARGS names the checkout's paths, left out
+#    of the manifests (ignore_headers_in_manifest, matched against the
+#    path as the compiler names it: an entry per depth), and the rest of it
+#    hashed instead, as OBJC_INCLUDE_PATH: ccache's manual lists it among
+#    what direct mode hashes, and a C compiler reads it not, so preprocessed
+#    hits stay shared with builds whose pg_config.h differs (a JIT or not,
+#    the packages');
+#  - but ../../src/include/pg_config.h, src/common's (and src/port's and
+#    contrib's): config_info.c prints CONFIGURE_ARGS (pg_config
+#    --configure), and must not come from a build with another prefix.
+ccache_direct() {
+    local tree=$1 base=$1 p up="" ignore="" key
+    shift
+    ccache_hashes_objc_path || return 0
+    for p in "$@"; do
+        while [ "$base" != / ] && [ "${p#"$base"/}" = "$p" ]; do base=$(dirname "$base"); done
+    done
+    while [ ${#up} -le 30 ]; do
+        [ "$up" = ../../ ] || ignore+=${ignore:+:}${up}src/include/pg_config.h
+        up+=../
+    done
+    key=$(grep -v '^#define CONFIGURE_ARGS ' "$tree/src/include/pg_config.h" | sha256sum | cut -c1-32)
+    export CCACHE_BASEDIR=$base CCACHE_IGNOREHEADERS=$ignore
+    export OBJC_INCLUDE_PATH=/nonexistent/pgcipher-pg_config-$key${OBJC_INCLUDE_PATH:+:$OBJC_INCLUDE_PATH}
+}
+
+# ccache_hashes_objc_path: whether this ccache hashes OBJC_INCLUDE_PATH in
+# direct mode and not in preprocessor mode (4.7 does; were that to change,
+# the builds keep preprocessed hits, without ignoring pg_config.h)
+ccache_hashes_objc_path() {
+    local t stats ok=1 v
+    command -v ccache > /dev/null || return 1
+    t=$(mktemp -d)
+    echo 'int pgcipher;' > "$t/a.c"
+    for v in a b; do
+        (cd "$t" && OBJC_INCLUDE_PATH=/nonexistent/$v CCACHE_DIR=$t/cache ccache gcc -c a.c -o a.o) || ok=0
+    done
+    stats=$(CCACHE_DIR=$t/cache ccache --print-stats 2> /dev/null)
+    rm -rf "$t"
+    [ $ok = 1 ] && grep -qx $'direct_cache_hit\t0' <<< "$stats" && grep -qx $'preprocessed_cache_hit\t1' <<< "$stats"
+}
+
 # ccache_clang: after debian_options, Debian's CLANG, through ccache's
 # masquerade directory where it has one for it (LLVM's bitcode is compiled
 # once per object, as the objects are)
