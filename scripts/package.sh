@@ -152,7 +152,8 @@ if [ "$(cat "$root/.pgcipher-deb" 2>/dev/null)" != "$stamp" ]; then
     (cd "$tree" && ./configure CC=gcc CFLAGS="$cflags" CPPFLAGS="$cppflags" CXXFLAGS="$cxxflags" \
         LDFLAGS="$ldflags" "${config[@]}" > "$work/configure.log" 2>&1) \
         || { tail -30 "$work/configure.log" >&2; die "configure failed"; }
-    # paths relative, pg_config.h hashed without its own (debian-options.sh)
+    # relative paths; pg_config.h hashed without its CONFIGURE_ARGS, which
+    # names this checkout (debian-options.sh)
     ccache_direct "$tree" "$openssl"
     echo "package: make -j$jobs (log: $work/make.log)"
     (cd "$tree" && make -j"$jobs" -s "${makeflags[@]}" > "$work/make.log" 2>&1 \

@@ -96,32 +96,34 @@ dev_configure() {
 #  - pg_config.h, whose CONFIGURE_ARGS names the checkout's paths, left out
 #    of the manifests (ignore_headers_in_manifest, matched against the
 #    path as the compiler names it: an entry per depth), and the rest of it
-#    hashed instead, as OBJC_INCLUDE_PATH: ccache's manual lists it among
-#    what direct mode hashes, and a C compiler reads it not, so preprocessed
-#    hits stay shared with builds whose pg_config.h differs (a JIT or not,
-#    the packages');
+#    hashed instead, as OBJC_INCLUDE_PATH, which a C compiler does not read
+#    and ccache hashes in direct mode alone, so preprocessed hits stay
+#    shared with builds whose pg_config.h differs (a JIT or not, the
+#    packages').  Its manual does not say so: each build checks it first
+#    (ccache_hashes_objc_path), and ignores nothing where it does not hold;
 #  - but ../../src/include/pg_config.h, src/common's (and src/port's and
 #    contrib's): config_info.c prints CONFIGURE_ARGS (pg_config
 #    --configure), and must not come from a build with another prefix.
 ccache_direct() {
     local tree=$1 base=$1 p up="" ignore="" key
     shift
-    ccache_hashes_objc_path || return 0
     for p in "$@"; do
         while [ "$base" != / ] && [ "${p#"$base"/}" = "$p" ]; do base=$(dirname "$base"); done
     done
+    export CCACHE_BASEDIR=$base
+    ccache_hashes_objc_path || return 0
     while [ ${#up} -le 30 ]; do
         [ "$up" = ../../ ] || ignore+=${ignore:+:}${up}src/include/pg_config.h
         up+=../
     done
     key=$(grep -v '^#define CONFIGURE_ARGS ' "$tree/src/include/pg_config.h" | sha256sum | cut -c1-32)
-    export CCACHE_BASEDIR=$base CCACHE_IGNOREHEADERS=$ignore
+    export CCACHE_IGNOREHEADERS=$ignore
     export OBJC_INCLUDE_PATH=/nonexistent/pgcipher-pg_config-$key${OBJC_INCLUDE_PATH:+:$OBJC_INCLUDE_PATH}
 }
 
 # ccache_hashes_objc_path: whether this ccache hashes OBJC_INCLUDE_PATH in
-# direct mode and not in preprocessor mode (4.7 does; were that to change,
-# the builds keep preprocessed hits, without ignoring pg_config.h)
+# direct mode and not in preprocessor mode (Debian 12's 4.7 does): two
+# compiles of one file in a cache of their own, the variable changed
 ccache_hashes_objc_path() {
     local t stats ok=1 v
     command -v ccache > /dev/null || return 1
